@@ -1,0 +1,66 @@
+# distrl: build, test and benchmark. `make deps` installs the system
+# packages it needs (libzmq for cgo) with apt-get when they are missing.
+
+SHELL        := /bin/bash
+GO           ?= go
+BIN          := bin
+RLCTL        := $(BIN)/rlctl
+APT_PACKAGES := libzmq3-dev pkg-config
+STATICCHECK_VERSION := v0.8.2
+GOBIN        := $(shell $(GO) env GOPATH)/bin
+TEST_TIMEOUT ?= 15m
+BENCH_OUT    ?= $(BIN)/bench.txt
+
+export CGO_ENABLED := 1
+
+.PHONY: all deps build test vet lint unit bench demo run clean
+
+all: build
+
+# Install missing Debian packages; retry once after `apt-get update`.
+deps:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  apt="$$sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -y -q"; \
+	  echo "installing:$$missing"; \
+	  $$apt install $$missing || { $$apt update && $$apt install $$missing; } || exit 1; \
+	fi
+	@pkg-config --exists libzmq || { echo "libzmq not found by pkg-config"; exit 1; }
+
+build: deps
+	$(GO) build -o $(RLCTL) ./cmd/rlctl
+
+vet:
+	$(GO) vet ./...
+
+$(GOBIN)/staticcheck:
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+lint: vet $(GOBIN)/staticcheck
+	$(GOBIN)/staticcheck ./...
+
+# Every test, integration tests included (real sockets, real etcd, real processes), with -race.
+test: deps lint
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# Unit tests only: quick, in-process.
+unit:
+	$(GO) test -count=1 -short ./...
+
+# Go benchmarks and end-to-end benchmarks, then a table of ratios against
+# the limits measured in the same run.
+bench: build
+	@mkdir -p $(BIN)
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./... | tee $(BENCH_OUT)
+	$(GO) run ./cmd/benchtab < $(BENCH_OUT)
+
+# The main job: a name server, echo workers as processes, requests to them.
+demo run: build
+	./scripts/demo.sh $(RLCTL)
+
+clean:
+	rm -rf $(BIN)

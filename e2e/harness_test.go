@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/nameresolve/etcd"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/worker"
+)
+
+// rlctl is the binary under test, built once by TestMain.
+var rlctl string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "distrl-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	rlctl = filepath.Join(dir, "rlctl")
+	build := exec.Command("go", "build", "-o", rlctl, "github.com/distrl/distrl/cmd/rlctl")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build rlctl:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a background rlctl process whose output goes to a log file.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// start runs rlctl args in the background with env added; the process is
+// killed when the test ends and its log printed if the test failed.
+func start(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), strings.ReplaceAll(name, "/", "-")+".log")
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(rlctl, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: log, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			out, _ := os.ReadFile(log)
+			t.Logf("--- log of %s:\n%s", name, out)
+		}
+	})
+	return p
+}
+
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s: %v", p.name, err)
+	}
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %v", p.name, timeout)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		t.Fatalf("%s: %v", p.name, p.err)
+	}
+	return 0
+}
+
+// cluster is a name server and the environment that points rlctl at it.
+type cluster struct {
+	t        *testing.T
+	dataDir  string
+	endpoint string
+	ns       *proc
+	env      []string
+	trial    names.Trial
+}
+
+var trialSeq struct {
+	sync.Mutex
+	n int
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	trialSeq.Lock()
+	trialSeq.n++
+	n := trialSeq.n
+	trialSeq.Unlock()
+	c := &cluster{t: t, dataDir: filepath.Join(t.TempDir(), "etcd"), trial: names.NewTrial("e2e", fmt.Sprintf("t%d", n))}
+	c.startNameServer("127.0.0.1:0")
+	return c
+}
+
+// startNameServer starts `rlctl nameserver` and reads the endpoint it prints.
+func (c *cluster) startNameServer(listen string) {
+	c.t.Helper()
+	c.ns = start(c.t, "nameserver", nil, "nameserver", "--listen", listen, "--data-dir", c.dataDir)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if ep := readEndpoint(c.ns.log); ep != "" {
+			c.endpoint = ep
+			c.env = []string{
+				"RLCTL_NAMERESOLVE=" + ep, "RLCTL_EXPERIMENT=" + c.trial.Experiment, "RLCTL_TRIAL=" + c.trial.Trial,
+			}
+			return
+		}
+		select {
+		case <-c.ns.done:
+			c.t.Fatalf("nameserver exited: %v", c.ns.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	c.t.Fatal("nameserver did not print its endpoint")
+}
+
+func readEndpoint(log string) string {
+	f, err := os.Open(log)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "nameserver listening on "); ok {
+			return strings.Fields(rest)[0]
+		}
+	}
+	return ""
+}
+
+// worker starts `rlctl worker --type typ --index i` with extra flags.
+func (c *cluster) worker(typ string, index int, flags ...string) *proc {
+	args := append([]string{"worker", "--type", typ, "--index", fmt.Sprint(index), "--host", "127.0.0.1"}, flags...)
+	return start(c.t, names.WorkerName(typ, index), c.env, args...)
+}
+
+// rlctl runs one rlctl command to completion.
+func (c *cluster) rlctl(args ...string) (stdout, stderr string, code int) {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rlctl, args...)
+	cmd.Env = append(os.Environ(), c.env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		c.t.Fatalf("rlctl %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// panel opens a control panel on the cluster's etcd from the test process.
+func (c *cluster) panel() *worker.ControlPanel {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	repo, err := etcd.Open(ctx, etcd.Config{Endpoints: []string{c.endpoint}})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	p := worker.NewControlPanel(repo, c.trial, worker.PanelOptions{})
+	c.t.Cleanup(func() {
+		p.Close()
+		repo.Close()
+	})
+	return p
+}
+
+// eventually retries f every 50 ms until it returns nil or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

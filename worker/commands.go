@@ -1,0 +1,165 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/distrl/distrl/rpc"
+)
+
+// Standard commands every worker answers.
+const (
+	CmdPing      = "ping"
+	CmdConfigure = "configure"
+	CmdStart     = "start"
+	CmdPause     = "pause"
+	CmdExit      = "exit"
+	CmdInterrupt = "interrupt"
+	CmdStatus    = "status"
+	CmdStats     = "stats"
+)
+
+// counters are the base figures of the "stats" reply.
+type counters struct {
+	start        time.Time
+	stateChanged time.Time
+	polls        int64
+	samples      int64
+	batches      int64
+	requests     int64
+	pollTime     time.Duration
+}
+
+func (w *Worker) registerCommands() error {
+	std := map[string]rpc.Handler{
+		CmdPing:      func(context.Context, rpc.Args) (any, error) { return "pong", nil },
+		CmdConfigure: w.handleConfigure,
+		CmdStart:     w.transition(StateRunning, StateConfigured, StatePaused),
+		CmdPause:     w.transition(StatePaused, StateRunning),
+		CmdExit: func(context.Context, rpc.Args) (any, error) {
+			w.exit(StateCompleted)
+			return w.exitStatus(), nil
+		},
+		CmdInterrupt: func(context.Context, rpc.Args) (any, error) {
+			w.exit(StateInterrupted)
+			return w.exitStatus(), nil
+		},
+		CmdStatus: func(context.Context, rpc.Args) (any, error) { return w.currentStatus(), nil },
+		CmdStats:  func(context.Context, rpc.Args) (any, error) { return w.statsReply(), nil },
+	}
+	for cmd, h := range std {
+		if err := w.srv.Register(cmd, h); err != nil {
+			return fmt.Errorf("worker %s: command %q: %w", w.name, cmd, err)
+		}
+	}
+	c, ok := w.impl.(Commander)
+	if !ok {
+		return nil
+	}
+	for cmd, h := range c.Commands() {
+		if err := w.srv.Register(cmd, w.guard(h)); err != nil {
+			return fmt.Errorf("worker %s: type %s command %q: %w", w.name, w.opts.Type, cmd, err)
+		}
+	}
+	return nil
+}
+
+func (w *Worker) exitStatus() Status {
+	s := w.currentStatus()
+	s.State = w.exitState
+	return s
+}
+
+func (w *Worker) handleConfigure(ctx context.Context, args rpc.Args) (any, error) {
+	if err := w.allowed(CmdConfigure, StateReady, StateConfigured); err != nil {
+		return nil, err
+	}
+	if err := w.impl.Configure(ctx, args); err != nil {
+		if callerFault(err) {
+			return nil, err // a bad config can be fixed and sent again
+		}
+		w.fail(fmt.Errorf("configure: %w", err))
+		return nil, err
+	}
+	w.setState(StateConfigured)
+	return w.currentStatus(), nil
+}
+
+// transition is a command that moves the worker to `to` from one of `from`.
+func (w *Worker) transition(to State, from ...State) rpc.Handler {
+	cmd := map[State]string{StateRunning: CmdStart, StatePaused: CmdPause}[to]
+	return func(ctx context.Context, _ rpc.Args) (any, error) {
+		if err := w.allowed(cmd, from...); err != nil {
+			return nil, err
+		}
+		w.setState(to)
+		return w.currentStatus(), nil
+	}
+}
+
+func (w *Worker) allowed(cmd string, from ...State) error {
+	if w.exiting {
+		return rpc.Errorf(ErrTypeBadState, "%s: worker %s is exiting", cmd, w.name)
+	}
+	if !slices.Contains(from, w.state) {
+		return rpc.Errorf(ErrTypeBadState, "%s: worker %s is %s; allowed from %v", cmd, w.name, w.state, from)
+	}
+	return nil
+}
+
+// guard wraps a worker type's handler: a failure of the worker itself (an
+// error that is not the caller's fault, or a panic) moves it to ERROR.
+func (w *Worker) guard(h rpc.Handler) rpc.Handler {
+	return func(ctx context.Context, args rpc.Args) (reply any, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				w.log.Error("handler panicked", "panic", r, "stack", string(debug.Stack()))
+				err = rpc.Errorf(rpc.ErrTypeHandlerPanic, "%v", r)
+				w.fail(err)
+			}
+		}()
+		reply, err = h(ctx, args)
+		if err != nil && !callerFault(err) {
+			w.fail(err)
+		}
+		return reply, err
+	}
+}
+
+// callerFault reports whether err is the requester's doing rather than the worker's.
+func callerFault(err error) bool {
+	var re *rpc.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	switch re.Type {
+	case rpc.ErrTypeBadRequest, rpc.ErrTypeUnknownCommand, rpc.ErrTypeBadArguments,
+		rpc.ErrTypePayloadTooLarge, ErrTypeBadState:
+		return true
+	}
+	return false
+}
+
+func (w *Worker) statsReply() map[string]any {
+	out := map[string]any{}
+	for k, v := range w.impl.Stats() {
+		out[k] = v
+	}
+	up := time.Since(w.stats.start).Seconds()
+	out["name"] = w.name
+	out["state"] = string(w.state)
+	out["uptime_s"] = up
+	out["polls"] = w.stats.polls
+	out["samples"] = w.stats.samples
+	out["batches"] = w.stats.batches
+	out["requests"] = w.stats.requests
+	out["poll_busy_frac"] = w.stats.pollTime.Seconds() / max(up, 1e-9)
+	if up > 0 {
+		out["samples_per_s"] = float64(w.stats.samples) / up
+	}
+	return out
+}

@@ -1,0 +1,20 @@
+// Package worker is the worker base every distrl worker process runs on, and
+// the ControlPanel that drives workers from outside.
+//
+// A Worker binds an rpc.Server, registers "name -> host:port" in name
+// resolve on a lease it keeps alive, and runs one loop: answer the requests
+// already queued, then, while RUNNING, call its Impl's Poll for a bounded
+// slice of work. Requests are only ever handled between slices, so handlers
+// never race with the worker's own work. An idle worker waits on its socket
+// rather than spinning.
+//
+// Lifecycle:
+//
+//	READY -> CONFIGURED -> RUNNING <-> PAUSED -> COMPLETED | ERROR | INTERRUPTED
+//
+// LOST is never a worker's own state: it is what a ControlPanel concludes
+// when the worker's address lease is gone.
+//
+// Worker types (echo, actor, policy, trainer) register a Factory with
+// RegisterType so that `rlctl worker --type T` can start any of them.
+package worker

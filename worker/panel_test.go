@@ -1,0 +1,145 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/echo"
+)
+
+type echoArgs struct {
+	Msg string `msgpack:"msg"`
+	N   int    `msgpack:"n"`
+}
+
+func startEchoes(t *testing.T, repo nameresolve.Repository, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		out[i] = startWorker(t, repo, echo.TypeName, i).w.Name()
+	}
+	return out
+}
+
+func TestPanelRequests(t *testing.T) {
+	repo := newRepo(t)
+	workers := startEchoes(t, repo, 4)
+	panel := newPanel(t, repo)
+	ctx := ctxT(t)
+
+	t.Run("AutoConnect", func(t *testing.T) {
+		got, err := panel.AutoConnect(ctx)
+		if err != nil || len(got) != 4 || got[0] != "echo/0" || got[3] != "echo/3" {
+			t.Fatalf("AutoConnect = %v, %v", got, err)
+		}
+	})
+	t.Run("Request", func(t *testing.T) {
+		var got echoArgs
+		if err := panel.Request(ctx, "echo/1", "echo", echoArgs{Msg: "hi", N: 7}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got != (echoArgs{Msg: "hi", N: 7}) {
+			t.Fatalf("echo = %+v", got)
+		}
+	})
+	t.Run("AsyncRequest", func(t *testing.T) {
+		futures := make([]*worker.Future, len(workers))
+		for i, w := range workers {
+			futures[i] = panel.AsyncRequest(ctx, w, "echo", echoArgs{N: i})
+		}
+		for i, f := range futures {
+			var got echoArgs
+			if err := f.Wait(ctx, &got); err != nil || got.N != i {
+				t.Fatalf("future %d: %+v, %v", i, got, err)
+			}
+		}
+	})
+	t.Run("GroupRequestEach", func(t *testing.T) {
+		kw := make([]any, len(workers))
+		for i := range kw {
+			kw[i] = echoArgs{N: 10 * i}
+		}
+		for i, r := range panel.GroupRequestEach(ctx, workers, "echo", kw) {
+			var got echoArgs
+			if err := r.Decode(&got); err != nil || got.N != 10*i || r.Worker != workers[i] {
+				t.Fatalf("result %d: %+v %+v %v", i, r, got, err)
+			}
+		}
+	})
+	t.Run("GroupRequest with a missing worker", func(t *testing.T) {
+		group := append([]string{"echo/9"}, workers...)
+		res := panel.GroupRequest(ctx, group, "ping", nil)
+		if !errors.Is(res[0].Err, worker.ErrWorkerNotFound) {
+			t.Fatalf("missing worker: %v", res[0].Err)
+		}
+		for _, r := range res[1:] {
+			var pong string
+			if err := r.Decode(&pong); err != nil || pong != "pong" {
+				t.Fatalf("%s: %q %v", r.Worker, pong, err)
+			}
+		}
+	})
+	t.Run("GroupRequestEach length mismatch", func(t *testing.T) {
+		for _, r := range panel.GroupRequestEach(ctx, workers, "echo", []any{1}) {
+			if r.Err == nil {
+				t.Fatal("want an error for mismatched kwargs")
+			}
+		}
+	})
+	t.Run("Workers", func(t *testing.T) {
+		list, err := panel.Workers(ctx)
+		if err != nil || len(list) != 4 {
+			t.Fatalf("Workers = %v, %v", list, err)
+		}
+		for _, s := range list {
+			if s.State != worker.StateReady || s.Address == "" {
+				t.Fatalf("worker %+v", s)
+			}
+		}
+	})
+}
+
+func TestPanelConnectWaits(t *testing.T) {
+	repo := newRepo(t)
+	panel := newPanel(t, repo)
+	done := make(chan error, 1)
+	go func() { done <- panel.Connect(ctxT(t), "echo/0") }()
+	time.Sleep(50 * time.Millisecond)
+	startEchoes(t, repo, 1)
+	if err := <-done; err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := panel.Connect(ctx, "echo/5"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Connect to absent worker: %v", err)
+	}
+}
+
+func TestWorkerStatusLost(t *testing.T) {
+	repo := newRepo(t)
+	name := startEchoes(t, repo, 1)[0]
+	panel := newPanel(t, repo)
+	ctx := ctxT(t)
+	if err := panel.Request(ctx, name, "configure", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, panel, name, worker.StateConfigured)
+	// The memory backend never expires leases: removing the address record is
+	// what an expired lease looks like to the panel.
+	if err := repo.Delete(ctx, names.Trial(testTrial).Worker(name)); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, panel, name, worker.StateLost)
+	if st.Error == "" {
+		t.Fatal("LOST status should say why")
+	}
+	if _, err := panel.WorkerStatus(ctx, "echo/42"); !errors.Is(err, worker.ErrWorkerNotFound) {
+		t.Fatalf("status of unknown worker: %v", err)
+	}
+}

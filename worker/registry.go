@@ -1,0 +1,105 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
+)
+
+// PollResult is what one Poll did. A poll that did nothing (zero counts and
+// not Done) lets the worker wait on its socket briefly instead of spinning.
+type PollResult struct {
+	// Samples and Batches count the work done, summed into the worker's stats.
+	Samples int64
+	Batches int64
+	// Done moves the worker to COMPLETED: it has nothing more to do.
+	Done bool
+}
+
+func (r PollResult) idle() bool { return r.Samples == 0 && r.Batches == 0 && !r.Done }
+
+// Impl is what a worker type implements; the base owns the loop, the socket,
+// the lifecycle and the name records.
+type Impl interface {
+	// Configure applies the type-specific configuration (the kwargs of the
+	// "configure" command). An error moves the worker to ERROR.
+	Configure(ctx context.Context, config rpc.Args) error
+	// Poll does one bounded slice of work while RUNNING. An error moves the
+	// worker to ERROR.
+	Poll(ctx context.Context) (PollResult, error)
+	// Stats are type-specific figures merged into the "stats" reply.
+	Stats() map[string]any
+	// Close releases the implementation's resources when the worker exits.
+	Close() error
+}
+
+// Commander is implemented by worker types that answer commands beyond the
+// standard ones. Their handlers run on the worker loop, between polls.
+type Commander interface {
+	Commands() map[string]rpc.Handler
+}
+
+// Info tells a Factory who the new worker is.
+type Info struct {
+	Name   string // "{type}/{index}"
+	Type   string
+	Index  int
+	Trial  names.Trial
+	Host   string
+	Repo   nameresolve.Repository
+	Logger *slog.Logger
+}
+
+// Factory creates a worker type's implementation.
+type Factory func(info Info) (Impl, error)
+
+var (
+	typesMu sync.RWMutex
+	types   = map[string]Factory{}
+)
+
+// RegisterType makes a worker type startable by name. Types register from
+// their package's init; a duplicate name is a programming error reported
+// as an error, not a panic.
+func RegisterType(name string, f Factory) error {
+	typesMu.Lock()
+	defer typesMu.Unlock()
+	if _, dup := types[name]; dup {
+		return fmt.Errorf("worker: type %q registered twice", name)
+	}
+	types[name] = f
+	return nil
+}
+
+// Types lists the registered worker types, sorted.
+func Types() []string {
+	typesMu.RLock()
+	defer typesMu.RUnlock()
+	return typeNames()
+}
+
+func lookupType(name string) (Factory, error) {
+	typesMu.RLock()
+	defer typesMu.RUnlock()
+	f, ok := types[name]
+	if !ok {
+		return nil, fmt.Errorf("worker: unknown type %q (known: %v)", name, typeNames())
+	}
+	return f, nil
+}
+
+// typeNames expects typesMu held.
+func typeNames() []string {
+	out := make([]string, 0, len(types))
+	for t := range types {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}

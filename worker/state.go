@@ -1,0 +1,57 @@
+package worker
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// State is a worker's lifecycle state.
+type State string
+
+const (
+	StateReady       State = "READY"
+	StateConfigured  State = "CONFIGURED"
+	StateRunning     State = "RUNNING"
+	StatePaused      State = "PAUSED"
+	StateCompleted   State = "COMPLETED"
+	StateError       State = "ERROR"
+	StateInterrupted State = "INTERRUPTED"
+	// StateLost is concluded by a ControlPanel when the address lease is gone.
+	StateLost State = "LOST"
+)
+
+// Final reports whether a worker in state s will do no more work.
+func (s State) Final() bool {
+	switch s {
+	case StateCompleted, StateError, StateInterrupted, StateLost:
+		return true
+	}
+	return false
+}
+
+// Status is a worker's status record: the reply of the "status" command and
+// the JSON value stored under names.Trial.Status(name).
+type Status struct {
+	Name    string `json:"name" msgpack:"name"`
+	State   State  `json:"state" msgpack:"state"`
+	Error   string `json:"error,omitempty" msgpack:"error,omitempty"`
+	Address string `json:"address,omitempty" msgpack:"address,omitempty"`
+	Host    string `json:"host,omitempty" msgpack:"host,omitempty"`
+	PID     int    `json:"pid,omitempty" msgpack:"pid,omitempty"`
+	// UpdatedMs is when the state last changed, in Unix milliseconds.
+	UpdatedMs int64 `json:"updated_ms" msgpack:"updated_ms"`
+}
+
+// Updated is UpdatedMs as a time.
+func (s Status) Updated() time.Time { return time.UnixMilli(s.UpdatedMs) }
+
+func (s Status) marshalRecord() string {
+	b, _ := json.Marshal(s) // a struct of strings and ints always marshals
+	return string(b)
+}
+
+func parseStatusRecord(v string) (Status, error) {
+	var s Status
+	err := json.Unmarshal([]byte(v), &s)
+	return s, err
+}

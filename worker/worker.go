@@ -1,0 +1,285 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
+)
+
+// ErrTypeBadState is the rpc error type of a command that the worker's
+// current state does not allow (start before configure, say).
+const ErrTypeBadState = "bad_state"
+
+// ErrNameTaken: another live worker holds this worker's name.
+var ErrNameTaken = errors.New("worker name already taken")
+
+// ErrFailed: the worker ended in ERROR.
+var ErrFailed = errors.New("worker failed")
+
+// Defaults of Options.
+const (
+	DefaultAddressTTL      = 10 * time.Second
+	DefaultStatusTTL       = 30 * time.Second
+	DefaultRequestsPerLoop = 64
+	DefaultIdleWait        = 100 * time.Millisecond
+)
+
+// Options configure a Worker.
+type Options struct {
+	Trial names.Trial
+	Type  string
+	Index int
+	// Host is the interface the server binds and the address it advertises;
+	// "" means DefaultHost().
+	Host string
+	// Port 0 picks a free port.
+	Port int
+	Repo nameresolve.Repository
+	// AddressTTL bounds how long the address record outlives a killed worker.
+	AddressTTL time.Duration
+	// StatusTTL bounds how long the status record outlives a killed worker.
+	StatusTTL time.Duration
+	// MaxPayload is the largest request the server accepts (0: rpc default).
+	MaxPayload int
+	Curve      *rpc.CurveKeyPair
+	Logger     *slog.Logger
+	// RequestsPerLoop caps the requests answered between two polls.
+	RequestsPerLoop int
+	// IdleWait is how long an idle worker waits on its socket per loop.
+	IdleWait time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.Host == "" {
+		o.Host = DefaultHost()
+	}
+	if o.AddressTTL <= 0 {
+		o.AddressTTL = DefaultAddressTTL
+	}
+	if o.StatusTTL <= 0 {
+		o.StatusTTL = DefaultStatusTTL
+	}
+	if o.RequestsPerLoop <= 0 {
+		o.RequestsPerLoop = DefaultRequestsPerLoop
+	}
+	if o.IdleWait <= 0 {
+		o.IdleWait = DefaultIdleWait
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Worker is one worker: its server, its records and its loop. All its state
+// is owned by the goroutine running Run; handlers run on that goroutine too.
+type Worker struct {
+	opts Options
+	name string
+	impl Impl
+	srv  *rpc.Server
+	log  *slog.Logger
+
+	state     State
+	errMsg    string
+	exiting   bool
+	exitState State
+
+	status *statusWriter
+	stats  counters
+}
+
+// New creates the worker of opts.Type, binds its server and registers its
+// address. It fails with ErrNameTaken if a live worker has the same name.
+func New(ctx context.Context, opts Options) (*Worker, error) {
+	opts.setDefaults()
+	if opts.Repo == nil {
+		return nil, errors.New("worker: Options.Repo is required")
+	}
+	factory, err := lookupType(opts.Type)
+	if err != nil {
+		return nil, err
+	}
+	name := names.WorkerName(opts.Type, opts.Index)
+	log := opts.Logger.With("worker", name)
+	impl, err := factory(Info{
+		Name: name, Type: opts.Type, Index: opts.Index, Trial: opts.Trial,
+		Host: opts.Host, Repo: opts.Repo, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: %w", name, err)
+	}
+	srv, err := rpc.NewServer(rpc.ServerOptions{
+		Host: opts.Host, Port: opts.Port, MaxPayload: opts.MaxPayload,
+		Curve: opts.Curve, Logger: log,
+	})
+	if err != nil {
+		_ = impl.Close()
+		return nil, fmt.Errorf("worker %s: %w", name, err)
+	}
+	w := &Worker{opts: opts, name: name, impl: impl, srv: srv, log: log, state: StateReady}
+	w.stats.start = time.Now()
+	w.stats.stateChanged = w.stats.start
+	if err := w.registerCommands(); err != nil {
+		w.closeResources()
+		return nil, err
+	}
+	if err := w.register(ctx); err != nil {
+		w.closeResources()
+		return nil, err
+	}
+	w.status = newStatusWriter(opts.Repo, opts.Trial.Status(name), opts.StatusTTL, log)
+	w.status.publish(w.currentStatus())
+	log.Info("worker ready", "address", srv.Addr(), "trial", opts.Trial.Prefix())
+	return w, nil
+}
+
+func (w *Worker) register(ctx context.Context) error {
+	key := w.opts.Trial.Worker(w.name)
+	err := w.opts.Repo.Add(ctx, key, w.srv.Addr(), nameresolve.AddOptions{
+		TTL: w.opts.AddressTTL, DeleteOnExit: true,
+	})
+	if errors.Is(err, nameresolve.ErrKeyExists) {
+		holder, _ := w.opts.Repo.Get(ctx, key)
+		return fmt.Errorf("worker %s of %s: %w: a live worker is registered at %s",
+			w.name, w.opts.Trial.Prefix(), ErrNameTaken, holder)
+	}
+	if err != nil {
+		return fmt.Errorf("worker %s: register address: %w", w.name, err)
+	}
+	return nil
+}
+
+// Name is "{type}/{index}".
+func (w *Worker) Name() string { return w.name }
+
+// Addr is the "host:port" the worker answers on.
+func (w *Worker) Addr() string { return w.srv.Addr() }
+
+// Run is the worker loop. It returns when the worker is told to exit or
+// interrupt, or when ctx ends (which counts as an interrupt). The returned
+// error wraps ErrFailed if the worker ended in ERROR.
+func (w *Worker) Run(ctx context.Context) error {
+	defer w.shutdown()
+	for !w.exiting {
+		if ctx.Err() != nil {
+			w.exit(StateInterrupted)
+			break
+		}
+		n, err := w.srv.HandleRequests(ctx, w.opts.RequestsPerLoop)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("worker %s: serve: %w", w.name, err)
+		}
+		w.stats.requests += int64(n)
+		idle := n == 0
+		if w.state == StateRunning && !w.exiting {
+			res := w.poll(ctx)
+			idle = idle && res.idle()
+		}
+		if idle && !w.exiting {
+			if _, err := w.srv.WaitRequest(ctx, w.opts.IdleWait); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("worker %s: wait: %w", w.name, err)
+			}
+		}
+	}
+	if w.state == StateError {
+		return fmt.Errorf("worker %s: %w: %s", w.name, ErrFailed, w.errMsg)
+	}
+	return nil
+}
+
+// poll runs one Poll, turning an error or a panic into ERROR.
+func (w *Worker) poll(ctx context.Context) (res PollResult) {
+	begin := time.Now()
+	defer func() {
+		w.stats.pollTime += time.Since(begin)
+		if r := recover(); r != nil {
+			w.log.Error("poll panicked", "panic", r, "stack", string(debug.Stack()))
+			w.fail(fmt.Errorf("poll panicked: %v", r))
+			res = PollResult{}
+		}
+	}()
+	res, err := w.impl.Poll(ctx)
+	w.stats.polls++
+	w.stats.samples += res.Samples
+	w.stats.batches += res.Batches
+	switch {
+	case err != nil:
+		w.fail(fmt.Errorf("poll: %w", err))
+	case res.Done:
+		w.setState(StateCompleted)
+	}
+	return res
+}
+
+// fail moves the worker to ERROR with err's message visible through status.
+func (w *Worker) fail(err error) {
+	w.log.Error("worker error", "err", err)
+	w.errMsg = err.Error()
+	w.setState(StateError)
+}
+
+func (w *Worker) setState(s State) {
+	if w.state == s {
+		return
+	}
+	w.log.Info("state", "from", w.state, "to", s)
+	w.state = s
+	w.stats.stateChanged = time.Now()
+	w.status.publish(w.currentStatus())
+}
+
+// exit ends the loop in state final, unless the worker already failed or
+// completed: those outcomes are kept.
+func (w *Worker) exit(final State) {
+	w.exiting = true
+	switch w.state {
+	case StateError, StateCompleted:
+		w.exitState = w.state
+	default:
+		w.exitState = final
+	}
+}
+
+func (w *Worker) currentStatus() Status {
+	host, _ := os.Hostname()
+	return Status{
+		Name: w.name, State: w.state, Error: w.errMsg, Address: w.srv.Addr(),
+		Host: host, PID: os.Getpid(), UpdatedMs: w.stats.stateChanged.UnixMilli(),
+	}
+}
+
+// shutdown leaves a final status record with no lease (it stays until the
+// trial is cleared), removes the address record and releases everything.
+func (w *Worker) shutdown() {
+	if !w.exiting {
+		w.exit(StateInterrupted)
+	}
+	w.state = w.exitState
+	w.stats.stateChanged = time.Now()
+	w.status.close(w.currentStatus())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := w.opts.Repo.Delete(ctx, w.opts.Trial.Worker(w.name)); err != nil &&
+		!errors.Is(err, nameresolve.ErrNotFound) {
+		w.log.Warn("address record not removed", "err", err)
+	}
+	w.closeResources()
+	w.log.Info("worker exited", "state", w.state)
+}
+
+func (w *Worker) closeResources() {
+	if err := w.impl.Close(); err != nil {
+		w.log.Warn("close worker implementation", "err", err)
+	}
+	if err := w.srv.Close(); err != nil {
+		w.log.Warn("close server", "err", err)
+	}
+}

@@ -1,0 +1,369 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/echo"
+)
+
+// scripted is a worker type whose polls follow its configuration, so tests
+// can make it produce samples, fail, panic or finish.
+type scripted struct {
+	cfg   scriptConfig
+	polls int
+}
+
+type scriptConfig struct {
+	SamplesPerPoll int64 `msgpack:"samples_per_poll"`
+	FailAfter      int   `msgpack:"fail_after"`  // polls; 0 = never
+	PanicAfter     int   `msgpack:"panic_after"` // polls; 0 = never
+	DoneAfter      int   `msgpack:"done_after"`  // polls; 0 = never
+	RejectConfig   bool  `msgpack:"reject_config"`
+}
+
+func (s *scripted) Configure(_ context.Context, args rpc.Args) error {
+	var cfg scriptConfig
+	if err := args.Decode(&cfg); err != nil {
+		return err
+	}
+	if cfg.RejectConfig {
+		return errors.New("config rejected on purpose")
+	}
+	s.cfg = cfg
+	return nil
+}
+
+func (s *scripted) Poll(context.Context) (worker.PollResult, error) {
+	s.polls++
+	switch {
+	case s.cfg.FailAfter > 0 && s.polls >= s.cfg.FailAfter:
+		return worker.PollResult{}, errors.New("environment exploded")
+	case s.cfg.PanicAfter > 0 && s.polls >= s.cfg.PanicAfter:
+		panic("scripted panic")
+	case s.cfg.DoneAfter > 0 && s.polls >= s.cfg.DoneAfter:
+		return worker.PollResult{Done: true}, nil
+	}
+	return worker.PollResult{Samples: s.cfg.SamplesPerPoll}, nil
+}
+
+func (s *scripted) Stats() map[string]any { return map[string]any{"scripted_polls": s.polls} }
+func (s *scripted) Close() error          { return nil }
+
+func (s *scripted) Commands() map[string]rpc.Handler {
+	return map[string]rpc.Handler{
+		"boom": func(context.Context, rpc.Args) (any, error) { panic("handler boom") },
+		"typed": rpc.Typed(func(_ context.Context, a struct {
+			N int `msgpack:"n"`
+		}) (int, error) {
+			return a.N * 2, nil
+		}),
+	}
+}
+
+func TestMain(m *testing.M) {
+	for name, f := range map[string]worker.Factory{
+		"scripted":    func(worker.Info) (worker.Impl, error) { return &scripted{}, nil },
+		echo.TypeName: echo.New,
+	} {
+		if err := worker.RegisterType(name, f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+var testTrial = names.NewTrial("unit", "t1")
+
+// newRepo is an in-memory name resolve closed after the test's workers stopped.
+func newRepo(t *testing.T) nameresolve.Repository {
+	repo := nameresolve.NewMemory()
+	t.Cleanup(func() { repo.Close() })
+	return repo
+}
+
+// testLogger sends worker logs to the test's log, shown on failure or with -v.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// running is a worker started in-process with its Run loop in a goroutine.
+type running struct {
+	w      *worker.Worker
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startWorker(t *testing.T, repo nameresolve.Repository, typ string, index int) *running {
+	t.Helper()
+	w, err := worker.New(context.Background(), worker.Options{
+		Trial: testTrial, Type: typ, Index: index, Host: "127.0.0.1", Repo: repo,
+		IdleWait: 10 * time.Millisecond, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatalf("start %s/%d: %v", typ, index, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{w: w, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
+}
+
+func (r *running) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.done:
+		r.done <- err // keep it for Cleanup
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker did not exit")
+		return nil
+	}
+}
+
+func newPanel(t *testing.T, repo nameresolve.Repository) *worker.ControlPanel {
+	p := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestLifecycleCommands(t *testing.T) {
+	type step struct {
+		cmd       string
+		kwargs    any
+		wantState worker.State // of the reply, when no error
+		wantErr   string       // rpc error type
+	}
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"happy path", []step{
+			{cmd: "configure", wantState: worker.StateConfigured},
+			{cmd: "start", wantState: worker.StateRunning},
+			{cmd: "pause", wantState: worker.StatePaused},
+			{cmd: "start", wantState: worker.StateRunning},
+			{cmd: "exit", wantState: worker.StateCompleted},
+		}},
+		{"start before configure", []step{
+			{cmd: "start", wantErr: worker.ErrTypeBadState},
+			{cmd: "pause", wantErr: worker.ErrTypeBadState},
+			{cmd: "configure", wantState: worker.StateConfigured},
+			{cmd: "configure", wantState: worker.StateConfigured}, // reconfigure
+			{cmd: "start", wantState: worker.StateRunning},
+			{cmd: "configure", wantErr: worker.ErrTypeBadState},
+		}},
+		{"bad config is the caller's fault", []step{
+			{cmd: "configure", kwargs: map[string]any{"fail_after": "soon"}, wantErr: rpc.ErrTypeBadArguments},
+			{cmd: "status", wantState: worker.StateReady},
+			{cmd: "configure", wantState: worker.StateConfigured},
+		}},
+		{"rejected config is an error", []step{
+			{cmd: "configure", kwargs: map[string]any{"reject_config": true}, wantErr: rpc.ErrTypeHandlerError},
+			{cmd: "status", wantState: worker.StateError},
+			{cmd: "start", wantErr: worker.ErrTypeBadState},
+		}},
+		{"interrupt", []step{
+			{cmd: "configure", wantState: worker.StateConfigured},
+			{cmd: "interrupt", wantState: worker.StateInterrupted},
+		}},
+		{"unknown command keeps worker", []step{
+			{cmd: "fly", wantErr: rpc.ErrTypeUnknownCommand},
+			{cmd: "status", wantState: worker.StateReady},
+		}},
+		{"wrong argument type", []step{
+			{cmd: "typed", kwargs: map[string]any{"n": "two"}, wantErr: rpc.ErrTypeBadArguments},
+			{cmd: "status", wantState: worker.StateReady},
+		}},
+		{"handler panic moves to ERROR", []step{
+			{cmd: "boom", wantErr: rpc.ErrTypeHandlerPanic},
+			{cmd: "status", wantState: worker.StateError},
+		}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			repo := newRepo(t)
+			startWorker(t, repo, "scripted", i)
+			panel := newPanel(t, repo)
+			name := names.WorkerName("scripted", i)
+			for j, s := range c.steps {
+				var st worker.Status
+				err := panel.Request(ctxT(t), name, s.cmd, s.kwargs, &st)
+				if s.wantErr != "" {
+					var re *rpc.Error
+					if !errors.As(err, &re) || re.Type != s.wantErr {
+						t.Fatalf("step %d %s: err = %v, want rpc error %s", j, s.cmd, err, s.wantErr)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("step %d %s: %v", j, s.cmd, err)
+				}
+				if st.State != s.wantState {
+					t.Fatalf("step %d %s: state %s, want %s", j, s.cmd, st.State, s.wantState)
+				}
+			}
+		})
+	}
+}
+
+// waitState polls the worker's status until it is want.
+func waitState(t *testing.T, panel *worker.ControlPanel, name string, want worker.State) worker.Status {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := panel.WorkerStatus(ctxT(t), name)
+		if err == nil && st.State == want {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: status %+v (err %v), want %s", name, st, err, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestPollOutcomes(t *testing.T) {
+	cases := []struct {
+		name      string
+		config    map[string]any
+		wantState worker.State
+		wantError string
+		wantRun   error
+	}{
+		{"poll error", map[string]any{"fail_after": 3}, worker.StateError, "environment exploded", worker.ErrFailed},
+		{"poll panic", map[string]any{"panic_after": 2}, worker.StateError, "scripted panic", worker.ErrFailed},
+		{"done", map[string]any{"done_after": 5}, worker.StateCompleted, "", nil},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			repo := newRepo(t)
+			r := startWorker(t, repo, "scripted", i)
+			panel := newPanel(t, repo)
+			name := r.w.Name()
+			for _, cmd := range []struct {
+				c  string
+				kw any
+			}{{"configure", c.config}, {"start", nil}} {
+				if err := panel.Request(ctxT(t), name, cmd.c, cmd.kw, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := waitState(t, panel, name, c.wantState)
+			if !strings.Contains(st.Error, c.wantError) {
+				t.Fatalf("status error %q, want it to mention %q", st.Error, c.wantError)
+			}
+			// The worker stays up and answers after the outcome, until told to exit.
+			var reply string
+			if err := panel.Request(ctxT(t), name, "ping", nil, &reply); err != nil || reply != "pong" {
+				t.Fatalf("ping after outcome: %q, %v", reply, err)
+			}
+			if err := panel.Request(ctxT(t), name, "exit", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.wait(t); !errors.Is(err, c.wantRun) && (err != nil || c.wantRun != nil) {
+				t.Fatalf("Run = %v, want %v", err, c.wantRun)
+			}
+			st = waitState(t, panel, name, c.wantState) // final record keeps the outcome
+			if st.Address != "" {
+				if _, err := repo.Get(ctxT(t), testTrial.Worker(name)); !errors.Is(err, nameresolve.ErrNotFound) {
+					t.Fatalf("address record still there after exit: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestStatsCountSamples(t *testing.T) {
+	repo := newRepo(t)
+	r := startWorker(t, repo, "scripted", 0)
+	panel := newPanel(t, repo)
+	ctx := ctxT(t)
+	if err := panel.Request(ctx, r.w.Name(), "configure", map[string]any{"samples_per_poll": 4}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := panel.Request(ctx, r.w.Name(), "start", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var stats struct {
+			Samples       int64  `msgpack:"samples"`
+			Polls         int64  `msgpack:"polls"`
+			ScriptedPolls *int64 `msgpack:"scripted_polls"`
+		}
+		if err := panel.Request(ctx, r.w.Name(), "stats", nil, &stats); err != nil {
+			t.Fatal(err)
+		}
+		if stats.Samples != 4*stats.Polls {
+			t.Fatalf("samples %d after %d polls of 4", stats.Samples, stats.Polls)
+		}
+		if stats.ScriptedPolls == nil || *stats.ScriptedPolls < stats.Polls {
+			t.Fatalf("type stats missing or behind: %+v", stats)
+		}
+		if stats.Samples >= 400 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestDuplicateNameFails(t *testing.T) {
+	repo := newRepo(t)
+	first := startWorker(t, repo, echo.TypeName, 0)
+	_, err := worker.New(context.Background(), worker.Options{
+		Trial: testTrial, Type: echo.TypeName, Index: 0, Host: "127.0.0.1", Repo: repo,
+	})
+	if !errors.Is(err, worker.ErrNameTaken) {
+		t.Fatalf("second echo/0: err = %v, want ErrNameTaken", err)
+	}
+	if !strings.Contains(err.Error(), first.w.Addr()) {
+		t.Fatalf("error %q should name the live worker's address %s", err, first.w.Addr())
+	}
+}
+
+func TestUnknownType(t *testing.T) {
+	repo := newRepo(t)
+	_, err := worker.New(context.Background(), worker.Options{Trial: testTrial, Type: "nope", Repo: repo, Host: "127.0.0.1"})
+	if err == nil || !strings.Contains(err.Error(), "echo") {
+		t.Fatalf("err = %v, want it to list the known types", err)
+	}
+}
+
+func TestCancelInterrupts(t *testing.T) {
+	repo := newRepo(t)
+	r := startWorker(t, repo, echo.TypeName, 0)
+	panel := newPanel(t, repo)
+	r.cancel()
+	if err := r.wait(t); err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	st := waitState(t, panel, r.w.Name(), worker.StateInterrupted)
+	if st.PID != os.Getpid() {
+		t.Fatalf("status pid %d", st.PID)
+	}
+}

@@ -57,4 +57,3 @@ func numbers(v any) any {
 	}
 	return v
 }
-

@@ -25,7 +25,9 @@ func New(worker.Info) (worker.Impl, error) { return &Worker{}, nil }
 
 // Configure keeps the configuration so that "config" can return it.
 func (e *Worker) Configure(_ context.Context, config rpc.Args) error {
-	e.config = append(msgpack.RawMessage(nil), config.Raw()...)
+	if len(config.Raw()) > 0 {
+		e.config = append(msgpack.RawMessage(nil), config.Raw()...)
+	}
 	return nil
 }
 
@@ -45,6 +47,9 @@ func (e *Worker) Commands() map[string]rpc.Handler {
 	return map[string]rpc.Handler{
 		"echo": func(_ context.Context, args rpc.Args) (any, error) {
 			e.echoes++
+			if len(args.Raw()) == 0 {
+				return map[string]any{}, nil
+			}
 			return msgpack.RawMessage(append([]byte(nil), args.Raw()...)), nil
 		},
 		"config": func(context.Context, rpc.Args) (any, error) {

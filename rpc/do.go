@@ -1,0 +1,189 @@
+package rpc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	zmq "github.com/pebbe/zmq4"
+)
+
+// Call is one request of a Do batch. Client, Command, Kwargs and Reply are
+// inputs as in Client.Request; Err is the outcome.
+type Call struct {
+	Client  *Client
+	Command string
+	Kwargs  any
+	Reply   any
+	Err     error
+}
+
+// errNoClient is the Err of a Call without a Client.
+var errNoClient = errors.New("rpc: call has no client")
+
+// doClient is the state of one distinct client during Do.
+type doClient struct {
+	c       *Client
+	waiting map[uint64]*Call
+}
+
+// Do sends every call at once and waits for all replies under ctx, in the
+// calling goroutine with one zmq poll over all the clients' sockets. Each
+// call's result lands in its Reply and Err; a call still waiting when ctx
+// ends gets an error wrapping ctx.Err(). Calls that share a Client are sent
+// in order on it.
+//
+// Do holds every involved Client for its duration; Requests on them wait.
+func Do(ctx context.Context, calls []*Call) {
+	clients := groupCalls(calls)
+	// A consistent lock order keeps concurrent Do calls over overlapping
+	// clients from deadlocking.
+	for i, dc := range clients {
+		if err := dc.c.lock(ctx); err != nil {
+			for _, held := range clients[:i] {
+				held.c.unlock()
+			}
+			failAll(calls, err)
+			return
+		}
+	}
+	defer func() {
+		for _, dc := range clients {
+			dc.c.unlock()
+		}
+	}()
+
+	byClient := make(map[*Client]*doClient, len(clients))
+	for _, dc := range clients {
+		byClient[dc.c] = dc
+	}
+	e := getEncoder()
+	defer putEncoder(e)
+	for _, call := range calls {
+		if call == nil || call.Client == nil {
+			continue
+		}
+		dc := byClient[call.Client]
+		if err := encodeRequest(e, call.Command, call.Kwargs); err != nil {
+			call.Err = err
+			continue
+		}
+		// A failed send left nothing queued; earlier calls on the same
+		// socket are still waiting, so it must not be reset here.
+		id, err := dc.c.sendLocked(ctx, e.buf.Bytes())
+		if err != nil {
+			call.Err = dc.c.wrap(call.Command, err)
+			continue
+		}
+		dc.waiting[id] = call
+	}
+	collect(ctx, clients)
+}
+
+// groupCalls resets each call's Err and returns the distinct clients, with
+// empty waiting sets, sorted by lock order.
+func groupCalls(calls []*Call) []*doClient {
+	var clients []*doClient
+	seen := make(map[*Client]bool)
+	for _, call := range calls {
+		if call == nil {
+			continue
+		}
+		call.Err = nil
+		if call.Client == nil {
+			call.Err = errNoClient
+			continue
+		}
+		if !seen[call.Client] {
+			seen[call.Client] = true
+			clients = append(clients, &doClient{c: call.Client, waiting: make(map[uint64]*Call)})
+		}
+	}
+	slices.SortFunc(clients, func(a, b *doClient) int { return cmp.Compare(a.c.seq, b.c.seq) })
+	return clients
+}
+
+// collect receives replies until every waiting call has one or ctx ends.
+func collect(ctx context.Context, clients []*doClient) {
+	poller := zmq.NewPoller()
+	bySocket := make(map[*zmq.Socket]*doClient, len(clients))
+	pending := 0
+	for _, dc := range clients {
+		if len(dc.waiting) > 0 {
+			poller.Add(dc.c.sock, zmq.POLLIN)
+			bySocket[dc.c.sock] = dc
+			pending += len(dc.waiting)
+		}
+	}
+	for pending > 0 {
+		wait, err := pollWait(ctx)
+		if err != nil {
+			failWaiting(clients, err)
+			return
+		}
+		polled, err := poller.Poll(wait)
+		if err != nil {
+			failWaiting(clients, fmt.Errorf("poll: %w", err))
+			return
+		}
+		for _, p := range polled {
+			dc := bySocket[p.Socket]
+			before := len(dc.waiting)
+			if err := dc.receive(); err != nil {
+				// The socket is about to be replaced: stop polling it.
+				_ = poller.RemoveBySocket(p.Socket)
+				dc.fail(err)
+			}
+			pending -= before - len(dc.waiting)
+		}
+	}
+}
+
+// receive drains dc's socket and completes the calls whose replies arrived.
+func (dc *doClient) receive() error {
+	for len(dc.waiting) > 0 {
+		frames, err := dc.c.sock.RecvMessageBytes(zmq.DONTWAIT)
+		if isEAGAIN(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		id, payload, ok := parseReply(frames)
+		call := dc.waiting[id]
+		if !ok || call == nil {
+			continue // stale
+		}
+		delete(dc.waiting, id)
+		call.Err = decodeReply(payload, call.Reply)
+	}
+	return nil
+}
+
+// fail ends dc's waiting calls with err and replaces its socket.
+func (dc *doClient) fail(err error) {
+	for id, call := range dc.waiting {
+		call.Err = dc.c.wrap(call.Command, err)
+		delete(dc.waiting, id)
+	}
+	dc.c.resetLocked()
+}
+
+// failAll fails every call that has a client with err.
+func failAll(calls []*Call, err error) {
+	for _, call := range calls {
+		if call != nil && call.Client != nil {
+			call.Err = call.Client.wrap(call.Command, err)
+		}
+	}
+}
+
+func failWaiting(clients []*doClient, err error) {
+	for _, dc := range clients {
+		if len(dc.waiting) > 0 {
+			dc.fail(err)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/distrl/distrl/internal/benchutil"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/echo"
+)
+
+// startBenchEchoes runs n echo workers in this process, each with its own
+// socket and loop, as they would run in n processes.
+func startBenchEchoes(b *testing.B, n int) (*worker.ControlPanel, []string) {
+	b.Helper()
+	repo := nameresolve.NewMemory()
+	ctx, cancel := context.WithCancel(context.Background())
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	names := make([]string, n)
+	done := make(chan struct{}, n)
+	for i := range names {
+		w, err := worker.New(ctx, worker.Options{
+			Trial: testTrial, Type: echo.TypeName, Index: i, Host: "127.0.0.1", Repo: repo, Logger: quiet,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		names[i] = w.Name()
+		go func() { _ = w.Run(ctx); done <- struct{}{} }()
+	}
+	panel := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
+	if err := panel.Connect(ctx, names...); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		panel.Close()
+		cancel()
+		for range names {
+			<-done
+		}
+		repo.Close()
+	})
+	return panel, names
+}
+
+// BenchmarkPanelRequest is one control-panel round trip ("ping") to one
+// worker; rpc's BenchmarkRawREQREP is its limit.
+func BenchmarkPanelRequest(b *testing.B) {
+	panel, names := startBenchEchoes(b, 1)
+	ctx := context.Background()
+	var lat benchutil.Latencies
+	b.ResetTimer()
+	lat.Start(b.N)
+	for i := 0; i < b.N; i++ {
+		lat.Time(func() {
+			var pong string
+			if err := panel.Request(ctx, names[0], "ping", nil, &pong); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	lat.Report(b, "us")
+}
+
+// BenchmarkGroupRequest sends one ping to each of N workers at once;
+// BenchmarkSequentialRequests does the same one request at a time.
+func BenchmarkGroupRequest(b *testing.B) {
+	for _, n := range []int{64, 256} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			panel, names := startBenchEchoes(b, n)
+			ctx := context.Background()
+			var lat benchutil.Latencies
+			b.ResetTimer()
+			lat.Start(b.N)
+			for i := 0; i < b.N; i++ {
+				lat.Time(func() {
+					for _, r := range panel.GroupRequest(ctx, names, "ping", nil) {
+						if r.Err != nil {
+							b.Fatal(r.Err)
+						}
+					}
+				})
+			}
+			lat.Report(b, "ms")
+		})
+	}
+}
+
+func BenchmarkSequentialRequests(b *testing.B) {
+	for _, n := range []int{64, 256} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			panel, names := startBenchEchoes(b, n)
+			ctx := context.Background()
+			var lat benchutil.Latencies
+			b.ResetTimer()
+			lat.Start(b.N)
+			for i := 0; i < b.N; i++ {
+				lat.Time(func() {
+					for _, w := range names {
+						if err := panel.Request(ctx, w, "ping", nil, nil); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+			lat.Report(b, "ms")
+		})
+	}
+}

@@ -5,7 +5,8 @@ SHELL        := /bin/bash
 GO           ?= go
 BIN          := bin
 RLCTL        := $(BIN)/rlctl
-APT_PACKAGES := libzmq3-dev pkg-config
+# python3-zmq and python3-msgpack let the protocol test run docs/protocol.md's Python client.
+APT_PACKAGES := libzmq3-dev pkg-config python3-zmq python3-msgpack
 STATICCHECK_VERSION := v0.8.2
 GOBIN        := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m

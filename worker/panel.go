@@ -280,6 +280,7 @@ func combineRecords(worker, addr, rec string) Status {
 		return Status{Name: worker, State: StateLost, Address: addr,
 			Error: fmt.Sprintf("unreadable status record: %v", err)}
 	}
+	st.Address = addr // the leased record, not the status record, says where the worker is
 	if addr == "" && !st.State.Final() {
 		st.Error = fmt.Sprintf("address lease gone while %s", st.State)
 		st.State = StateLost

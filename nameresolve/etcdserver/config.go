@@ -1,0 +1,93 @@
+package etcdserver
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultClientAddr = "127.0.0.1:2379"
+	DefaultPeerAddr   = "127.0.0.1:0"
+	DefaultName       = "distrl"
+)
+
+// Config says where the embedded etcd keeps its data and listens.
+type Config struct {
+	// Dir is the data directory (required). Restarting on the same Dir keeps
+	// the member and its records.
+	Dir string
+	// ClientAddr is host:port for clients; DefaultClientAddr if empty.
+	// Port 0 picks a free port (see freePort for the caveat).
+	ClientAddr string
+	// PeerAddr is host:port for raft peers; DefaultPeerAddr (a free port) if
+	// empty. A single member never dials its peers, so a different port
+	// after a restart is harmless.
+	PeerAddr string
+	// Name is the member name; DefaultName if empty.
+	Name string
+	// Logger receives start/stop lines and etcd's own errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// withDefaults validates c and fills in defaults, resolving port 0 to a
+// concrete free port so that Endpoint is known before etcd starts.
+func (c Config) withDefaults() (Config, error) {
+	if c.Dir == "" {
+		return c, fmt.Errorf("etcdserver: Config.Dir is required")
+	}
+	if c.ClientAddr == "" {
+		c.ClientAddr = DefaultClientAddr
+	}
+	if c.PeerAddr == "" {
+		c.PeerAddr = DefaultPeerAddr
+	}
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if c.ClientAddr, err = resolvePort(c.ClientAddr); err != nil {
+		return c, fmt.Errorf("etcdserver: client address: %w", err)
+	}
+	if c.PeerAddr, err = resolvePort(c.PeerAddr); err != nil {
+		return c, fmt.Errorf("etcdserver: peer address: %w", err)
+	}
+	return c, nil
+}
+
+// resolvePort replaces port 0 in addr with a free port.
+func resolvePort(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("parse %q: %w", addr, err)
+	}
+	if port != "0" {
+		return addr, nil
+	}
+	p, err := freePort(host)
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(host, p), nil
+}
+
+// freePort asks the kernel for a free port on host and releases it at once.
+// etcd wants a URL, not a listener, so there is a small window in which
+// another process could take the port; etcd then fails to bind and Start
+// returns that error.
+func freePort(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("pick a free port on %q: %w", host, err)
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		return "", fmt.Errorf("pick a free port on %q: %w", host, err)
+	}
+	return port, nil
+}

@@ -7,8 +7,8 @@ import (
 
 const sample = `goos: linux
 pkg: github.com/distrl/distrl/rpc
-BenchmarkRawREQREP-2   	   10000	    100000 ns/op	     10000 ops/s	        95.0 p50-us
-BenchmarkClientRequest-2	   10000	    125000 ns/op	      8000 ops/s
+BenchmarkRawREQREP-2   	   10000	    100000 ns/op	     10000 req/s	        95.0 p50-us
+BenchmarkClientRequest-2	   10000	    125000 ns/op	      8000 req/s
 pkg: github.com/distrl/distrl/worker
 BenchmarkGroupRequest/64-2      	     200	   2419648 ns/op	         2.0 p50-ms
 BenchmarkSequentialRequests/64-2	     200	   3248013 ns/op	         3.0 p50-ms
@@ -21,7 +21,7 @@ func TestParseAndWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]float64{
-		"rpc.BenchmarkRawREQREP ops/s":           10000,
+		"rpc.BenchmarkRawREQREP req/s":           10000,
 		"rpc.BenchmarkRawREQREP p50-us":          95,
 		"worker.BenchmarkGroupRequest/64 p50-ms": 2,
 		"rpc.BenchmarkClientRequest ns/op":       125000,

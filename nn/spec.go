@@ -1,0 +1,154 @@
+package nn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Activation names the nonlinearity applied after every hidden layer.
+type Activation string
+
+// Supported activations.
+const (
+	Tanh Activation = "tanh"
+	ReLU Activation = "relu"
+)
+
+// HeadKind names the action distribution the policy head parameterises.
+type HeadKind string
+
+// Supported policy heads.
+const (
+	// Categorical heads output one logit per discrete action.
+	Categorical HeadKind = "categorical"
+	// Gaussian heads output the mean of a diagonal Gaussian; its log standard
+	// deviation is a state-independent parameter vector, as in common PPO
+	// implementations for continuous control.
+	Gaussian HeadKind = "gaussian"
+)
+
+// maxParams bounds the size of a network. These networks are meant to be
+// small; the bound mostly keeps a corrupt spec (for example one decoded from
+// the wire) from overflowing offsets or allocating gigabytes.
+const maxParams = 1 << 28
+
+// Spec describes the architecture of an ActorCritic.
+type Spec struct {
+	ObsDim     int        // length of one observation
+	Hidden     []int      // widths of the hidden layers, e.g. [64, 64]; may be empty
+	Activation Activation // nonlinearity after each hidden layer
+	Head       HeadKind   // policy distribution
+	ActionDim  int        // number of discrete actions, or continuous action dimensions
+
+	// SharedTrunk makes policy and value heads sit on one common stack of
+	// hidden layers. The default (false) gives each its own MLP, as common
+	// PPO baselines do, so the value loss cannot disturb policy features.
+	SharedTrunk bool
+
+	// InitLogStd is the initial value of every log standard deviation of a
+	// Gaussian head (0 means std 1). It must be zero for categorical heads so
+	// that a spec carries no setting that silently does nothing.
+	InitLogStd float32
+}
+
+// ErrInvalidSpec is wrapped by every error Spec.Validate returns.
+var ErrInvalidSpec = errors.New("nn: invalid spec")
+
+// Validate reports whether s describes a network this package can build.
+func (s Spec) Validate() error {
+	if s.ObsDim <= 0 {
+		return fmt.Errorf("%w: ObsDim must be positive, got %d", ErrInvalidSpec, s.ObsDim)
+	}
+	for i, h := range s.Hidden {
+		if h <= 0 {
+			return fmt.Errorf("%w: Hidden[%d] must be positive, got %d", ErrInvalidSpec, i, h)
+		}
+	}
+	switch s.Activation {
+	case Tanh, ReLU:
+	default:
+		return fmt.Errorf("%w: unknown activation %q (want %q or %q)", ErrInvalidSpec, s.Activation, Tanh, ReLU)
+	}
+	switch s.Head {
+	case Categorical:
+		if s.InitLogStd != 0 {
+			return fmt.Errorf("%w: InitLogStd is only meaningful for a %q head", ErrInvalidSpec, Gaussian)
+		}
+	case Gaussian:
+		if f := float64(s.InitLogStd); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("%w: InitLogStd must be finite, got %v", ErrInvalidSpec, s.InitLogStd)
+		}
+	default:
+		return fmt.Errorf("%w: unknown head %q (want %q or %q)", ErrInvalidSpec, s.Head, Categorical, Gaussian)
+	}
+	if s.ActionDim <= 0 {
+		return fmt.Errorf("%w: ActionDim must be positive, got %d", ErrInvalidSpec, s.ActionDim)
+	}
+	// Count in a way that cannot overflow even with a 32-bit int: each layer
+	// is checked against the room left before anything is multiplied.
+	n := 0
+	add := func(in, out int) bool {
+		if out > maxParams-n || in > (maxParams-n-out)/out {
+			return false
+		}
+		n += in*out + out
+		return true
+	}
+	ok := true
+	if s.SharedTrunk {
+		in := s.ObsDim
+		for _, h := range s.Hidden {
+			ok = ok && add(in, h)
+			in = h
+		}
+		ok = ok && add(in, s.ActionDim) && add(in, 1)
+	} else {
+		for _, outDim := range []int{s.ActionDim, 1} {
+			in := s.ObsDim
+			for _, h := range s.Hidden {
+				ok = ok && add(in, h)
+				in = h
+			}
+			ok = ok && add(in, outDim)
+		}
+	}
+	if ok && s.Head == Gaussian {
+		ok = s.ActionDim <= maxParams-n
+	}
+	if !ok {
+		return fmt.Errorf("%w: network has more than %d parameters", ErrInvalidSpec, maxParams)
+	}
+	return nil
+}
+
+// clone returns a copy of s that shares no memory with it, so a model's
+// spec cannot be changed through a slice the caller still holds.
+func (s Spec) clone() Spec {
+	s.Hidden = append([]int(nil), s.Hidden...)
+	return s
+}
+
+// ParamInfo locates one parameter tensor inside the flat parameter vector.
+//
+// Names are "<net>.<layer>.w" and "<net>.<layer>.b" with net one of "pi"
+// (policy), "v" (value) or "trunk" (shared hidden layers), layers numbered
+// from 0 in forward order, plus "logstd" for a Gaussian head. With separate
+// trunks "pi" and "v" hold all their layers, the last being the head; with a
+// shared trunk "trunk" holds the hidden layers and "pi.0" and "v.0" are the
+// heads. Weights have Shape [in, out] and are stored row-major; biases have
+// Shape [out].
+type ParamInfo struct {
+	Name   string
+	Shape  []int
+	Offset int // index of the first element in the flat vector
+}
+
+// Size returns the number of elements of the tensor.
+func (p ParamInfo) Size() int {
+	n := 1
+	for _, d := range p.Shape {
+		n *= d
+	}
+	return n
+}

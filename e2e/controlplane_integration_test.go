@@ -211,3 +211,24 @@ func TestNameServerRestart(t *testing.T) {
 		t.Fatalf("after the restart ls shows:\n%s", out)
 	}
 }
+
+func TestCurveKeys(t *testing.T) {
+	c := newCluster(t)
+	keys := t.TempDir() + "/keys.json"
+	if _, errOut, code := c.rlctl("keygen", keys); code != 0 {
+		t.Fatalf("keygen: %s", errOut)
+	}
+	c.worker("echo", 0, "--curve-keys", keys)
+	withKeys := append([]string{"--curve-keys", keys}, "request", "--timeout", "2s")
+	eventually(t, 20*time.Second, "echo/0 answers a client with the key", func() error {
+		out, errOut, code := c.rlctl(append(withKeys, "echo/0", "ping")...)
+		if code != 0 || strings.TrimSpace(out) != `"pong"` {
+			return fmt.Errorf("code %d out %q err %q", code, out, errOut)
+		}
+		return nil
+	})
+	out, errOut, code := c.rlctl("request", "--timeout", "1s", "echo/0", "ping")
+	if code == 0 || out != "" || !strings.Contains(errOut, "deadline exceeded") {
+		t.Fatalf("a client without the key: code %d out %q err %q", code, out, errOut)
+	}
+}

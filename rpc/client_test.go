@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -258,5 +259,33 @@ func TestCurve(t *testing.T) {
 				t.Errorf("Request = %q, %v; want %v", got, err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestCurveKeyFile(t *testing.T) {
+	kp, err := NewCurveKeyPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/keys.json"
+	if err := WriteCurveKeyFile(path, kp); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCurveKeyFile(path, kp); err == nil {
+		t.Fatal("overwrote an existing key file")
+	}
+	got, err := ReadCurveKeyFile(path)
+	if err != nil || got != kp {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	if ck := kp.ClientKeys(); ck.ServerPublic != kp.Public || ck.Client != kp {
+		t.Fatalf("ClientKeys = %+v", ck)
+	}
+	bad := t.TempDir() + "/bad.json"
+	if err := os.WriteFile(bad, []byte(`{"public":"short","secret":"x"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadCurveKeyFile(bad); err == nil {
+		t.Fatal("accepted malformed keys")
 	}
 }

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/worker"
 	"github.com/urfave/cli/v2"
 )
 
@@ -18,6 +21,7 @@ const (
 	flagExperiment  = "experiment"
 	flagTrial       = "trial"
 	flagLogLevel    = "log-level"
+	flagCurveKeys   = "curve-keys"
 )
 
 func globalFlags() []cli.Flag {
@@ -35,24 +39,44 @@ func globalFlags() []cli.Flag {
 			Usage: "trial name",
 		},
 		&cli.StringFlag{
+			Name: flagCurveKeys, EnvVars: []string{"RLCTL_CURVE_KEYS"},
+			Usage: "the experiment's CurveZMQ key file (rlctl keygen): workers answer only clients holding it",
+		},
+		&cli.StringFlag{
 			Name: flagLogLevel, EnvVars: []string{"RLCTL_LOG_LEVEL"}, Value: "info",
 			Usage: "debug, info, warn or error",
 		},
 	}
 }
 
+// withGlobal adds the global flags to a command's own, so they can be given
+// after the command name too (`rlctl ls --trial t1`).
+func withGlobal(own ...cli.Flag) []cli.Flag { return append(own, globalFlags()...) }
+
+// global reads a global flag from wherever it was given: after the command
+// name, before it, or in the environment; else its default. (urfave/cli
+// would read the innermost definition, even when only an outer one is set.)
+func global(c *cli.Context, name string) string {
+	for _, ctx := range c.Lineage() {
+		if ctx.Command != nil && slices.Contains(ctx.LocalFlagNames(), name) {
+			return ctx.String(name)
+		}
+	}
+	return c.String(name)
+}
+
 // logger writes text logs to stderr at the level of --log-level.
 func logger(c *cli.Context) (*slog.Logger, error) {
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.String(flagLogLevel))); err != nil {
-		return nil, cli.Exit(fmt.Sprintf("--log-level %q: want debug, info, warn or error", c.String(flagLogLevel)), 2)
+	if err := level.UnmarshalText([]byte(global(c, flagLogLevel))); err != nil {
+		return nil, cli.Exit(fmt.Sprintf("--log-level %q: want debug, info, warn or error", global(c, flagLogLevel)), 2)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})), nil
 }
 
 // trialFlags returns the trial named by --experiment and --trial.
 func trialFlags(c *cli.Context) (names.Trial, error) {
-	exp, trial := c.String(flagExperiment), c.String(flagTrial)
+	exp, trial := global(c, flagExperiment), global(c, flagTrial)
 	if exp == "" || trial == "" {
 		return names.Trial{}, cli.Exit("no trial given: set --experiment and --trial (or RLCTL_EXPERIMENT and RLCTL_TRIAL)", 2)
 	}
@@ -62,7 +86,7 @@ func trialFlags(c *cli.Context) (names.Trial, error) {
 // openRepo connects to the etcd of --nameresolve; an unreachable etcd is one clear line.
 func openRepo(ctx context.Context, c *cli.Context, log *slog.Logger) (*etcd.Repository, error) {
 	var endpoints []string
-	for _, e := range strings.Split(c.String(flagNameResolve), ",") {
+	for _, e := range strings.Split(global(c, flagNameResolve), ",") {
 		if e = strings.TrimSpace(e); e != "" {
 			endpoints = append(endpoints, e)
 		}
@@ -72,4 +96,26 @@ func openRepo(ctx context.Context, c *cli.Context, log *slog.Logger) (*etcd.Repo
 		return nil, cli.Exit(err.Error()+" (start one with `rlctl nameserver`, or point --nameresolve / RLCTL_NAMERESOLVE at yours)", 1)
 	}
 	return repo, nil
+}
+
+// curveKeys loads the key pair of --curve-keys; nil when none is given.
+func curveKeys(c *cli.Context) (*rpc.CurveKeyPair, error) {
+	path := global(c, flagCurveKeys)
+	if path == "" {
+		return nil, nil
+	}
+	kp, err := rpc.ReadCurveKeyFile(path)
+	if err != nil {
+		return nil, cli.Exit(err.Error(), 2)
+	}
+	return &kp, nil
+}
+
+// panelOptions are the control-panel options of the global flags.
+func panelOptions(c *cli.Context) (worker.PanelOptions, error) {
+	kp, err := curveKeys(c)
+	if err != nil || kp == nil {
+		return worker.PanelOptions{}, err
+	}
+	return worker.PanelOptions{Curve: kp.ClientKeys()}, nil
 }

@@ -15,6 +15,7 @@ func lsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "ls",
 		Usage: "list the workers of the trial with address and state",
+		Flags: withGlobal(),
 		Action: func(c *cli.Context) error {
 			log, err := logger(c)
 			if err != nil {
@@ -29,7 +30,11 @@ func lsCommand() *cli.Command {
 				return err
 			}
 			defer repo.Close()
-			panel := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
+			popts, err := panelOptions(c)
+			if err != nil {
+				return err
+			}
+			panel := worker.NewControlPanel(repo, trial, popts)
 			defer panel.Close()
 			ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 			defer cancel()

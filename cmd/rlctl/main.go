@@ -37,7 +37,7 @@ func newApp() *cli.App {
 			"with a ZeroMQ server registered in etcd; rlctl starts workers and name servers and " +
 			"talks to live workers.",
 		Flags:                globalFlags(),
-		Commands:             []*cli.Command{workerCommand(), requestCommand(), lsCommand(), nameserverCommand()},
+		Commands:             []*cli.Command{workerCommand(), requestCommand(), lsCommand(), nameserverCommand(), keygenCommand()},
 		EnableBashCompletion: true,
 		ExitErrHandler:       func(*cli.Context, error) {}, // main prints and exits
 	}

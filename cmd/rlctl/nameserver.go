@@ -13,11 +13,11 @@ func nameserverCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "nameserver",
 		Usage: "run an embedded etcd for one machine or a cluster's head node, until SIGINT/SIGTERM",
-		Flags: []cli.Flag{
+		Flags: withGlobal(
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:2379", Usage: "client address (host:port); workers point --nameresolve here"},
 			&cli.StringFlag{Name: "peer", Value: "127.0.0.1:0", Usage: "peer address (host:port, 0 = any free port)"},
 			&cli.StringFlag{Name: "data-dir", Usage: "etcd data directory (default ~/.distrl/etcd)"},
-		},
+		),
 		Action: func(c *cli.Context) error {
 			log, err := logger(c)
 			if err != nil {

@@ -25,9 +25,9 @@ func requestCommand() *cli.Command {
 			"A WORKER with a wildcard (echo/*, *) is a group request to every matching worker;\n" +
 			"the reply is then a JSON object of worker -> reply (or {\"error\": ...}).\n" +
 			"Example: rlctl request echo/0 echo msg=hello n=3",
-		Flags: []cli.Flag{
+		Flags: withGlobal(
 			&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "how long to wait for the reply"},
-		},
+		),
 		Action: runRequest,
 	}
 }
@@ -53,7 +53,11 @@ func runRequest(c *cli.Context) error {
 		return err
 	}
 	defer repo.Close()
-	panel := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
+	popts, err := panelOptions(c)
+	if err != nil {
+		return err
+	}
+	panel := worker.NewControlPanel(repo, trial, popts)
 	defer panel.Close()
 
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))

@@ -18,14 +18,14 @@ func workerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "worker",
 		Usage: "run one worker in the foreground until told to exit (SIGINT/SIGTERM exit gracefully)",
-		Flags: []cli.Flag{
+		Flags: withGlobal(
 			&cli.StringFlag{Name: "type", Required: true, Usage: "worker type"},
 			&cli.IntFlag{Name: "index", Value: 0, Usage: "worker index: the worker is named TYPE/INDEX"},
 			&cli.StringFlag{Name: "host", EnvVars: []string{"RLCTL_HOST"}, Usage: "address to bind and advertise (default: this machine's address)"},
 			&cli.IntFlag{Name: "port", Value: 0, Usage: "port to bind (0: any free port)"},
 			&cli.DurationFlag{Name: "ttl", Value: worker.DefaultAddressTTL, Usage: "lease of the address record: how long it outlives a killed worker"},
 			&cli.DurationFlag{Name: "status-ttl", Value: worker.DefaultStatusTTL, Usage: "lease of the status record"},
-		},
+		),
 		Action: runWorker,
 	}
 }
@@ -45,6 +45,10 @@ func runWorker(c *cli.Context) error {
 	if c.Int("index") < 0 {
 		return cli.Exit(fmt.Sprintf("--index %d: must be >= 0", c.Int("index")), 2)
 	}
+	curve, err := curveKeys(c)
+	if err != nil {
+		return err
+	}
 	repo, err := openRepo(c.Context, c, log)
 	if err != nil {
 		return err
@@ -53,7 +57,7 @@ func runWorker(c *cli.Context) error {
 	w, err := worker.New(c.Context, worker.Options{
 		Trial: trial, Type: c.String("type"), Index: c.Int("index"),
 		Host: c.String("host"), Port: c.Int("port"), Repo: repo,
-		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"), Logger: log,
+		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"), Curve: curve, Logger: log,
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)

@@ -232,7 +232,8 @@ func (s *Server) HandleRequests(ctx context.Context, max int) (int, error) {
 	return n, nil
 }
 
-// WaitRequest waits until a request is queued (true), timeout passes
+// WaitRequest waits until a request is queued or a watched socket has
+// input (true), timeout passes
 // (false, nil), or ctx ends (false, ctx.Err()). timeout <= 0 waits for ctx
 // alone. An idle worker waits here instead of spinning.
 func (s *Server) WaitRequest(ctx context.Context, timeout time.Duration) (bool, error) {
@@ -257,6 +258,29 @@ func (s *Server) WaitRequest(ctx context.Context, timeout time.Duration) (bool, 
 			return ready, err
 		}
 	}
+}
+
+// WatchSocket makes WaitRequest also wake when sock has input, so a worker
+// that owns other sockets (an inference stream, say) can sleep on all of
+// them at once. Call it from the goroutine that serves; sock stays the
+// caller's to read and close (UnwatchSocket it before closing).
+func (s *Server) WatchSocket(sock *zmq.Socket) error {
+	if !s.acquire() {
+		return ErrClosed
+	}
+	defer s.release()
+	s.poller.Add(sock, zmq.POLLIN)
+	return nil
+}
+
+// UnwatchSocket undoes WatchSocket.
+func (s *Server) UnwatchSocket(sock *zmq.Socket) error {
+	if !s.acquire() {
+		return ErrClosed
+	}
+	defer s.release()
+	s.poller.RemoveBySocket(sock)
+	return nil
 }
 
 func (s *Server) poll(wait time.Duration) (bool, error) {

@@ -85,6 +85,7 @@ func (w *Worker) handleConfigure(ctx context.Context, args rpc.Args) (any, error
 		w.fail(fmt.Errorf("configure: %w", err))
 		return nil, err
 	}
+	w.rewatch = true // not here: the server is busy answering this request
 	w.setState(StateConfigured)
 	return w.currentStatus(), nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
+	zmq "github.com/pebbe/zmq4"
 )
 
 // PollResult is what one Poll did. A poll that did nothing (zero counts and
@@ -43,6 +44,22 @@ type Impl interface {
 // standard ones. Their handlers run on the worker loop, between polls.
 type Commander interface {
 	Commands() map[string]rpc.Handler
+}
+
+// SocketOwner is implemented by worker types that read sockets of their
+// own (inference and sample streams). An idle worker then sleeps on those
+// sockets and its request socket together, so new input wakes it at once.
+// Sockets is asked again after every successful configure.
+type SocketOwner interface {
+	Sockets() []*zmq.Socket
+}
+
+// Reporter is implemented by worker types that can be degraded without
+// having failed: an actor whose policy worker stopped answering keeps
+// running and retrying, and says so. A non-empty Warning goes into the
+// status record; an empty one clears it.
+type Reporter interface {
+	Warning() string
 }
 
 // Info tells a Factory who the new worker is.

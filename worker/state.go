@@ -32,9 +32,11 @@ func (s State) Final() bool {
 // Status is a worker's status record: the reply of the "status" command and
 // the JSON value stored under names.Trial.Status(name).
 type Status struct {
-	Name    string `json:"name" msgpack:"name"`
-	State   State  `json:"state" msgpack:"state"`
-	Error   string `json:"error,omitempty" msgpack:"error,omitempty"`
+	Name  string `json:"name" msgpack:"name"`
+	State State  `json:"state" msgpack:"state"`
+	Error string `json:"error,omitempty" msgpack:"error,omitempty"`
+	// Warning says what is degraded while the worker keeps working.
+	Warning string `json:"warning,omitempty" msgpack:"warning,omitempty"`
 	Address string `json:"address,omitempty" msgpack:"address,omitempty"`
 	Host    string `json:"host,omitempty" msgpack:"host,omitempty"`
 	PID     int    `json:"pid,omitempty" msgpack:"pid,omitempty"`

@@ -12,6 +12,7 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
+	zmq "github.com/pebbe/zmq4"
 )
 
 // ErrTypeBadState is the rpc error type of a command that the worker's
@@ -89,6 +90,9 @@ type Worker struct {
 
 	state     State
 	errMsg    string
+	warning   string
+	watched   []*zmq.Socket
+	rewatch   bool // the type's sockets may have changed: watch them again
 	exiting   bool
 	exitState State
 
@@ -178,6 +182,12 @@ func (w *Worker) Run(ctx context.Context) error {
 			return fmt.Errorf("worker %s: serve: %w", w.name, err)
 		}
 		w.stats.requests += int64(n)
+		if w.rewatch {
+			w.rewatch = false
+			if err := w.watchSockets(); err != nil {
+				w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
+			}
+		}
 		idle := n == 0
 		if w.state == StateRunning && !w.exiting {
 			res := w.poll(ctx)
@@ -207,6 +217,7 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 		}
 	}()
 	res, err := w.impl.Poll(ctx)
+	w.updateWarning()
 	w.stats.polls++
 	w.stats.samples += res.Samples
 	w.stats.batches += res.Batches
@@ -217,6 +228,43 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 		w.setState(StateCompleted)
 	}
 	return res
+}
+
+// updateWarning publishes the type's warning when it changes.
+func (w *Worker) updateWarning() {
+	r, ok := w.impl.(Reporter)
+	if !ok {
+		return
+	}
+	if msg := r.Warning(); msg != w.warning {
+		if msg != "" {
+			w.log.Warn("degraded", "warning", msg)
+		} else {
+			w.log.Info("recovered", "was", w.warning)
+		}
+		w.warning = msg
+		w.status.publish(w.currentStatus())
+	}
+}
+
+// watchSockets makes the idle wait include the type's own sockets.
+func (w *Worker) watchSockets() error {
+	so, ok := w.impl.(SocketOwner)
+	if !ok {
+		return nil
+	}
+	for _, s := range w.watched {
+		if err := w.srv.UnwatchSocket(s); err != nil {
+			return err
+		}
+	}
+	w.watched = so.Sockets()
+	for _, s := range w.watched {
+		if err := w.srv.WatchSocket(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fail moves the worker to ERROR with err's message visible through status.
@@ -251,7 +299,7 @@ func (w *Worker) exit(final State) {
 func (w *Worker) currentStatus() Status {
 	host, _ := os.Hostname()
 	return Status{
-		Name: w.name, State: w.state, Error: w.errMsg, Address: w.srv.Addr(),
+		Name: w.name, State: w.state, Error: w.errMsg, Warning: w.warning, Address: w.srv.Addr(),
 		Host: host, PID: os.Getpid(), UpdatedMs: w.stats.stateChanged.UnixMilli(),
 	}
 }
@@ -276,6 +324,9 @@ func (w *Worker) shutdown() {
 }
 
 func (w *Worker) closeResources() {
+	for _, s := range w.watched {
+		_ = w.srv.UnwatchSocket(s)
+	}
 	if err := w.impl.Close(); err != nil {
 		w.log.Warn("close worker implementation", "err", err)
 	}

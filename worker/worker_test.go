@@ -15,13 +15,16 @@ import (
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/echo"
+	zmq "github.com/pebbe/zmq4"
 )
 
 // scripted is a worker type whose polls follow its configuration, so tests
 // can make it produce samples, fail, panic or finish.
 type scripted struct {
-	cfg   scriptConfig
-	polls int
+	cfg      scriptConfig
+	polls    int
+	pull     *zmq.Socket
+	received int
 }
 
 type scriptConfig struct {
@@ -30,6 +33,9 @@ type scriptConfig struct {
 	PanicAfter     int   `msgpack:"panic_after"` // polls; 0 = never
 	DoneAfter      int   `msgpack:"done_after"`  // polls; 0 = never
 	RejectConfig   bool  `msgpack:"reject_config"`
+	// PullAddr: bind a PULL socket there; polls count what arrives and
+	// report it as the warning, so a test can see the worker woke up.
+	PullAddr string `msgpack:"pull_addr"`
 }
 
 func (s *scripted) Configure(_ context.Context, args rpc.Args) error {
@@ -41,11 +47,42 @@ func (s *scripted) Configure(_ context.Context, args rpc.Args) error {
 		return errors.New("config rejected on purpose")
 	}
 	s.cfg = cfg
+	if cfg.PullAddr != "" && s.pull == nil {
+		pull, err := zmq.NewSocket(zmq.PULL)
+		if err != nil {
+			return err
+		}
+		if err := pull.Bind(cfg.PullAddr); err != nil {
+			pull.Close()
+			return err
+		}
+		s.pull = pull
+	}
 	return nil
+}
+
+func (s *scripted) Sockets() []*zmq.Socket {
+	if s.pull == nil {
+		return nil
+	}
+	return []*zmq.Socket{s.pull}
+}
+
+func (s *scripted) Warning() string {
+	if s.received == 0 {
+		return ""
+	}
+	return fmt.Sprintf("received %d", s.received)
 }
 
 func (s *scripted) Poll(context.Context) (worker.PollResult, error) {
 	s.polls++
+	for s.pull != nil {
+		if _, err := s.pull.Recv(zmq.DONTWAIT); err != nil {
+			break
+		}
+		s.received++
+	}
 	switch {
 	case s.cfg.FailAfter > 0 && s.polls >= s.cfg.FailAfter:
 		return worker.PollResult{}, errors.New("environment exploded")
@@ -58,7 +95,12 @@ func (s *scripted) Poll(context.Context) (worker.PollResult, error) {
 }
 
 func (s *scripted) Stats() map[string]any { return map[string]any{"scripted_polls": s.polls} }
-func (s *scripted) Close() error          { return nil }
+func (s *scripted) Close() error {
+	if s.pull != nil {
+		return s.pull.Close()
+	}
+	return nil
+}
 
 func (s *scripted) Commands() map[string]rpc.Handler {
 	return map[string]rpc.Handler{
@@ -114,9 +156,14 @@ type running struct {
 
 func startWorker(t *testing.T, repo nameresolve.Repository, typ string, index int) *running {
 	t.Helper()
+	return startWorkerIdle(t, repo, typ, index, 10*time.Millisecond)
+}
+
+func startWorkerIdle(t *testing.T, repo nameresolve.Repository, typ string, index int, idle time.Duration) *running {
+	t.Helper()
 	w, err := worker.New(context.Background(), worker.Options{
 		Trial: testTrial, Type: typ, Index: index, Host: "127.0.0.1", Repo: repo,
-		IdleWait: 10 * time.Millisecond, Logger: testLogger(t),
+		IdleWait: idle, Logger: testLogger(t),
 	})
 	if err != nil {
 		t.Fatalf("start %s/%d: %v", typ, index, err)
@@ -365,5 +412,46 @@ func TestCancelInterrupts(t *testing.T) {
 	st := waitState(t, panel, r.w.Name(), worker.StateInterrupted)
 	if st.PID != os.Getpid() {
 		t.Fatalf("status pid %d", st.PID)
+	}
+}
+
+// An idle worker sleeps on its type's sockets too: input there wakes it
+// although its idle wait is far longer than the test may take.
+func TestIdleWorkerWakesOnItsSockets(t *testing.T) {
+	repo := newRepo(t)
+	r := startWorkerIdle(t, repo, "scripted", 0, time.Hour)
+	panel := newPanel(t, repo)
+	ctx := ctxT(t)
+	addr := "inproc://scripted-wake"
+	if err := panel.Request(ctx, r.w.Name(), "configure", map[string]any{"pull_addr": addr}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := panel.Request(ctx, r.w.Name(), "start", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	push, err := zmq.NewSocket(zmq.PUSH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push.Close()
+	push.SetLinger(0)
+	if err := push.Connect(addr); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the worker settle into its idle wait
+	if _, err := push.Send("work", 0); err != nil {
+		t.Fatal(err)
+	}
+	// No request goes to the worker from here on: only the pushed message can wake it,
+	// and the status record it then writes carries the warning.
+	for {
+		st, err := panel.WorkerStatus(ctx, r.w.Name())
+		if err == nil && st.Warning == "received 1" {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("worker did not wake on its socket: %+v %v", st, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -69,28 +69,29 @@ func BenchmarkPanelRequest(b *testing.B) {
 // BenchmarkGroupRequest sends one ping to each of N workers at once;
 // BenchmarkSequentialRequests does the same one request at a time.
 func BenchmarkGroupRequest(b *testing.B) {
-	for _, n := range []int{64, 256} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			panel, names := startBenchEchoes(b, n)
-			ctx := context.Background()
-			var lat benchutil.Latencies
-			b.ResetTimer()
-			lat.Start(b.N)
-			for i := 0; i < b.N; i++ {
-				lat.Time(func() {
-					for _, r := range panel.GroupRequest(ctx, names, "ping", nil) {
-						if r.Err != nil {
-							b.Fatal(r.Err)
-						}
-					}
-				})
+	benchAllWorkers(b, func(ctx context.Context, panel *worker.ControlPanel, names []string) error {
+		for _, r := range panel.GroupRequest(ctx, names, "ping", nil) {
+			if r.Err != nil {
+				return r.Err
 			}
-			lat.Report(b, "ms")
-		})
-	}
+		}
+		return nil
+	})
 }
 
 func BenchmarkSequentialRequests(b *testing.B) {
+	benchAllWorkers(b, func(ctx context.Context, panel *worker.ControlPanel, names []string) error {
+		for _, w := range names {
+			if err := panel.Request(ctx, w, "ping", nil, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// benchAllWorkers times op, which pings every one of 64 or 256 workers.
+func benchAllWorkers(b *testing.B, op func(context.Context, *worker.ControlPanel, []string) error) {
 	for _, n := range []int{64, 256} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			panel, names := startBenchEchoes(b, n)
@@ -100,10 +101,8 @@ func BenchmarkSequentialRequests(b *testing.B) {
 			lat.Start(b.N)
 			for i := 0; i < b.N; i++ {
 				lat.Time(func() {
-					for _, w := range names {
-						if err := panel.Request(ctx, w, "ping", nil, nil); err != nil {
-							b.Fatal(err)
-						}
+					if err := op(ctx, panel, names); err != nil {
+						b.Fatal(err)
 					}
 				})
 			}

@@ -111,11 +111,43 @@ func curveKeys(c *cli.Context) (*rpc.CurveKeyPair, error) {
 	return &kp, nil
 }
 
-// panelOptions are the control-panel options of the global flags.
-func panelOptions(c *cli.Context) (worker.PanelOptions, error) {
-	kp, err := curveKeys(c)
-	if err != nil || kp == nil {
-		return worker.PanelOptions{}, err
-	}
-	return worker.PanelOptions{Curve: kp.ClientKeys()}, nil
+// session is what every command that works on a live trial needs: its
+// logger, its key space, a connection to its name server and its keys.
+type session struct {
+	log   *slog.Logger
+	trial names.Trial
+	repo  *etcd.Repository
+	curve *rpc.CurveKeyPair
 }
+
+// openSession reads the global flags and connects to the name server.
+func openSession(c *cli.Context) (*session, error) {
+	log, err := logger(c)
+	if err != nil {
+		return nil, err
+	}
+	trial, err := trialFlags(c)
+	if err != nil {
+		return nil, err
+	}
+	curve, err := curveKeys(c)
+	if err != nil {
+		return nil, err
+	}
+	repo, err := openRepo(c.Context, c, log)
+	if err != nil {
+		return nil, err
+	}
+	return &session{log: log, trial: trial, repo: repo, curve: curve}, nil
+}
+
+// panel returns a control panel for the session's trial; close it before the session.
+func (s *session) panel() *worker.ControlPanel {
+	var opts worker.PanelOptions
+	if s.curve != nil {
+		opts.Curve = s.curve.ClientKeys()
+	}
+	return worker.NewControlPanel(s.repo, s.trial, opts)
+}
+
+func (s *session) Close() error { return s.repo.Close() }

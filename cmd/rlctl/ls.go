@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/distrl/distrl/worker"
 	"github.com/urfave/cli/v2"
 )
 
@@ -17,24 +16,12 @@ func lsCommand() *cli.Command {
 		Usage: "list the workers of the trial with address and state",
 		Flags: withGlobal(),
 		Action: func(c *cli.Context) error {
-			log, err := logger(c)
+			sess, err := openSession(c)
 			if err != nil {
 				return err
 			}
-			trial, err := trialFlags(c)
-			if err != nil {
-				return err
-			}
-			repo, err := openRepo(c.Context, c, log)
-			if err != nil {
-				return err
-			}
-			defer repo.Close()
-			popts, err := panelOptions(c)
-			if err != nil {
-				return err
-			}
-			panel := worker.NewControlPanel(repo, trial, popts)
+			defer sess.Close()
+			panel := sess.panel()
 			defer panel.Close()
 			ctx, cancel := context.WithTimeout(c.Context, 10*time.Second)
 			defer cancel()
@@ -43,7 +30,7 @@ func lsCommand() *cli.Command {
 				return cli.Exit(err.Error(), 1)
 			}
 			if len(workers) == 0 {
-				fmt.Fprintf(os.Stderr, "no workers in %s\n", trial.Prefix())
+				fmt.Fprintf(os.Stderr, "no workers in %s\n", sess.trial.Prefix())
 				return nil
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)

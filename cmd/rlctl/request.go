@@ -40,24 +40,12 @@ func runRequest(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	log, err := logger(c)
+	sess, err := openSession(c)
 	if err != nil {
 		return err
 	}
-	trial, err := trialFlags(c)
-	if err != nil {
-		return err
-	}
-	repo, err := openRepo(c.Context, c, log)
-	if err != nil {
-		return err
-	}
-	defer repo.Close()
-	popts, err := panelOptions(c)
-	if err != nil {
-		return err
-	}
-	panel := worker.NewControlPanel(repo, trial, popts)
+	defer sess.Close()
+	panel := sess.panel()
 	defer panel.Close()
 
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))

@@ -31,33 +31,22 @@ func workerCommand() *cli.Command {
 }
 
 func runWorker(c *cli.Context) error {
-	log, err := logger(c)
-	if err != nil {
-		return err
-	}
-	trial, err := trialFlags(c)
-	if err != nil {
-		return err
+	if c.Int("index") < 0 {
+		return cli.Exit(fmt.Sprintf("--index %d: must be >= 0", c.Int("index")), 2)
 	}
 	if err := registerWorkerTypes(); err != nil {
 		return err
 	}
-	if c.Int("index") < 0 {
-		return cli.Exit(fmt.Sprintf("--index %d: must be >= 0", c.Int("index")), 2)
-	}
-	curve, err := curveKeys(c)
+	sess, err := openSession(c)
 	if err != nil {
 		return err
 	}
-	repo, err := openRepo(c.Context, c, log)
-	if err != nil {
-		return err
-	}
-	defer repo.Close()
+	defer sess.Close()
 	w, err := worker.New(c.Context, worker.Options{
-		Trial: trial, Type: c.String("type"), Index: c.Int("index"),
-		Host: c.String("host"), Port: c.Int("port"), Repo: repo,
-		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"), Curve: curve, Logger: log,
+		Trial: sess.trial, Type: c.String("type"), Index: c.Int("index"),
+		Host: c.String("host"), Port: c.Int("port"), Repo: sess.repo,
+		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"),
+		Curve: sess.curve, Logger: sess.log,
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)

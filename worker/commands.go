@@ -78,6 +78,9 @@ func (w *Worker) handleConfigure(ctx context.Context, args rpc.Args) (any, error
 	if err := w.allowed(CmdConfigure, StateReady, StateConfigured); err != nil {
 		return nil, err
 	}
+	// Configure may have replaced the type's sockets, even when it failed
+	// part-way: watch them again (not here: the server is busy answering).
+	w.rewatch = true
 	if err := w.impl.Configure(ctx, args); err != nil {
 		if callerFault(err) {
 			return nil, err // a bad config can be fixed and sent again
@@ -85,7 +88,6 @@ func (w *Worker) handleConfigure(ctx context.Context, args rpc.Args) (any, error
 		w.fail(fmt.Errorf("configure: %w", err))
 		return nil, err
 	}
-	w.rewatch = true // not here: the server is busy answering this request
 	w.setState(StateConfigured)
 	return w.currentStatus(), nil
 }

@@ -52,7 +52,7 @@ type proc struct {
 
 // start runs rlctl args in the background with env added; the process is
 // killed when the test ends and its log printed if the test failed.
-func start(t *testing.T, name string, env []string, args ...string) *proc {
+func start(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), strings.ReplaceAll(name, "/", "-")+".log")
 	f, err := os.Create(log)
@@ -82,7 +82,7 @@ func start(t *testing.T, name string, env []string, args ...string) *proc {
 	return p
 }
 
-func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+func (p *proc) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal %s: %v", p.name, err)
@@ -90,7 +90,7 @@ func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 }
 
 // wait waits for the process to exit and returns its exit code.
-func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+func (p *proc) wait(t testing.TB, timeout time.Duration) int {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -109,7 +109,7 @@ func (p *proc) wait(t *testing.T, timeout time.Duration) int {
 
 // cluster is a name server and the environment that points rlctl at it.
 type cluster struct {
-	t        *testing.T
+	t        testing.TB
 	dataDir  string
 	endpoint string
 	ns       *proc
@@ -122,7 +122,7 @@ var trialSeq struct {
 	n int
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	trialSeq.Lock()
 	trialSeq.n++
@@ -214,7 +214,7 @@ func (c *cluster) panel() *worker.ControlPanel {
 }
 
 // eventually retries f every 50 ms until it returns nil or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+func eventually(t testing.TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -229,13 +229,13 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func() error
 	}
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
+func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func readFile(t *testing.T, path string) string {
+func readFile(t testing.TB, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

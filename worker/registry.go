@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
@@ -64,11 +65,14 @@ type Reporter interface {
 
 // Info tells a Factory who the new worker is.
 type Info struct {
-	Name   string // "{type}/{index}"
-	Type   string
-	Index  int
-	Trial  names.Trial
-	Host   string
+	Name  string // "{type}/{index}"
+	Type  string
+	Index int
+	Trial names.Trial
+	Host  string
+	// TTL is the lease of the worker's address record; records the type
+	// registers itself (stream endpoints) should live as long.
+	TTL    time.Duration
 	Repo   nameresolve.Repository
 	Logger *slog.Logger
 }

@@ -115,7 +115,7 @@ func New(ctx context.Context, opts Options) (*Worker, error) {
 	log := opts.Logger.With("worker", name)
 	impl, err := factory(Info{
 		Name: name, Type: opts.Type, Index: opts.Index, Trial: opts.Trial,
-		Host: opts.Host, Repo: opts.Repo, Logger: log,
+		Host: opts.Host, TTL: opts.AddressTTL, Repo: opts.Repo, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: %w", name, err)

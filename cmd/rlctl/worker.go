@@ -4,14 +4,27 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/distrl/distrl/actorworker"
+	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/echo"
+	"github.com/distrl/distrl/worker/sink"
 	"github.com/urfave/cli/v2"
 )
 
 // registerWorkerTypes makes every built-in worker type startable by name.
 func registerWorkerTypes() error {
-	return worker.RegisterType(echo.TypeName, echo.New)
+	for name, f := range map[string]worker.Factory{
+		echo.TypeName:         echo.New,
+		sink.TypeName:         sink.New,
+		policyworker.TypeName: policyworker.New,
+		actorworker.TypeName:  actorworker.New,
+	} {
+		if err := worker.RegisterType(name, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func workerCommand() *cli.Command {

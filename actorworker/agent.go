@@ -1,0 +1,165 @@
+package actorworker
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/stream"
+)
+
+// Agent is one agent of one environment. It is either waiting for the
+// result of its pending inference request, or holding that result until
+// its EnvTarget steps.
+//
+// Besides the batch being filled (in its SampleBuilder) an agent holds at
+// most a few finished batches: one waiting for its bootstrap value, and the
+// ones its sample producer refused with back-pressure, which are retried
+// in order.
+type Agent struct {
+	id       string
+	client   InferenceClient
+	producer SampleProducer
+	builder  *api.SampleBuilder
+
+	obs     []float32    // the observation of the pending request, owned
+	pending stream.ReqID // valid while posted
+	posted  bool         // a request is outstanding (result not consumed)
+
+	result    stream.InferenceResult
+	hasResult bool // result is for obs and not yet used
+
+	held   *api.SampleBatch   // finished, waiting for its bootstrap value
+	outbox []*api.SampleBatch // complete, not yet accepted by the producer
+}
+
+// newAgent returns an agent that asks client for its actions and sends
+// the batches of builder through producer. builder's Policy, ActorID and
+// AgentID label the batches.
+func newAgent(id string, client InferenceClient, producer SampleProducer, builder *api.SampleBuilder) *Agent {
+	return &Agent{id: id, client: client, producer: producer, builder: builder}
+}
+
+// ID returns the agent's id in its environment.
+func (a *Agent) ID() string { return a.id }
+
+// Ready reports whether the agent's action is available: its result was
+// taken already, or its pending request has a result or a failure.
+func (a *Agent) Ready() bool {
+	return a.hasResult || (a.posted && a.client.Ready(a.pending))
+}
+
+// Waiting reports whether the agent has a request whose result it has not
+// taken yet.
+func (a *Agent) Waiting() bool { return a.posted }
+
+// Unsent returns how many finished batches the agent holds: waiting for a
+// bootstrap value or refused by the producer.
+func (a *Agent) Unsent() int {
+	n := len(a.outbox)
+	if a.held != nil {
+		n++
+	}
+	return n
+}
+
+// post asks for an action for obs, which the agent copies: an environment
+// may reuse its observation buffers.
+func (a *Agent) post(obs []float32) error {
+	a.obs = append(a.obs[:0], obs...)
+	id, err := a.client.Post(a.obs)
+	if err != nil {
+		return fmt.Errorf("agent %s: post observation: %w", a.id, err)
+	}
+	a.pending, a.posted, a.hasResult = id, true, false
+	return nil
+}
+
+// take consumes the pending result. It reports false if inference failed,
+// in which case the same observation is posted again: the action is still
+// needed, and the policy worker may be back by the next flush. A result
+// completes the batch waiting for its bootstrap value, since it carries
+// the value of the observation that follows that batch.
+func (a *Agent) take() (bool, error) {
+	res, err := a.client.Consume(a.pending)
+	a.posted = false
+	if errors.Is(err, stream.ErrInferenceFailed) {
+		return false, a.post(a.obs)
+	}
+	if err != nil {
+		return false, fmt.Errorf("agent %s: consume inference result: %w", a.id, err)
+	}
+	a.result, a.hasResult = res, true
+	if a.held != nil {
+		a.held.BootstrapValue = res.Value
+		a.outbox = append(a.outbox, a.held)
+		a.held = nil
+	}
+	return true, nil
+}
+
+// action is the action of the taken result.
+func (a *Agent) action() api.Action {
+	return api.Action{Discrete: a.result.Action, Continuous: a.result.ContAction}
+}
+
+// record appends the step taken with the current result and cuts the batch
+// as the bootstrap rules say. It returns the episodes that ended in the
+// batch it cut, if it cut one.
+func (a *Agent) record(reward float32, terminated, truncated bool, sampleSteps int) ([]api.EpisodeStat, error) {
+	err := a.builder.Append(api.StepRecord{
+		Obs: a.obs, Action: a.action(), Reward: reward,
+		Terminated: terminated, Truncated: truncated,
+		LogProb: a.result.LogProb, Value: a.result.Value, Version: a.result.Version,
+	})
+	a.hasResult = false
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: record step: %w", a.id, err)
+	}
+	switch batchEndAfter(terminated, truncated, a.builder.Len(), sampleSteps) {
+	case sendNow:
+		b := a.builder.Build(0)
+		a.outbox = append(a.outbox, &b)
+		return b.Episodes, nil
+	case awaitBootstrap:
+		b := a.builder.Build(0) // BootstrapValue is set by the next take
+		a.held = &b
+		return b.Episodes, nil
+	}
+	return nil, nil
+}
+
+// cutRemainder finishes the partial batch with the value of the taken
+// result, which is for the observation after its last step; used when the
+// actor stops.
+func (a *Agent) cutRemainder() *api.SampleBatch {
+	a.hasResult = false
+	if a.builder.Len() == 0 {
+		return nil
+	}
+	b := a.builder.Build(a.result.Value)
+	a.outbox = append(a.outbox, &b)
+	return &b
+}
+
+// send posts the agent's complete batches in order. It stops at the first
+// one refused with back-pressure, which stays for the next attempt, and
+// reports whether that happened.
+func (a *Agent) send() (sent int, refused bool, err error) {
+	for len(a.outbox) > 0 {
+		err := a.producer.Post(a.outbox[0])
+		if errors.Is(err, stream.ErrBackpressure) {
+			return sent, true, nil
+		}
+		if err != nil {
+			return sent, false, fmt.Errorf("agent %s: send sample batch: %w", a.id, err)
+		}
+		// Post does not retain the batch (see SampleProducer), so its
+		// arrays can hold the agent's next batch.
+		a.builder.Recycle(*a.outbox[0])
+		a.outbox = slices.Delete(a.outbox, 0, 1)
+		sent++
+	}
+	return sent, false, nil
+}

@@ -1,0 +1,78 @@
+// Package actorworker is the "actor" worker type: it steps environments,
+// asks a policy for actions and sends the resulting trajectories to a
+// trainer as api.SampleBatches.
+//
+// # Structure
+//
+// An [Agent] is one agent of one environment: its pending inference request,
+// the observation that request is for, and its [api.SampleBuilder] (the
+// batch being filled). An [EnvTarget] is one [api.Env] with its agents; it
+// steps only when every agent's action has arrived. An [EnvRing] holds
+// several targets and the worker steps whichever is ready, in turn, so that
+// simulation continues while replies for the other environments are still
+// outstanding: with remote inference, a ring of two or more hides the
+// round trip to the policy worker behind the stepping of the other
+// environments (the design of SRL's actor worker).
+//
+// Each poll of the worker takes in the replies that have arrived, steps up
+// to max_poll_steps ready targets (stopping early after a full turn of the
+// ring in which none was ready), and then flushes the inference client, so
+// that all requests posted during the poll travel in one message. Inline
+// results are ready as soon as Flush returns, so an inline actor goes round
+// again until its max_poll_steps are used.
+//
+// # Samples and bootstrap values
+//
+// An agent's steps are cut into a batch every sample_steps steps and at the
+// end of every episode. A learner estimating returns (GAE) needs the value
+// of the observation that follows the last step of a batch; the rules are
+// in one place (batchEndAfter in bootstrap.go):
+//
+//   - the last step terminated: the batch is sent at once with a bootstrap
+//     value of 0 (the episode is over; there is nothing to bootstrap);
+//   - the last step was truncated (a time limit): the final observation is
+//     posted for one more inference, whose value becomes the bootstrap
+//     value and whose action is ignored; then the environment is reset;
+//   - the batch was cut mid-episode: the batch waits for the next inference
+//     result, which carries the value of the next observation, and is sent
+//     when that result is consumed, before the next step is recorded.
+//
+// In a multi-agent environment the episode ends for all agents when it
+// ends for any (api.Env's contract); an agent the environment did not flag
+// is then recorded as truncated, since its episode was cut short.
+//
+// # Back-pressure
+//
+// A sample producer that answers stream.ErrBackpressure has not sent the
+// batch; the agent keeps it and the actor retries at every poll. While an
+// agent of a target holds an unsent batch, that target does not step, so an
+// actor whose trainer falls behind stops simulating instead of buffering
+// without bound.
+//
+// # Seeds
+//
+// Episode e of target t of an actor configured with seed s resets its
+// environment with s*1000003 + t*7919 + e ([EnvSeed]); the default seed is
+// the worker's index. Runs with equal configuration and equal policy
+// answers are therefore reproducible step for step.
+//
+// # Statistics
+//
+// The "stats" reply adds env_steps (calls of Env.Step), agent_steps
+// (env_steps times the number of agents; PollResult.Samples counts these),
+// episodes, mean_return and mean_length (over the last 20 episodes, as
+// the first agent of each environment saw them: for a shared-reward
+// environment such as simple_spread that is every agent's return),
+// batches_sent, steps_per_s (environment steps per second since the first
+// poll), inference_failures, backpressure (batches refused and kept),
+// ring_size and version_last (the newest policy version among the results
+// taken).
+//
+// # Configuration
+//
+// The "configure" command takes [Config]. Inference is either "remote" (a
+// policy worker serving the configured policy, found through name resolve)
+// or "inline" (a policy.ActorCritic run in the actor itself, built from
+// policy.ConfigForEnv with the configured seed). Samples go to the sample
+// stream sample_stream; "null" discards them, for benchmarks.
+package actorworker

@@ -1,0 +1,309 @@
+package actorworker_test
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/distrl/distrl/actorworker"
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/stream"
+)
+
+// checkRig checks every agent's batches of every target of a drained rig.
+func checkRig(t *testing.T, r *rig, cfg rigConfig) (kinds map[string]int) {
+	t.Helper()
+	kinds = map[string]int{}
+	for i, tg := range r.ring.Targets() {
+		st := tg.Stats()
+		if int64(r.envs[i].ends) != st.Episodes {
+			t.Errorf("target %d: env ended %d episodes, target counted %d", i, r.envs[i].ends, st.Episodes)
+		}
+		if n := int64(len(tg.Agents())); st.AgentSteps != n*st.EnvSteps {
+			t.Errorf("target %d: %d agent steps for %d env steps of %d agents", i, st.AgentSteps, st.EnvSteps, n)
+		}
+		if got := int64(len(r.outs[i].batches)); got != st.BatchesSent {
+			t.Errorf("target %d: producer accepted %d batches, target counted %d", i, got, st.BatchesSent)
+		}
+		byAgent := r.outs[i].byAgent()
+		for j, a := range tg.Agents() {
+			if a.Unsent() != 0 || a.Waiting() {
+				t.Errorf("target %d agent %s: %d unsent batches, waiting=%v after drain", i, a.ID(), a.Unsent(), a.Waiting())
+			}
+			final := make([][]float32, len(r.envs[i].finalObs))
+			for e, obs := range r.envs[i].finalObs {
+				final[e] = obs[j]
+			}
+			batches := byAgent[a.ID()]
+			checkBatches(t, batches, final, cfg.actions, sampleSteps(cfg), st.EnvSteps, st.Episodes)
+			for _, b := range batches {
+				last := b.Len() - 1
+				switch {
+				case b.Terminated.Data[last] == 1:
+					kinds["terminated"]++
+				case b.Truncated.Data[last] == 1:
+					kinds["truncated"]++
+				default:
+					kinds["cut"]++
+				}
+				if b.ActorID != "actor/0" || b.Policy != "p" || b.AgentID != a.ID() {
+					t.Fatalf("batch labelled actor=%q policy=%q agent=%q", b.ActorID, b.Policy, b.AgentID)
+				}
+			}
+		}
+	}
+	return kinds
+}
+
+func sampleSteps(cfg rigConfig) int {
+	if cfg.sampleSteps == 0 {
+		return actorworker.DefaultSampleSteps
+	}
+	return cfg.sampleSteps
+}
+
+func TestTargetBatches(t *testing.T) {
+	cases := []struct {
+		name     string
+		cfg      rigConfig
+		envSteps int64
+		want     []string // kinds of batch ends that must occur
+	}{
+		{
+			name: "cartpole short limit",
+			cfg: rigConfig{env: env.CartPoleName, envConfig: map[string]any{"max_episode_steps": 12},
+				ringSize: 2, sampleSteps: 5, actions: 2},
+			envSteps: 600, want: []string{"terminated", "truncated", "cut"},
+		},
+		{
+			name:     "cartpole default batch length",
+			cfg:      rigConfig{env: env.CartPoleName, ringSize: 1, actions: 2},
+			envSteps: 300, want: []string{"terminated"},
+		},
+		{
+			name: "cartpole one step per batch",
+			cfg: rigConfig{env: env.CartPoleName, envConfig: map[string]any{"max_episode_steps": 15},
+				ringSize: 3, sampleSteps: 1, actions: 2},
+			envSteps: 300, want: []string{"terminated", "truncated", "cut"},
+		},
+		{
+			name: "simple_spread",
+			cfg: rigConfig{env: env.SimpleSpreadName, envConfig: map[string]any{"n_agents": 3, "max_cycles": 25},
+				ringSize: 2, sampleSteps: 10, actions: 5},
+			envSteps: 300, want: []string{"truncated", "cut"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRig(t, c.cfg)
+			r.run(t, c.envSteps)
+			kinds := checkRig(t, r, c.cfg)
+			for _, k := range c.want {
+				if kinds[k] == 0 {
+					t.Errorf("no batch ended %s (got %v): the case does not cover it", k, kinds)
+				}
+			}
+			t.Logf("%d env steps, batch ends %v", r.envSteps(), kinds)
+		})
+	}
+}
+
+func TestRingRotation(t *testing.T) {
+	for _, size := range []int{1, 2, 3, 5} {
+		t.Run(fmt.Sprint("ring=", size), func(t *testing.T) {
+			r := newRig(t, rigConfig{env: env.CartPoleName, ringSize: size, sampleSteps: 16, actions: 2})
+			for range 40 {
+				if steps := r.poll(t); steps != size {
+					// Inline results are ready at every poll, so every
+					// target steps once per turn.
+					t.Fatalf("poll took %d steps, want one per target (%d)", steps, size)
+				}
+			}
+			for i, got := range r.log {
+				if want := i % size; got != want {
+					t.Fatalf("step %d was target %d's, want %d's (order %v)", i, got, want, r.log[:i+1])
+				}
+			}
+			r.drain(t)
+			checkRig(t, r, rigConfig{actions: 2, sampleSteps: 16})
+		})
+	}
+}
+
+func TestMultiAgentSharedReward(t *testing.T) {
+	cfg := rigConfig{env: env.SimpleSpreadName, envConfig: map[string]any{"n_agents": 3, "max_cycles": 30},
+		ringSize: 1, sampleSteps: 8, actions: 5}
+	r := newRig(t, cfg)
+	r.run(t, 200)
+	checkRig(t, r, cfg)
+	byAgent := r.outs[0].byAgent()
+	ids := []string{"agent_0", "agent_1", "agent_2"}
+	if got := slices.Sorted(maps.Keys(byAgent)); !slices.Equal(got, ids) {
+		t.Fatalf("batches for agents %v, want one stream per agent %v", got, ids)
+	}
+	ref := byAgent["agent_0"]
+	for _, id := range ids[1:] {
+		bs := byAgent[id]
+		if len(bs) != len(ref) {
+			t.Fatalf("%s has %d batches, agent_0 %d", id, len(bs), len(ref))
+		}
+		for k := range bs {
+			if !slices.Equal(bs[k].Rewards.Data, ref[k].Rewards.Data) {
+				t.Fatalf("batch %d: %s rewards %v, agent_0 %v: want the shared reward", k, id, bs[k].Rewards.Data, ref[k].Rewards.Data)
+			}
+			if slices.Equal(bs[k].Obs.Data, ref[k].Obs.Data) {
+				t.Fatalf("batch %d: %s has agent_0's observations", k, id)
+			}
+		}
+	}
+}
+
+func TestBackpressure(t *testing.T) {
+	cases := []struct {
+		name   string
+		refuse func(post int) bool
+	}{
+		{"first posts refused", func(n int) bool { return n < 6 }},
+		{"every other post refused", func(n int) bool { return n%2 == 0 }},
+		{"bursts", func(n int) bool { return n%10 < 7 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := rigConfig{env: env.CartPoleName, envConfig: map[string]any{"max_episode_steps": 20},
+				ringSize: 2, sampleSteps: 6, actions: 2, refuse: c.refuse}
+			r := newRig(t, cfg)
+			for r.envSteps() < 400 {
+				r.poll(t)
+				for _, tg := range r.ring.Targets() {
+					for _, a := range tg.Agents() {
+						// One refused batch, plus one waiting for its bootstrap
+						// value at most: memory stays bounded.
+						if a.Unsent() > 2 {
+							t.Fatalf("agent holds %d unsent batches", a.Unsent())
+						}
+					}
+				}
+			}
+			r.drain(t)
+			checkRig(t, r, cfg)
+			for i, tg := range r.ring.Targets() {
+				if got, want := tg.Stats().Backpressure, int64(r.outs[i].refused); got != want || want == 0 {
+					t.Errorf("target %d counted %d back-pressure events, producer refused %d", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestBackpressureStopsStepping(t *testing.T) {
+	closed := true
+	cfg := rigConfig{env: env.CartPoleName, ringSize: 2, sampleSteps: 10, actions: 2,
+		refuse: func(int) bool { return closed }}
+	r := newRig(t, cfg)
+	for range 200 {
+		r.poll(t)
+	}
+	// Each target fills one batch (or ends an episode earlier), cannot
+	// send it, and stops.
+	if n := r.envSteps(); n > 2*10 {
+		t.Fatalf("%d env steps with every batch refused, want at most one batch per target", n)
+	}
+	stuck := r.envSteps()
+	closed = false
+	r.run(t, stuck+200)
+	checkRig(t, r, cfg)
+}
+
+// flakyClient fails every consume of an id divisible by every, after
+// taking the real result, as a timed-out remote request would.
+type flakyClient struct {
+	actorworker.InferenceClient
+	every  int64
+	failed int64
+}
+
+func (c *flakyClient) Consume(id stream.ReqID) (stream.InferenceResult, error) {
+	res, err := c.InferenceClient.Consume(id)
+	if err == nil && int64(id)%c.every == 0 {
+		c.failed++
+		return stream.InferenceResult{}, fmt.Errorf("flaky: request %d: %w", id, stream.ErrInferenceFailed)
+	}
+	return res, err
+}
+
+func TestInferenceFailures(t *testing.T) {
+	for _, c := range []struct {
+		env   string
+		cfg   map[string]any
+		every int64
+	}{
+		{env.CartPoleName, map[string]any{"max_episode_steps": 20}, 4},
+		{env.CartPoleName, nil, 2},
+		{env.SimpleSpreadName, map[string]any{"max_cycles": 20}, 3},
+	} {
+		t.Run(fmt.Sprintf("%s/every=%d", c.env, c.every), func(t *testing.T) {
+			var flaky *flakyClient
+			actions := 2
+			if c.env == env.SimpleSpreadName {
+				actions = 5
+			}
+			cfg := rigConfig{env: c.env, envConfig: c.cfg, ringSize: 2, sampleSteps: 7, actions: actions,
+				wrap: func(ic actorworker.InferenceClient) actorworker.InferenceClient {
+					flaky = &flakyClient{InferenceClient: ic, every: c.every}
+					return flaky
+				}}
+			r := newRig(t, cfg)
+			r.run(t, 300)
+			checkRig(t, r, cfg)
+			var counted int64
+			for _, tg := range r.ring.Targets() {
+				counted += tg.Stats().InferenceFailures
+			}
+			if counted != flaky.failed || counted == 0 {
+				t.Errorf("targets counted %d inference failures, %d were injected", counted, flaky.failed)
+			}
+		})
+	}
+}
+
+func TestEnvSeed(t *testing.T) {
+	seen := map[int64]string{}
+	for seed := range int64(4) {
+		for target := range 8 {
+			for ep := range 100 {
+				s := actorworker.EnvSeed(seed, target, ep)
+				key := fmt.Sprint(seed, target, ep)
+				if prev, dup := seen[s]; dup {
+					t.Fatalf("seed %d for both %s and %s", s, prev, key)
+				}
+				seen[s] = key
+			}
+		}
+	}
+	if got := actorworker.EnvSeed(2, 3, 4); got != 2*1000003+3*7919+4 {
+		t.Errorf("EnvSeed(2, 3, 4) = %d", got)
+	}
+}
+
+func TestNewEnvTargetErrors(t *testing.T) {
+	e := newEnv(t, env.CartPoleName, nil)
+	client := stream.NewInlineInferenceClient(&probePolicy{actions: 2}, 4)
+	defer client.Close()
+	for _, c := range []struct {
+		name string
+		cfg  actorworker.TargetConfig
+	}{
+		{"no client", actorworker.TargetConfig{Producer: &collector{}}},
+		{"no producer", actorworker.TargetConfig{Client: client}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := actorworker.NewEnvTarget(e, 0, c.cfg); err == nil {
+				t.Error("NewEnvTarget succeeded")
+			}
+		})
+	}
+}
+
+var _ api.Policy = (*probePolicy)(nil)

@@ -1,0 +1,479 @@
+package actorworker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
+	zmq "github.com/pebbe/zmq4"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// TypeName is the worker type name ("actor/0", "actor/1", ...).
+const TypeName = "actor"
+
+// Defaults of Config.
+const (
+	DefaultEnv          = env.CartPoleName
+	DefaultRingSize     = 2
+	DefaultPolicy       = "default"
+	DefaultStream       = "default"
+	DefaultMaxPollSteps = 16
+	// NullStream as sample_stream discards every batch.
+	NullStream = "null"
+	// Inference modes.
+	InferenceRemote = "remote"
+	InferenceInline = "inline"
+)
+
+// episodeWindow is the number of recent episodes mean_return and
+// mean_length average over.
+const episodeWindow = 20
+
+// Config is the configuration of the "actor" worker type (the kwargs of
+// "configure"). Zero values mean the defaults.
+type Config struct {
+	Env       string         `msgpack:"env"`        // registered environment; default CartPole-v1
+	EnvConfig map[string]any `msgpack:"env_config"` // passed to the environment's factory
+	RingSize  int            `msgpack:"ring_size"`  // environments per actor; default 2
+	Policy    string         `msgpack:"policy"`     // policy name; default "default"
+	// Inference is "remote" (a policy worker; the default) or "inline".
+	Inference string `msgpack:"inference"`
+	// InferenceTimeoutMs bounds a remote request; 0 means the stream's
+	// default. A request that times out is posted again.
+	InferenceTimeoutMs int `msgpack:"inference_timeout_ms"`
+	// Hidden, Activation and Deterministic configure the inline policy, as
+	// they do a policy worker's (see policy.Config).
+	Hidden        []int         `msgpack:"hidden"`
+	Activation    nn.Activation `msgpack:"activation"`
+	Deterministic bool          `msgpack:"deterministic"`
+	// SampleStream is the sample stream's name; "null" discards batches.
+	SampleStream string `msgpack:"sample_stream"`
+	SampleSteps  int    `msgpack:"sample_steps"`   // steps per batch; default 200
+	MaxPollSteps int    `msgpack:"max_poll_steps"` // target steps per poll; default 16
+	// Seed seeds the environments (EnvSeed) and the inline policy; nil
+	// means the worker's index.
+	Seed *int64 `msgpack:"seed"`
+	// MaxEnvSteps stops the actor after that many environment steps (over
+	// all its environments): it finishes its partial batches once the
+	// values they bootstrap from arrive, sends them, and completes. 0 means
+	// unbounded.
+	MaxEnvSteps int64 `msgpack:"max_env_steps"`
+}
+
+// parseConfig decodes and checks the kwargs of "configure". A bad
+// configuration is a bad_arguments *rpc.Error, which leaves the worker as
+// it was; for inline inference it also builds the policy, so that a bad
+// policy configuration is caught here too.
+func parseConfig(raw []byte, index int) (Config, api.Policy, error) {
+	var cfg Config
+	if len(raw) > 0 {
+		dec := msgpack.NewDecoder(bytes.NewReader(raw))
+		// A misspelt key must not silently leave its default in place.
+		dec.DisallowUnknownFields(true)
+		if err := dec.Decode(&cfg); err != nil {
+			return cfg, nil, badConfig("%v", err)
+		}
+	}
+	cfg.Env = orDefault(cfg.Env, DefaultEnv)
+	cfg.Policy = orDefault(cfg.Policy, DefaultPolicy)
+	cfg.Inference = orDefault(cfg.Inference, InferenceRemote)
+	cfg.SampleStream = orDefault(cfg.SampleStream, DefaultStream)
+	cfg.RingSize = orDefault(cfg.RingSize, DefaultRingSize)
+	cfg.SampleSteps = orDefault(cfg.SampleSteps, DefaultSampleSteps)
+	cfg.MaxPollSteps = orDefault(cfg.MaxPollSteps, DefaultMaxPollSteps)
+	if cfg.Seed == nil {
+		s := int64(index)
+		cfg.Seed = &s
+	}
+	switch {
+	case cfg.Inference != InferenceRemote && cfg.Inference != InferenceInline:
+		return cfg, nil, badConfig("inference %q, want %q or %q", cfg.Inference, InferenceRemote, InferenceInline)
+	case cfg.RingSize < 1:
+		return cfg, nil, badConfig("ring_size %d, want >= 1", cfg.RingSize)
+	case cfg.SampleSteps < 1:
+		return cfg, nil, badConfig("sample_steps %d, want >= 1", cfg.SampleSteps)
+	case cfg.MaxPollSteps < 1:
+		return cfg, nil, badConfig("max_poll_steps %d, want >= 1", cfg.MaxPollSteps)
+	case cfg.MaxEnvSteps < 0:
+		return cfg, nil, badConfig("max_env_steps %d, want >= 0", cfg.MaxEnvSteps)
+	case cfg.InferenceTimeoutMs < 0:
+		return cfg, nil, badConfig("inference_timeout_ms %d, want >= 0", cfg.InferenceTimeoutMs)
+	}
+	if err := env.Register(); err != nil {
+		return cfg, nil, fmt.Errorf("actor: register the built-in environments: %w", err)
+	}
+	// A throwaway environment checks the name and env_config now, while
+	// the previous configuration is still intact.
+	e, err := api.NewEnv(cfg.Env, cfg.EnvConfig)
+	if err != nil {
+		return cfg, nil, badConfig("%v", err)
+	}
+	_ = e.Close()
+	if cfg.Inference != InferenceInline {
+		return cfg, nil, nil
+	}
+	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
+	if err != nil {
+		return cfg, nil, badConfig("inline policy: %v", err)
+	}
+	pc.Seed, pc.Deterministic = *cfg.Seed, cfg.Deterministic
+	if cfg.Hidden != nil {
+		pc.Hidden = cfg.Hidden
+	}
+	if cfg.Activation != "" {
+		pc.Activation = cfg.Activation
+	}
+	p, err := policy.New(pc)
+	if err != nil {
+		return cfg, nil, badConfig("inline policy: %v", err)
+	}
+	return cfg, p, nil
+}
+
+func badConfig(format string, args ...any) error {
+	return rpc.Errorf(rpc.ErrTypeBadArguments, "actor config: "+format, args...)
+}
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// ActorWorker is the implementation of the "actor" worker type.
+type ActorWorker struct {
+	info worker.Info
+	log  *slog.Logger
+
+	cfg      Config
+	client   InferenceClient
+	producer SampleProducer
+	ring     *EnvRing
+
+	started  bool // the environments were reset
+	draining bool // max_env_steps reached
+	begin    time.Time
+
+	recent     [episodeWindow]api.EpisodeStat
+	recentNext int
+	recentLen  int
+}
+
+var (
+	_ worker.Impl        = (*ActorWorker)(nil)
+	_ worker.SocketOwner = (*ActorWorker)(nil)
+	_ worker.Reporter    = (*ActorWorker)(nil)
+)
+
+// New is the worker.Factory of the actor type.
+func New(info worker.Info) (worker.Impl, error) {
+	log := info.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &ActorWorker{info: info, log: log}, nil
+}
+
+// Configure builds the environments, the inference client and the sample
+// producer. A worker configured again drops what it had; a bad
+// configuration is rejected before that, leaving the worker as it was.
+func (w *ActorWorker) Configure(ctx context.Context, args rpc.Args) error {
+	cfg, inline, err := parseConfig(args.Raw(), w.info.Index)
+	if err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		w.log.Warn("actor: releasing the previous configuration", "err", err)
+	}
+	if err := w.build(ctx, cfg, inline); err != nil {
+		_ = w.Close()
+		return fmt.Errorf("actor: configure: %w", err)
+	}
+	w.cfg = cfg
+	w.log.Info("actor configured", "env", cfg.Env, "ring_size", cfg.RingSize, "inference", cfg.Inference,
+		"policy", cfg.Policy, "sample_stream", cfg.SampleStream, "seed", *cfg.Seed)
+	return nil
+}
+
+// build creates everything cfg describes; on error the caller closes what
+// was made. inline is the policy for inline inference, nil for remote.
+func (w *ActorWorker) build(ctx context.Context, cfg Config, inline api.Policy) error {
+	envs := make([]api.Env, 0, cfg.RingSize)
+	defer func() {
+		if w.ring == nil { // not handed over to targets
+			for _, e := range envs {
+				_ = e.Close()
+			}
+		}
+	}()
+	for range cfg.RingSize {
+		e, err := api.NewEnv(cfg.Env, cfg.EnvConfig)
+		if err != nil {
+			return err
+		}
+		envs = append(envs, e)
+	}
+	obsDim := envs[0].ObservationSpace().Size()
+
+	if inline != nil {
+		w.client = stream.NewInlineInferenceClient(inline, obsDim)
+	} else {
+		c, err := stream.NewRemoteInferenceClient(ctx, stream.RemoteInferenceOptions{
+			Repo: w.info.Repo, Trial: w.info.Trial, Policy: cfg.Policy, ObsDim: obsDim,
+			Timeout: time.Duration(cfg.InferenceTimeoutMs) * time.Millisecond, Logger: w.log,
+		})
+		if err != nil {
+			return fmt.Errorf("inference for policy %q: %w", cfg.Policy, err)
+		}
+		w.client = c
+	}
+	if cfg.SampleStream == NullStream {
+		w.producer = &stream.NullSampleProducer{}
+	} else {
+		p, err := stream.NewSampleProducer(ctx, stream.SampleProducerOptions{
+			Repo: w.info.Repo, Trial: w.info.Trial, Stream: cfg.SampleStream, Logger: w.log,
+		})
+		if err != nil {
+			return fmt.Errorf("sample stream %q: %w", cfg.SampleStream, err)
+		}
+		w.producer = p
+	}
+
+	targets := make([]*EnvTarget, len(envs))
+	for i, e := range envs {
+		t, err := NewEnvTarget(e, i, TargetConfig{
+			Client: w.client, Producer: w.producer, Policy: cfg.Policy, ActorID: w.info.Name,
+			SampleSteps: cfg.SampleSteps, Seed: *cfg.Seed, OnEpisode: w.addEpisode,
+		})
+		if err != nil {
+			return err
+		}
+		targets[i] = t
+	}
+	w.ring = NewEnvRing(targets...)
+	return nil
+}
+
+// Poll takes in the replies that arrived, steps the targets that are ready
+// (up to max_poll_steps, in ring order, stopping after a full turn in which
+// none was), and flushes the requests posted meanwhile as one message.
+// Samples in the result are agent steps; a poll that did nothing is idle,
+// so the worker sleeps on the inference socket until replies arrive.
+func (w *ActorWorker) Poll(ctx context.Context) (worker.PollResult, error) {
+	if w.ring == nil {
+		return worker.PollResult{}, errors.New("actor: polled before configure")
+	}
+	if !w.started {
+		if err := w.startEpisodes(ctx); err != nil {
+			return worker.PollResult{}, err
+		}
+	}
+	if err := w.client.Poll(); err != nil {
+		return worker.PollResult{}, fmt.Errorf("actor: inference poll: %w", err)
+	}
+	sentBefore := w.totals().BatchesSent
+	// Retry batches refused with back-pressure first: their targets cannot
+	// step until they are out.
+	for _, t := range w.ring.Targets() {
+		if _, err := t.Send(); err != nil {
+			return worker.PollResult{}, err
+		}
+	}
+	var samples int64
+	budget := w.cfg.MaxPollSteps
+	for {
+		progress := false
+		for idle := 0; budget > 0 && idle < w.ring.Len(); budget-- {
+			t := w.ring.Current()
+			if t.ReadyToStep() {
+				n, err := t.Step()
+				if err != nil {
+					return worker.PollResult{}, err
+				}
+				samples += int64(n)
+				idle, progress = 0, true
+			} else {
+				idle++
+			}
+			w.ring.Rotate()
+			if !w.draining && w.cfg.MaxEnvSteps > 0 && w.totals().EnvSteps >= w.cfg.MaxEnvSteps {
+				w.drain()
+			}
+		}
+		if err := w.client.Flush(ctx); err != nil {
+			return worker.PollResult{}, fmt.Errorf("actor: inference flush: %w", err)
+		}
+		// Inline results are ready as soon as Flush returns, so an inline
+		// actor uses the rest of its budget at once rather than in the
+		// next poll; a remote one returns to wait for its replies.
+		if w.client.Socket() != nil || !progress || budget == 0 {
+			break
+		}
+	}
+	res := worker.PollResult{Samples: samples, Batches: w.totals().BatchesSent - sentBefore}
+	res.Done = w.draining && w.allDone()
+	return res, nil
+}
+
+// startEpisodes resets every environment and sends the first requests, so
+// that (inline) the first poll can step already.
+func (w *ActorWorker) startEpisodes(ctx context.Context) error {
+	for i, t := range w.ring.Targets() {
+		if err := t.Reset(EnvSeed(*w.cfg.Seed, i, 0)); err != nil {
+			return err
+		}
+	}
+	w.started, w.begin = true, time.Now()
+	if err := w.client.Flush(ctx); err != nil {
+		return fmt.Errorf("actor: inference flush: %w", err)
+	}
+	return nil
+}
+
+func (w *ActorWorker) drain() {
+	w.draining = true
+	w.log.Info("actor: max_env_steps reached; sending what is left", "max_env_steps", w.cfg.MaxEnvSteps)
+	for _, t := range w.ring.Targets() {
+		t.Drain()
+	}
+}
+
+func (w *ActorWorker) allDone() bool {
+	for _, t := range w.ring.Targets() {
+		if !t.AllDone() {
+			return false
+		}
+	}
+	return true
+}
+
+// totals sums the targets' counters; Version is the newest.
+func (w *ActorWorker) totals() TargetStats {
+	var s TargetStats
+	if w.ring == nil {
+		return s
+	}
+	for _, t := range w.ring.Targets() {
+		ts := t.Stats()
+		s.EnvSteps += ts.EnvSteps
+		s.AgentSteps += ts.AgentSteps
+		s.Episodes += ts.Episodes
+		s.BatchesSent += ts.BatchesSent
+		s.InferenceFailures += ts.InferenceFailures
+		s.Backpressure += ts.Backpressure
+		s.Version = max(s.Version, ts.Version)
+	}
+	return s
+}
+
+func (w *ActorWorker) addEpisode(e api.EpisodeStat) {
+	w.recent[w.recentNext] = e
+	w.recentNext = (w.recentNext + 1) % episodeWindow
+	w.recentLen = min(w.recentLen+1, episodeWindow)
+}
+
+// Stats reports the actor's counters. mean_return and mean_length are over
+// the last 20 finished episodes as the first agent of each environment saw
+// them (the same for every agent of a shared-reward environment);
+// steps_per_s is environment steps per second since the first poll.
+func (w *ActorWorker) Stats() map[string]any {
+	s := w.totals()
+	var ret, length float64
+	for i := range w.recentLen {
+		ret += float64(w.recent[i].Return)
+		length += float64(w.recent[i].Length)
+	}
+	if w.recentLen > 0 {
+		ret /= float64(w.recentLen)
+		length /= float64(w.recentLen)
+	}
+	var rate float64
+	if w.started {
+		if d := time.Since(w.begin).Seconds(); d > 0 {
+			rate = float64(s.EnvSteps) / d
+		}
+	}
+	ring := 0
+	if w.ring != nil {
+		ring = w.ring.Len()
+	}
+	return map[string]any{
+		"env_steps":          s.EnvSteps,
+		"agent_steps":        s.AgentSteps,
+		"episodes":           s.Episodes,
+		"mean_return":        ret,
+		"mean_length":        length,
+		"batches_sent":       s.BatchesSent,
+		"steps_per_s":        rate,
+		"inference_failures": s.InferenceFailures,
+		"backpressure":       s.Backpressure,
+		"ring_size":          ring,
+		"version_last":       s.Version,
+	}
+}
+
+// Sockets is the inference client's socket, so an idle actor wakes as soon
+// as a reply arrives. Inline inference has none.
+func (w *ActorWorker) Sockets() []*zmq.Socket {
+	if w.client == nil {
+		return nil
+	}
+	if s := w.client.Socket(); s != nil {
+		return []*zmq.Socket{s}
+	}
+	return nil
+}
+
+// Warning merges the inference client's and the sample producer's
+// warnings: an actor whose policy worker or trainer is missing keeps
+// retrying, and says so.
+func (w *ActorWorker) Warning() string {
+	var msgs []string
+	if w.client != nil {
+		if m := w.client.Warning(); m != "" {
+			msgs = append(msgs, "inference: "+m)
+		}
+	}
+	if w.producer != nil {
+		if m := w.producer.Warning(); m != "" {
+			msgs = append(msgs, "samples: "+m)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Close releases the environments and both streams. The worker can be
+// configured again afterwards.
+func (w *ActorWorker) Close() error {
+	var errs []error
+	if w.ring != nil {
+		for _, t := range w.ring.Targets() {
+			errs = append(errs, t.Close())
+		}
+	}
+	if w.client != nil {
+		errs = append(errs, w.client.Close())
+	}
+	if w.producer != nil {
+		errs = append(errs, w.producer.Close())
+	}
+	w.ring, w.client, w.producer = nil, nil, nil
+	w.started, w.draining = false, false
+	w.recentLen, w.recentNext = 0, 0
+	return errors.Join(errs...)
+}

@@ -1,0 +1,470 @@
+package actorworker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/actorworker"
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func TestMain(m *testing.M) {
+	for name, f := range map[string]worker.Factory{
+		actorworker.TypeName:  actorworker.New,
+		policyworker.TypeName: policyworker.New,
+	} {
+		if err := worker.RegisterType(name, f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+var testTrial = names.NewTrial("unit", "actorworker")
+
+// newRepo is an in-memory name resolve, closed after the test's workers
+// and streams (cleanups run last-in first-out).
+func newRepo(t testing.TB) nameresolve.Repository {
+	repo := nameresolve.NewMemory()
+	t.Cleanup(func() { repo.Close() })
+	return repo
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// cluster is workers running in-process, driven through a control panel.
+type cluster struct {
+	repo  nameresolve.Repository
+	panel *worker.ControlPanel
+}
+
+func newCluster(t *testing.T) *cluster {
+	repo := newRepo(t)
+	p := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
+	t.Cleanup(func() { p.Close() })
+	return &cluster{repo: repo, panel: p}
+}
+
+// start runs worker typ/index until the test ends and returns its name.
+func (c *cluster) start(t *testing.T, typ string, index int) string {
+	t.Helper()
+	w, err := worker.New(context.Background(), worker.Options{
+		Trial: testTrial, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
+		IdleWait: 20 * time.Millisecond, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatalf("start %s/%d: %v", typ, index, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w.Name()
+}
+
+func (c *cluster) request(t *testing.T, name, cmd string, kwargs any) {
+	t.Helper()
+	if err := c.panel.Request(ctxT(t), name, cmd, kwargs, nil); err != nil {
+		t.Fatalf("%s %s: %v", cmd, name, err)
+	}
+}
+
+// run configures and starts a worker.
+func (c *cluster) run(t *testing.T, name string, cfg map[string]any) {
+	t.Helper()
+	c.request(t, name, worker.CmdConfigure, cfg)
+	c.request(t, name, worker.CmdStart, nil)
+}
+
+func (c *cluster) status(t *testing.T, name string) worker.Status {
+	t.Helper()
+	var s worker.Status
+	if err := c.panel.Request(ctxT(t), name, worker.CmdStatus, nil, &s); err != nil {
+		t.Fatalf("status %s: %v", name, err)
+	}
+	return s
+}
+
+func (c *cluster) stats(t *testing.T, name string) map[string]any {
+	t.Helper()
+	var s map[string]any
+	if err := c.panel.Request(ctxT(t), name, worker.CmdStats, nil, &s); err != nil {
+		t.Fatalf("stats %s: %v", name, err)
+	}
+	return s
+}
+
+// statInt reads an integer figure of a stats reply.
+func statInt(t *testing.T, s map[string]any, key string) int64 {
+	t.Helper()
+	n, err := api.Config(s).Int(key, -1)
+	if err != nil || n < 0 {
+		t.Fatalf("stats %q = %v (%v)", key, s[key], err)
+	}
+	return int64(n)
+}
+
+// consumer collects a sample stream.
+type consumer struct {
+	c       *stream.SampleConsumer
+	batches []*api.SampleBatch
+}
+
+func newConsumer(t *testing.T, repo nameresolve.Repository, name string) *consumer {
+	t.Helper()
+	c, err := stream.NewSampleConsumer(ctxT(t), stream.SampleConsumerOptions{
+		Repo: repo, Trial: testTrial, Stream: name, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &consumer{c: c}
+}
+
+func (c *consumer) poll(t *testing.T) {
+	t.Helper()
+	bs, err := c.c.Poll(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.batches = append(c.batches, bs...)
+}
+
+// waitFor polls cond (and the consumers) until it holds.
+func waitFor(t *testing.T, what string, cond func() bool, consumers ...*consumer) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		for _, c := range consumers {
+			c.poll(t)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (c *cluster) waitState(t *testing.T, name string, want worker.State, consumers ...*consumer) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s to be %s", name, want), func() bool {
+		s := c.status(t, name)
+		if s.State == worker.StateError {
+			t.Fatalf("%s failed: %s", name, s.Error)
+		}
+		return s.State == want
+	}, consumers...)
+}
+
+func TestActorCompletes(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  map[string]any
+	}{
+		{"inline null ring 1", map[string]any{"inference": "inline", "sample_stream": "null", "ring_size": 1, "max_env_steps": 300}},
+		{"inline null defaults", map[string]any{"inference": "inline", "sample_stream": "null", "max_env_steps": 300}},
+		{"inline stream", map[string]any{"inference": "inline", "sample_stream": "s", "ring_size": 3,
+			"sample_steps": 32, "max_env_steps": 1000}},
+		{"simple_spread stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": env.SimpleSpreadName,
+			"env_config": map[string]any{"n_agents": 2, "max_cycles": 25}, "sample_steps": 10, "max_env_steps": 200}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cl := newCluster(t)
+			var cons []*consumer
+			if c.cfg["sample_stream"] != "null" {
+				cons = append(cons, newConsumer(t, cl.repo, "s"))
+			}
+			name := cl.start(t, actorworker.TypeName, 0)
+			cl.run(t, name, c.cfg)
+			cl.waitState(t, name, worker.StateCompleted, cons...)
+			st := cl.stats(t, name)
+			if got, want := statInt(t, st, "env_steps"), int64(c.cfg["max_env_steps"].(int)); got != want {
+				t.Errorf("env_steps %d, want max_env_steps %d", got, want)
+			}
+			if statInt(t, st, "episodes") == 0 || st["mean_length"].(float64) <= 0 {
+				t.Errorf("no episode finished: %v", st)
+			}
+			if ring, ok := c.cfg["ring_size"].(int); ok && statInt(t, st, "ring_size") != int64(ring) {
+				t.Errorf("ring_size %v, want %d", st["ring_size"], ring)
+			}
+			t.Logf("stats %v", st)
+			if len(cons) == 0 {
+				return
+			}
+			sent := statInt(t, st, "batches_sent")
+			waitFor(t, "every batch", func() bool { return int64(len(cons[0].batches)) >= sent }, cons...)
+			var steps, episodes int64
+			for _, b := range cons[0].batches {
+				if err := b.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				if b.ActorID != name {
+					t.Errorf("batch from %q, want %q", b.ActorID, name)
+				}
+				steps += int64(b.Len())
+				episodes += int64(len(b.Episodes))
+			}
+			agents := steps / statInt(t, st, "env_steps")
+			if got, want := steps, statInt(t, st, "agent_steps"); got != want || int64(len(cons[0].batches)) != sent {
+				t.Errorf("received %d batches of %d steps, the actor sent %d of %d", len(cons[0].batches), got, sent, want)
+			}
+			if got, want := episodes, agents*statInt(t, st, "episodes"); got != want {
+				t.Errorf("batches report %d agent episodes, the actor finished %d episodes of %d agents", got, want, agents)
+			}
+		})
+	}
+}
+
+func TestConfigureRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  map[string]any
+	}{
+		{"misspelt key", map[string]any{"ring_sise": 3}},
+		{"inference mode", map[string]any{"inference": "psychic"}},
+		{"ring size", map[string]any{"ring_size": -1}},
+		{"sample steps", map[string]any{"sample_steps": -5}},
+		{"max poll steps", map[string]any{"max_poll_steps": -1}},
+		{"max env steps", map[string]any{"max_env_steps": -1}},
+		{"unknown env", map[string]any{"env": "Pong-v5"}},
+		{"bad env config", map[string]any{"env_config": map[string]any{"max_episode_step": 3}}},
+		{"wrong type", map[string]any{"ring_size": "two"}},
+		{"inline activation", map[string]any{"inference": "inline", "activation": "sigmoid-ish"}},
+	}
+	cl := newCluster(t)
+	name := cl.start(t, actorworker.TypeName, 0)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := cl.panel.Request(ctxT(t), name, worker.CmdConfigure, c.cfg, nil)
+			var re *rpc.Error
+			if !errors.As(err, &re) || re.Type != rpc.ErrTypeBadArguments {
+				t.Fatalf("configure %v: %v, want a %s error", c.cfg, err, rpc.ErrTypeBadArguments)
+			}
+			if s := cl.status(t, name); s.State != worker.StateReady {
+				t.Fatalf("state %s after a bad config, want %s", s.State, worker.StateReady)
+			}
+		})
+	}
+	// The worker is still usable.
+	cl.run(t, name, map[string]any{"inference": "inline", "sample_stream": "null", "max_env_steps": 50})
+	cl.waitState(t, name, worker.StateCompleted)
+}
+
+// TestBackpressureOverStream: with no trainer the actor stops after one
+// batch per agent and says why; once one appears, it goes on.
+func TestBackpressureOverStream(t *testing.T) {
+	cl := newCluster(t)
+	name := cl.start(t, actorworker.TypeName, 0)
+	cl.run(t, name, map[string]any{"inference": "inline", "sample_stream": "late", "ring_size": 2,
+		"sample_steps": 20, "max_env_steps": 600})
+	waitFor(t, "a back-pressure warning", func() bool {
+		return strings.Contains(cl.status(t, name).Warning, "samples:")
+	})
+	time.Sleep(100 * time.Millisecond)
+	st := cl.stats(t, name)
+	if n := statInt(t, st, "env_steps"); n > 2*20 {
+		t.Fatalf("%d env steps without a consumer, want at most one batch per target (40)", n)
+	}
+	if statInt(t, st, "backpressure") == 0 {
+		t.Fatalf("no back-pressure counted: %v", st)
+	}
+	cons := newConsumer(t, cl.repo, "late")
+	cl.waitState(t, name, worker.StateCompleted, cons)
+	if s := cl.status(t, name); s.Warning != "" {
+		t.Errorf("warning %q after the consumer appeared", s.Warning)
+	}
+	var steps int64
+	sent := statInt(t, cl.stats(t, name), "batches_sent")
+	waitFor(t, "every batch", func() bool { return int64(len(cons.batches)) >= sent }, cons)
+	for _, b := range cons.batches {
+		steps += int64(b.Len())
+	}
+	if steps != 600 {
+		t.Errorf("received %d steps, want 600", steps)
+	}
+}
+
+// TestPolicyWorkerLate: requests to a policy that has no worker time out
+// and are posted again until one appears; the actor keeps its place.
+func TestPolicyWorkerLate(t *testing.T) {
+	cl := newCluster(t)
+	actor := cl.start(t, actorworker.TypeName, 0)
+	cl.run(t, actor, map[string]any{"sample_stream": "null", "inference_timeout_ms": 100, "max_env_steps": 200})
+	waitFor(t, "an inference warning", func() bool {
+		return strings.Contains(cl.status(t, actor).Warning, "inference:")
+	})
+	waitFor(t, "an inference failure", func() bool {
+		return statInt(t, cl.stats(t, actor), "inference_failures") > 0
+	})
+	if n := statInt(t, cl.stats(t, actor), "env_steps"); n != 0 {
+		t.Fatalf("%d env steps without a policy worker", n)
+	}
+	pw := cl.start(t, policyworker.TypeName, 0)
+	cl.run(t, pw, map[string]any{"env": env.CartPoleName})
+	cl.waitState(t, actor, worker.StateCompleted)
+	if got := statInt(t, cl.stats(t, actor), "env_steps"); got != 200 {
+		t.Errorf("env_steps %d, want 200", got)
+	}
+}
+
+// TestInlineMatchesRemote runs the same deterministic policy inline and
+// behind a policy worker: the actors must take the same actions. One
+// environment per actor, so the order of steps does not depend on when
+// replies arrive.
+func TestInlineMatchesRemote(t *testing.T) {
+	for _, c := range []struct {
+		env    string
+		config map[string]any
+	}{
+		{env.CartPoleName, nil},
+		{env.SimpleSpreadName, map[string]any{"n_agents": 3, "max_cycles": 25}},
+	} {
+		t.Run(c.env, func(t *testing.T) {
+			cl := newCluster(t)
+			common := map[string]any{"env": c.env, "env_config": c.config, "seed": 11, "deterministic": true, "hidden": []int{16, 16}}
+			with := func(extra map[string]any) map[string]any {
+				m := map[string]any{}
+				for _, src := range []map[string]any{common, extra} {
+					for k, v := range src {
+						m[k] = v
+					}
+				}
+				return m
+			}
+			pw := cl.start(t, policyworker.TypeName, 0)
+			cl.run(t, pw, with(nil))
+			inlineC, remoteC := newConsumer(t, cl.repo, "inline"), newConsumer(t, cl.repo, "remote")
+			inline := cl.start(t, actorworker.TypeName, 0)
+			cl.run(t, inline, with(map[string]any{"inference": "inline", "sample_stream": "inline",
+				"ring_size": 1, "sample_steps": 16, "max_env_steps": 300}))
+			remote := cl.start(t, actorworker.TypeName, 1)
+			cl.run(t, remote, with(map[string]any{"inference": "remote", "sample_stream": "remote",
+				"ring_size": 1, "sample_steps": 16, "max_env_steps": 300}))
+			cl.waitState(t, inline, worker.StateCompleted, inlineC, remoteC)
+			cl.waitState(t, remote, worker.StateCompleted, inlineC, remoteC)
+			for _, x := range []struct {
+				name string
+				c    *consumer
+			}{{inline, inlineC}, {remote, remoteC}} {
+				sent := statInt(t, cl.stats(t, x.name), "batches_sent")
+				waitFor(t, "every batch", func() bool { return int64(len(x.c.batches)) >= sent }, x.c)
+			}
+			a, b := trajectories(inlineC.batches), trajectories(remoteC.batches)
+			if len(a) == 0 || len(a) != len(b) {
+				t.Fatalf("agents %d inline, %d remote", len(a), len(b))
+			}
+			for agent, ta := range a {
+				tb := b[agent]
+				if len(ta.actions) != 300 {
+					t.Fatalf("%s: %d steps inline, want 300", agent, len(ta.actions))
+				}
+				if !slices.Equal(ta.actions, tb.actions) {
+					t.Fatalf("%s: actions differ\ninline %v\nremote %v", agent, ta.actions, tb.actions)
+				}
+				if !slices.Equal(ta.values, tb.values) || !slices.Equal(ta.bootstrap, tb.bootstrap) {
+					t.Fatalf("%s: values or bootstrap values differ", agent)
+				}
+			}
+		})
+	}
+}
+
+type trajectory struct {
+	actions           []int32
+	values, bootstrap []float32
+}
+
+// trajectories concatenates each agent's batches in order.
+func trajectories(batches []*api.SampleBatch) map[string]*trajectory {
+	m := map[string]*trajectory{}
+	for _, b := range batches {
+		tr := m[b.AgentID]
+		if tr == nil {
+			tr = &trajectory{}
+			m[b.AgentID] = tr
+		}
+		tr.actions = append(tr.actions, b.Actions.Data...)
+		tr.values = append(tr.values, b.Values.Data...)
+		tr.bootstrap = append(tr.bootstrap, b.BootstrapValue)
+	}
+	return m
+}
+
+func TestSockets(t *testing.T) {
+	repo := newRepo(t)
+	for _, c := range []struct {
+		inference string
+		want      int
+	}{{"inline", 0}, {"remote", 1}} {
+		t.Run(c.inference, func(t *testing.T) {
+			impl, err := actorworker.New(worker.Info{Name: "actor/0", Type: actorworker.TypeName, Trial: testTrial, Repo: repo, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer impl.Close()
+			if err := impl.Configure(ctxT(t), rawArgs(t, map[string]any{"inference": c.inference, "sample_stream": "null"})); err != nil {
+				t.Fatal(err)
+			}
+			socks := impl.(worker.SocketOwner).Sockets()
+			if len(socks) != c.want || slices.Contains(socks, nil) {
+				t.Errorf("Sockets() = %v, want %d non-nil", socks, c.want)
+			}
+		})
+	}
+}
+
+func rawArgs(t testing.TB, kwargs map[string]any) rpc.Args {
+	t.Helper()
+	raw, err := msgpack.Marshal(kwargs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rpc.RawArgs(raw)
+}
+
+func TestPollBeforeConfigure(t *testing.T) {
+	impl, err := actorworker.New(worker.Info{Name: "actor/0", Type: actorworker.TypeName, Trial: testTrial, Repo: newRepo(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer impl.Close()
+	if _, err := impl.Poll(t.Context()); err == nil {
+		t.Fatal("Poll before Configure succeeded")
+	}
+	if w := impl.(worker.Reporter).Warning(); w != "" {
+		t.Errorf("warning %q before configure", w)
+	}
+}

@@ -1,0 +1,246 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/nn"
+)
+
+// DefaultHidden are the hidden layer widths used when Config.Hidden is nil:
+// two layers of 64, the common PPO baseline for classic-control tasks.
+var DefaultHidden = []int{64, 64}
+
+// samplingStream is the PCG stream of the sampling generator ("policy" in
+// ASCII). nn uses its own stream for initialisation, so the weights and the
+// sampled actions are independent although both derive from Config.Seed.
+const samplingStream = 0x706f6c696379
+
+// Config describes a policy: the network's architecture, the seed of its
+// initial parameters and of its action sampling, and whether it samples.
+type Config struct {
+	ObsDim    int         `msgpack:"obs_dim"`    // length of one observation
+	ActionDim int         `msgpack:"action_dim"` // number of discrete actions, or continuous dimensions
+	Head      nn.HeadKind `msgpack:"head"`       // nn.Categorical or nn.Gaussian
+	// Hidden are the hidden layer widths; nil means DefaultHidden. A
+	// non-nil empty slice asks for a linear policy with no hidden layer.
+	Hidden []int `msgpack:"hidden"`
+	// Activation follows every hidden layer; "" means nn.Tanh.
+	Activation nn.Activation `msgpack:"activation"`
+	// Seed determines the initial parameters (version 0) and the sequence
+	// of sampled actions, so equal configs give equal answers.
+	Seed int64 `msgpack:"seed"`
+	// Deterministic takes the most likely action (the argmax of the logits,
+	// or the Gaussian mean) instead of sampling, as for evaluation.
+	Deterministic bool `msgpack:"deterministic"`
+}
+
+// spec returns the network spec of c with the defaults filled in.
+func (c Config) spec() nn.Spec {
+	s := nn.Spec{
+		ObsDim: c.ObsDim, Hidden: slices.Clone(c.Hidden), Activation: c.Activation,
+		Head: c.Head, ActionDim: c.ActionDim,
+	}
+	if c.Hidden == nil {
+		s.Hidden = slices.Clone(DefaultHidden)
+	}
+	if s.Activation == "" {
+		s.Activation = nn.Tanh
+	}
+	return s
+}
+
+// ErrNoValidAction is wrapped by the error of Infer when a row's output has
+// no valid action: its logits or mean are not finite, which (since
+// SetParams accepts only finite parameters) means a non-finite or absurdly
+// large observation.
+var ErrNoValidAction = errors.New("policy: no valid action")
+
+// ActorCritic is an [api.Policy] backed by an [nn.ActorCritic].
+//
+// It is not safe for concurrent use: Infer reuses one workspace and one
+// random generator, and SetParams must not overlap with Infer. A policy
+// worker calls all methods from its single loop goroutine.
+type ActorCritic struct {
+	cfg     Config
+	net     *nn.ActorCritic
+	version int64
+	rng     *rand.Rand
+
+	// Reused by every Infer so that steady-state inference does not allocate.
+	ws  nn.Workspace
+	fwd nn.Output
+	// shape is scratch for Tensor.Resize's variadic argument, which escapes
+	// (it is a method of a generic type) and would otherwise cost an
+	// allocation per call.
+	shape [2]int
+}
+
+var _ api.Policy = (*ActorCritic)(nil)
+
+// New builds the policy described by cfg with version 0 parameters drawn
+// from cfg.Seed.
+func New(cfg Config) (*ActorCritic, error) {
+	spec := cfg.spec()
+	net, err := nn.NewActorCritic(spec, cfg.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	cfg.Hidden, cfg.Activation = spec.Hidden, spec.Activation
+	return &ActorCritic{
+		cfg: cfg,
+		net: net,
+		rng: rand.New(rand.NewPCG(uint64(cfg.Seed), samplingStream)),
+	}, nil
+}
+
+// Config returns the policy's configuration with the defaults filled in.
+func (p *ActorCritic) Config() Config {
+	c := p.cfg
+	c.Hidden = slices.Clone(c.Hidden)
+	return c
+}
+
+// Net returns the underlying network (not a copy), for code that trains it
+// in place. Writes through it do not change Version; call SetParams to
+// publish a new version.
+func (p *ActorCritic) Net() *nn.ActorCritic { return p.net }
+
+// Version returns the version of the current parameters.
+func (p *ActorCritic) Version() int64 { return p.version }
+
+// NumParams returns the length of the parameter vector SetParams expects.
+func (p *ActorCritic) NumParams() int { return p.net.NumParams() }
+
+// SetParams replaces the parameters by a copy of params and sets the
+// version. params must have exactly NumParams elements, all finite; a
+// vector that fails either check is rejected and the policy keeps its
+// current parameters and version.
+func (p *ActorCritic) SetParams(version int64, params []float32) error {
+	if len(params) != p.net.NumParams() {
+		return fmt.Errorf("policy: set params version %d: got %d values, the network has %d",
+			version, len(params), p.net.NumParams())
+	}
+	// A single NaN would make every answer NaN (or fail), far from the
+	// learner that produced it; reject it here where the cause is clear.
+	for i, v := range params {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("policy: set params version %d: value %d is %v", version, i, v)
+		}
+	}
+	if err := p.net.SetParams(params); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	p.version = version
+	return nil
+}
+
+// Params returns the version and a copy of the parameters.
+func (p *ActorCritic) Params() (version int64, params []float32) {
+	return p.version, slices.Clone(p.net.Params())
+}
+
+// Infer computes one action per row of obs ([B, ObsDim]) in a single
+// forward pass. For a categorical head it fills out.Actions ([B]) and
+// clears out.ContActions; for a Gaussian head it fills out.ContActions
+// ([B, ActionDim]), unclipped, and clears out.Actions. LogProbs and Values
+// are [B], and out.Version is the parameter version. out's tensors are
+// resized in place, so reusing one Inference avoids allocation.
+//
+// B may be 0. On error out's contents are unspecified.
+func (p *ActorCritic) Infer(obs api.Tensor[float32], out *api.Inference) error {
+	if out == nil {
+		return errors.New("policy: infer: nil output")
+	}
+	if err := obs.Validate(); err != nil {
+		return fmt.Errorf("policy: infer: observations: %w", err)
+	}
+	if len(obs.Shape) != 2 || obs.Shape[1] != p.cfg.ObsDim {
+		return fmt.Errorf("policy: infer: observations have shape %v, want [batch, %d]", obs.Shape, p.cfg.ObsDim)
+	}
+	b, a := obs.Shape[0], p.cfg.ActionDim
+	gaussian := p.cfg.Head == nn.Gaussian
+	var err error
+	p.shape = [2]int{b, a}
+	rows := p.shape[:1]
+	if gaussian {
+		setAbsent(&out.Actions)
+		err = out.ContActions.Resize(p.shape[:]...)
+	} else {
+		setAbsent(&out.ContActions)
+		err = out.Actions.Resize(rows...)
+	}
+	if err == nil {
+		err = out.LogProbs.Resize(rows...)
+	}
+	if err == nil {
+		err = out.Values.Resize(rows...)
+	}
+	if err != nil {
+		return fmt.Errorf("policy: infer: %w", err)
+	}
+	out.Version = p.version
+	if b == 0 {
+		return nil // nn rejects an empty batch; there is nothing to compute
+	}
+	if err := p.net.Forward(obs.Data, b, &p.ws, &p.fwd); err != nil {
+		return fmt.Errorf("policy: infer: %w", err)
+	}
+	copy(out.Values.Data, p.fwd.Values)
+	for i := range b {
+		row := i * a
+		var lp float32
+		if gaussian {
+			mean, act := p.fwd.Mean[row:row+a], out.ContActions.Data[row:row+a]
+			if p.cfg.Deterministic {
+				copy(act, mean)
+				lp = nn.GaussianLogProb(mean, p.fwd.LogStd, act)
+			} else {
+				lp = nn.SampleGaussian(mean, p.fwd.LogStd, p.rng, act)
+			}
+			// The log-density does not depend on the mean, so an infinite
+			// mean shows only in the action.
+			if !finite(act) {
+				lp = float32(math.NaN())
+			}
+		} else {
+			logits := p.fwd.Logits[row : row+a]
+			var act int32
+			if p.cfg.Deterministic {
+				act = nn.GreedyCategorical(logits)
+				lp = nn.CategoricalLogProb(logits, act)
+			} else {
+				act, lp = nn.SampleCategorical(logits, a, p.rng)
+			}
+			out.Actions.Data[i] = act
+		}
+		// A NaN log-probability is how the nn helpers report a row without
+		// a valid action (an action of -1, or a NaN Gaussian draw).
+		if math.IsNaN(float64(lp)) {
+			return fmt.Errorf("%w for row %d: the network output is not finite (check the observation)", ErrNoValidAction, i)
+		}
+		out.LogProbs.Data[i] = lp
+	}
+	return nil
+}
+
+// setAbsent makes t the zero (absent) tensor but keeps its storage, so that
+// a later Resize can reuse it if the Inference is reused by another policy.
+func setAbsent[T api.Numeric](t *api.Tensor[T]) {
+	t.Shape = nil
+	t.Data = t.Data[:0]
+}
+
+// finite reports whether every element of x is neither NaN nor infinite.
+func finite(x []float32) bool {
+	for _, v := range x {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,98 @@
+package policyworker_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
+)
+
+var benchBatches = []int{1, 8, 64, 512}
+
+// BenchmarkPolicyWorker measures the full inference path for one actor:
+// a RemoteInferenceClient posts a batch of CartPole observations and
+// flushes them as one request, the policy worker's loop takes it off its
+// ROUTER socket, runs the policy and replies, and the client collects
+// every answer. rows/s against the batch size shows how far batching
+// amortises the per-message cost; BenchmarkPolicyInfer is the ceiling.
+func BenchmarkPolicyWorker(b *testing.B) {
+	for _, n := range benchBatches {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			repo := newRepo(b)
+			f := startWorker(b, repo, 0, worker.DefaultIdleWait, slog.New(slog.DiscardHandler))
+			f.do(b, worker.CmdConfigure, map[string]any{"env": env.CartPoleName, "max_batch": 512}, nil)
+			f.do(b, worker.CmdStart, nil, nil)
+			c := newClient(b, repo, 4, 5*time.Second)
+			w := newWaiter(c)
+			obs := cartPoleObs(1, n)
+			mustRoundTrip(b, c, w, obs) // connect before timing
+			ids := make([]stream.ReqID, n)
+			ctx := context.Background()
+
+			for b.Loop() {
+				for i, o := range obs {
+					id, err := c.Post(o)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ids[i] = id
+				}
+				if err := c.Flush(ctx); err != nil {
+					b.Fatal(err)
+				}
+				// Replies to one request arrive together, so waiting for
+				// the last id waits for all of them.
+				for !c.Ready(ids[n-1]) {
+					if _, err := w.poller.Poll(time.Second); err != nil {
+						b.Fatal(err)
+					}
+					if err := c.Poll(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for _, id := range ids {
+					if _, err := c.Consume(id); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// BenchmarkPolicyInfer is policy.ActorCritic.Infer alone on the batch
+// sizes of BenchmarkPolicyWorker: the rate the worker would reach if the
+// network and the loop cost nothing.
+func BenchmarkPolicyInfer(b *testing.B) {
+	cfg, err := policy.ConfigForEnv(env.CartPoleName, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range benchBatches {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			p, err := policy.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			obs := api.NewTensor[float32](n, cfg.ObsDim)
+			for i, o := range cartPoleObs(1, n) {
+				copy(obs.Row(i), o)
+			}
+			var out api.Inference
+			for b.Loop() {
+				if err := p.Infer(obs, &out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}

@@ -1,0 +1,33 @@
+// Package policyworker is the "policy" worker type: a policy worker serves
+// batched inference to actors over the inference stream.
+//
+// Each Poll takes every whole request that has arrived (from any number of
+// actors, up to max_batch observations), runs them through the policy in
+// one forward pass and answers each request. Batching across actors is the
+// point of a policy worker: a forward pass over 64 rows costs little more
+// than over one, so one policy worker keeps many actors busy. The worker
+// watches the inference socket, so an idle policy worker sleeps until a
+// request arrives and answers it at once rather than on its next idle tick.
+//
+// Configuration (the kwargs of "configure"):
+//
+//	policy         inference stream name (default "default")
+//	env            registered environment whose spaces give the dimensions,
+//	env_config     and its configuration; or instead
+//	obs_dim, action_dim, head ("categorical" | "gaussian")
+//	hidden         hidden layer widths (default [64, 64]; [] for a linear policy)
+//	activation     "tanh" (default) | "relu"
+//	seed           initial parameters and sampling (default 0)
+//	deterministic  greedy actions instead of sampling (default false)
+//	max_batch      most observations per forward pass (default 512)
+//
+// Commands, besides the standard ones:
+//
+//	load_params {version, params}  replace the parameters (a flat float32 tensor)
+//	get_params                     -> {version, params}
+//
+// The built-in environments are registered (env.Register) when a
+// configuration names one. The type is not registered with the worker
+// package on import; the binary that hosts it calls
+// worker.RegisterType(TypeName, New).
+package policyworker

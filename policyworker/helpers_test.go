@@ -1,0 +1,262 @@
+package policyworker_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
+	zmq "github.com/pebbe/zmq4"
+)
+
+func TestMain(m *testing.M) {
+	if err := worker.RegisterType(policyworker.TypeName, policyworker.New); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// The tests build local policies for CartPole to compare against.
+	if err := env.Register(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+var testTrial = names.NewTrial("unit", "policyworker")
+
+// newRepo is an in-memory name resolve, closed after the test's workers
+// and clients (cleanups run last-in first-out).
+func newRepo(t testing.TB) nameresolve.Repository {
+	repo := nameresolve.NewMemory()
+	t.Cleanup(func() { repo.Close() })
+	return repo
+}
+
+// testLogger sends logs to the test's log, shown on failure or with -v.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// fixture is a policy worker running in-process and a control panel
+// connected to it.
+type fixture struct {
+	repo  nameresolve.Repository
+	panel *worker.ControlPanel
+	name  string
+}
+
+// startWorker starts policy worker index in-process. idleWait is its idle
+// tick; the socket wake-up makes its length irrelevant to latency.
+func startWorker(t testing.TB, repo nameresolve.Repository, index int, idleWait time.Duration, log *slog.Logger) *fixture {
+	t.Helper()
+	w, err := worker.New(context.Background(), worker.Options{
+		Trial: testTrial, Type: policyworker.TypeName, Index: index, Host: "127.0.0.1",
+		Repo: repo, IdleWait: idleWait, Logger: log,
+	})
+	if err != nil {
+		t.Fatalf("start policy worker: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("policy worker: %v", err)
+		}
+	})
+	panel := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
+	t.Cleanup(func() { panel.Close() })
+	return &fixture{repo: repo, panel: panel, name: w.Name()}
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return startWorker(t, newRepo(t), 0, 10*time.Millisecond, testLogger(t))
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// do sends a command and fails the test if it fails.
+func (f *fixture) do(t testing.TB, cmd string, kwargs, reply any) {
+	t.Helper()
+	if err := f.panel.Request(ctxT(t), f.name, cmd, kwargs, reply); err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+}
+
+func (f *fixture) state(t testing.TB) worker.State {
+	t.Helper()
+	var s worker.Status
+	f.do(t, worker.CmdStatus, nil, &s)
+	return s.State
+}
+
+func (f *fixture) stats(t testing.TB) map[string]any {
+	t.Helper()
+	var s map[string]any
+	f.do(t, worker.CmdStats, nil, &s)
+	return s
+}
+
+func newClient(t testing.TB, repo nameresolve.Repository, obsDim int, timeout time.Duration) *stream.RemoteInferenceClient {
+	t.Helper()
+	c, err := stream.NewRemoteInferenceClient(ctxT(t), stream.RemoteInferenceOptions{
+		Repo: repo, Trial: testTrial, ObsDim: obsDim, Timeout: timeout,
+	})
+	if err != nil {
+		t.Fatalf("new inference client: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waiter waits for replies on a client's socket instead of spinning.
+type waiter struct {
+	poller *zmq.Poller
+}
+
+func newWaiter(c *stream.RemoteInferenceClient) *waiter {
+	p := zmq.NewPoller()
+	p.Add(c.Socket(), zmq.POLLIN)
+	return &waiter{p}
+}
+
+// roundTrip posts obs, flushes and waits until every request is ready. It
+// flushes again while waiting because a request posted before the
+// connection to the worker is up stays queued in the client.
+func roundTrip(t testing.TB, c *stream.RemoteInferenceClient, w *waiter, obs [][]float32) ([]stream.InferenceResult, []error) {
+	t.Helper()
+	ids := make([]stream.ReqID, len(obs))
+	for i, o := range obs {
+		id, err := c.Post(o)
+		if err != nil {
+			t.Fatalf("Post: %v", err)
+		}
+		ids[i] = id
+	}
+	ctx := ctxT(t)
+	for pending := true; pending; {
+		if err := c.Flush(ctx); err != nil {
+			t.Fatalf("Flush: %v", err)
+		}
+		if err := c.Poll(); err != nil {
+			t.Fatalf("Poll: %v", err)
+		}
+		pending = false
+		for _, id := range ids {
+			pending = pending || !c.Ready(id)
+		}
+		if !pending {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no replies within the deadline; client warning %q", c.Warning())
+		}
+		if _, err := w.poller.Poll(10 * time.Millisecond); err != nil {
+			t.Fatalf("wait for replies: %v", err)
+		}
+	}
+	res := make([]stream.InferenceResult, len(ids))
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		res[i], errs[i] = c.Consume(id)
+	}
+	return res, errs
+}
+
+// mustRoundTrip is roundTrip for requests that must all succeed.
+func mustRoundTrip(t testing.TB, c *stream.RemoteInferenceClient, w *waiter, obs [][]float32) []stream.InferenceResult {
+	t.Helper()
+	res, errs := roundTrip(t, c, w, obs)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	return res
+}
+
+// cartPoleObs returns n plausible CartPole observations.
+func cartPoleObs(seed uint64, n int) [][]float32 {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	obs := make([][]float32, n)
+	for i := range obs {
+		obs[i] = []float32{
+			float32(rng.NormFloat64()), float32(rng.NormFloat64()),
+			float32(0.1 * rng.NormFloat64()), float32(rng.NormFloat64()),
+		}
+	}
+	return obs
+}
+
+// localAnswers runs obs through a policy built here from cfg (and params,
+// if not nil), as one batch.
+func localAnswers(t testing.TB, cfg policy.Config, version int64, params []float32, obs [][]float32) api.Inference {
+	t.Helper()
+	p, err := policy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if params != nil {
+		if err := p.SetParams(version, params); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := api.NewTensor[float32](len(obs), cfg.ObsDim)
+	for i, o := range obs {
+		copy(batch.Row(i), o)
+	}
+	var out api.Inference
+	if err := p.Infer(batch, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// cartPoleConfig is the local counterpart of configuring a worker with
+// {env: CartPole-v1, seed, deterministic: true}.
+func cartPoleConfig(t testing.TB, seed int64) policy.Config {
+	t.Helper()
+	cfg, err := policy.ConfigForEnv(env.CartPoleName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Seed, cfg.Deterministic = seed, true
+	return cfg
+}
+
+// num reads a numeric stats figure, whatever integer or float type msgpack
+// decoded it as.
+func num(t testing.TB, stats map[string]any, key string) float64 {
+	t.Helper()
+	v := reflect.ValueOf(stats[key])
+	if !v.IsValid() || v.Kind() == reflect.String || !v.CanConvert(reflect.TypeFor[float64]()) {
+		t.Fatalf("stats[%q] = %v (%T), want a number", key, stats[key], stats[key])
+	}
+	return v.Convert(reflect.TypeFor[float64]()).Float()
+}

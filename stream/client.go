@@ -1,0 +1,427 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// ReqID identifies one posted observation. Ids increase from 1 within a
+// client and are never reused.
+type ReqID int64
+
+// InferenceResult is the policy's answer for one observation.
+type InferenceResult struct {
+	Action     int32     // discrete action
+	ContAction []float32 // continuous action (nil for discrete)
+	LogProb    float32
+	Value      float32
+	Version    int64 // policy version that produced it
+}
+
+// InferenceClient is what an actor needs from an inference stream; both
+// *RemoteInferenceClient and *InlineInferenceClient implement it. Methods
+// are for one goroutine (the actor's worker loop).
+type InferenceClient interface {
+	// Post copies obs and queues it; it goes out at the next Flush.
+	Post(obs []float32) (ReqID, error)
+	// Flush sends (remote) or computes (inline) everything posted since
+	// the last Flush, as one batch.
+	Flush(ctx context.Context) error
+	// Poll takes in replies that have arrived and expires requests older
+	// than the timeout. It never blocks.
+	Poll() error
+	// Ready reports whether a result or a failure is available for id.
+	Ready(id ReqID) bool
+	// Consume takes the result for id. A failure wraps ErrInferenceFailed;
+	// the caller may post the observation again.
+	Consume(id ReqID) (InferenceResult, error)
+	// Warning is "" when healthy, else what is wrong.
+	Warning() string
+	// Socket is readable when replies arrive; nil when there is nothing to
+	// wait for (inline).
+	Socket() *zmq.Socket
+	Close() error
+}
+
+var (
+	_ InferenceClient = (*RemoteInferenceClient)(nil)
+	_ InferenceClient = (*InlineInferenceClient)(nil)
+)
+
+// Defaults of RemoteInferenceOptions.
+const (
+	DefaultPolicy           = "default"
+	DefaultInferenceTimeout = 5 * time.Second
+)
+
+// RemoteInferenceOptions configure a RemoteInferenceClient.
+type RemoteInferenceOptions struct {
+	Repo   nameresolve.Repository
+	Trial  names.Trial
+	Policy string // default "default"
+	// ObsDim is the length of every observation; 0 takes it from the
+	// first Post.
+	ObsDim int
+	// Timeout is how long a request may wait for its reply, counted from
+	// Post; default 5 s.
+	Timeout time.Duration
+	// SendHWM bounds the request messages queued per policy worker
+	// (ZMQ's default, 1000, if 0). A full queue keeps requests in the
+	// client until a later Flush.
+	SendHWM int
+	Logger  *slog.Logger
+}
+
+// InferenceClientStats are a client's counters since it was created.
+type InferenceClientStats struct {
+	Posted    int64 // observations posted
+	Messages  int64 // request messages sent
+	Replies   int64 // results received in time
+	Failed    int64 // requests expired without a reply
+	Late      int64 // results that came after their request expired (dropped)
+	Malformed int64 // reply messages dropped as malformed
+}
+
+type reqState uint8
+
+const (
+	reqQueued reqState = iota + 1 // posted, not sent yet
+	reqSent                       // sent, waiting for the reply
+	reqDone                       // result available
+	reqFailed                     // expired
+)
+
+// sendBlock is why requests could not be sent.
+type sendBlock uint8
+
+const (
+	sendOK       sendBlock = iota
+	sendNoWorker           // no endpoint registered
+	sendNoRoom             // endpoints registered, none connected or all queues full
+)
+
+type request struct {
+	deadline time.Time
+	state    reqState
+	result   InferenceResult
+}
+
+// RemoteInferenceClient sends observations to the policy workers of one
+// policy and collects their answers. It is for one goroutine.
+type RemoteInferenceClient struct {
+	opts  RemoteInferenceOptions
+	log   *slog.Logger
+	sock  *zmq.Socket
+	peers *peerSet
+
+	nextID  ReqID
+	reqs    map[ReqID]request
+	expiry  []ReqID // in Post order, hence in deadline order
+	qIDs    []int64 // queued requests not sent yet ...
+	qObs    []float32
+	shape1  [1]int // ... and the shapes of their tensors
+	shape2  [2]int
+	enc     *encoder
+	dec     *decoder
+	repIDs  api.Tensor[int64]
+	repInf  api.Inference
+	malLog  rateLog
+	blocked sendBlock // why the last Flush could not send
+	peerN   int       // endpoints connected at the last Flush
+	expired int64     // requests expired since the last reply arrived
+	stats   InferenceClientStats
+	closed  bool
+}
+
+// NewRemoteInferenceClient creates a client connected to every policy
+// worker registered for opts.Policy, and to those that register later. It
+// succeeds with no policy worker registered: requests wait (see Flush).
+// ctx bounds the initial name-resolve lookup.
+func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) (*RemoteInferenceClient, error) {
+	opts.Policy = orDefault(opts.Policy, DefaultPolicy)
+	opts.Timeout = orDefault(opts.Timeout, DefaultInferenceTimeout)
+	log := loggerOr(opts.Logger).With("policy", opts.Policy)
+	switch {
+	case opts.Repo == nil:
+		return nil, errors.New("stream: RemoteInferenceOptions.Repo is required")
+	case opts.ObsDim < 0 || opts.Timeout < 0 || opts.SendHWM < 0:
+		return nil, fmt.Errorf("stream: invalid RemoteInferenceOptions (ObsDim %d, Timeout %v, SendHWM %d)", opts.ObsDim, opts.Timeout, opts.SendHWM)
+	}
+	sock, err := zmq.NewSocket(zmq.DEALER)
+	if err != nil {
+		return nil, fmt.Errorf("stream: inference client: new DEALER socket: %w", err)
+	}
+	// LINGER 0: an unsent request is worthless once the actor is gone.
+	err = configureConnecting(sock, 0)
+	if err == nil && opts.SendHWM > 0 {
+		err = sock.SetSndhwm(opts.SendHWM)
+	}
+	if err != nil {
+		sock.Close()
+		return nil, fmt.Errorf("stream: inference client: %w", err)
+	}
+	prefix := opts.Trial.StreamPrefix("inference", opts.Policy)
+	peers, err := newPeerSet(ctx, opts.Repo, prefix, sock, log)
+	if err != nil {
+		sock.Close()
+		return nil, fmt.Errorf("stream: inference client: %w", err)
+	}
+	return &RemoteInferenceClient{
+		opts:  opts,
+		log:   log,
+		sock:  sock,
+		peers: peers,
+		reqs:  make(map[ReqID]request),
+		enc:   newEncoder(),
+		dec:   newDecoder(),
+	}, nil
+}
+
+// Post copies obs and queues it for the next Flush. Its timeout starts now.
+func (c *RemoteInferenceClient) Post(obs []float32) (ReqID, error) {
+	if c.closed {
+		return 0, ErrClosed
+	}
+	if c.opts.ObsDim == 0 {
+		c.opts.ObsDim = len(obs)
+	}
+	if len(obs) != c.opts.ObsDim || len(obs) == 0 {
+		return 0, fmt.Errorf("stream: Post: observation has %d values, want %d", len(obs), c.opts.ObsDim)
+	}
+	c.nextID++
+	id := c.nextID
+	c.reqs[id] = request{deadline: time.Now().Add(c.opts.Timeout), state: reqQueued}
+	c.expiry = append(c.expiry, id)
+	c.qIDs = append(c.qIDs, int64(id))
+	c.qObs = append(c.qObs, obs...)
+	c.stats.Posted++
+	return id, nil
+}
+
+// Flush sends everything queued as one message to the next live policy
+// worker. With no policy worker reachable, or all of their queues full, the
+// requests stay queued for a later Flush (until they expire) and Warning
+// says why; that is not an error. An error means the socket failed.
+func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
+	if c.closed {
+		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n := c.peers.sync()
+	c.peerN = n
+	if n == 0 {
+		c.blocked = sendNoWorker
+		return nil
+	}
+	if len(c.qIDs) == 0 {
+		if c.blocked == sendNoWorker {
+			c.blocked = sendOK
+		}
+		return nil
+	}
+	// Skip encoding while nothing could take the message: with IMMEDIATE,
+	// POLLOUT means some live connection has room.
+	if ev, err := c.sock.GetEvents(); err == nil && ev&zmq.POLLOUT == 0 {
+		c.blocked = sendNoRoom
+		return nil
+	}
+	rows := len(c.qIDs)
+	c.shape1[0] = rows
+	c.shape2[0], c.shape2[1] = rows, c.opts.ObsDim
+	e := c.enc.reset()
+	ids := api.Tensor[int64]{Shape: c.shape1[:], Data: c.qIDs}
+	obs := api.Tensor[float32]{Shape: c.shape2[:], Data: c.qObs}
+	if err := encodeRequest(e, ids, obs); err != nil {
+		return fmt.Errorf("stream: encode inference request: %w", err)
+	}
+	if _, err := c.sock.SendBytes(c.enc.buf.Bytes(), zmq.DONTWAIT); err != nil {
+		if isEAGAIN(err) {
+			// IMMEDIATE makes this the answer when no connection is up
+			// (the registered workers are down or still connecting) or
+			// every queue is full.
+			c.blocked = sendNoRoom
+			return nil
+		}
+		return fmt.Errorf("stream: send inference request: %w", err)
+	}
+	for _, id := range c.qIDs {
+		r := c.reqs[ReqID(id)]
+		r.state = reqSent
+		c.reqs[ReqID(id)] = r
+	}
+	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
+	c.blocked = sendOK
+	c.stats.Messages++
+	return nil
+}
+
+// Poll takes in the replies that have arrived and fails requests whose
+// timeout passed. It never blocks. Malformed and late replies are dropped
+// and counted, not returned as errors: the client never fails because of
+// what a peer sent.
+func (c *RemoteInferenceClient) Poll() error {
+	if c.closed {
+		return ErrClosed
+	}
+	c.peers.sync()
+	for {
+		frame, err := c.sock.RecvBytes(zmq.DONTWAIT)
+		if isEAGAIN(err) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("stream: receive inference reply: %w", err)
+		}
+		c.takeReply(frame)
+	}
+	c.expire(time.Now())
+	return nil
+}
+
+func (c *RemoteInferenceClient) takeReply(frame []byte) {
+	if err := decodeReply(c.dec, frame, &c.repIDs, &c.repInf); err != nil {
+		c.stats.Malformed++
+		c.malLog.warn(c.log, "stream: dropped malformed inference reply", "err", err, "bytes", len(frame), "malformed", c.stats.Malformed)
+		return
+	}
+	for i, id := range c.repIDs.Data {
+		r, ok := c.reqs[ReqID(id)]
+		if !ok || r.state != reqSent {
+			// Expired (and maybe consumed) already, or an id this client
+			// never sent.
+			c.stats.Late++
+			continue
+		}
+		r.state = reqDone
+		r.result = resultAt(&c.repInf, i)
+		c.reqs[ReqID(id)] = r
+		c.stats.Replies++
+		c.expired = 0
+	}
+}
+
+// expire fails the requests whose deadline passed, including queued ones,
+// which are taken out of the queue so they are never sent.
+func (c *RemoteInferenceClient) expire(now time.Time) {
+	var dequeue bool
+	i := 0
+	for ; i < len(c.expiry); i++ {
+		id := c.expiry[i]
+		r, ok := c.reqs[id]
+		if !ok || r.state == reqDone || r.state == reqFailed {
+			continue
+		}
+		if now.Before(r.deadline) {
+			break
+		}
+		dequeue = dequeue || r.state == reqQueued
+		r.state = reqFailed
+		c.reqs[id] = r
+		c.stats.Failed++
+		c.expired++
+	}
+	if i > 0 {
+		// Slide rather than reslice so the array does not grow forever.
+		c.expiry = c.expiry[:copy(c.expiry, c.expiry[i:])]
+	}
+	if dequeue {
+		c.compactQueue()
+	}
+}
+
+// compactQueue drops queued requests that are no longer queued.
+func (c *RemoteInferenceClient) compactQueue() {
+	d := c.opts.ObsDim
+	k := 0
+	for j, id := range c.qIDs {
+		if c.reqs[ReqID(id)].state != reqQueued {
+			continue
+		}
+		c.qIDs[k] = id
+		copy(c.qObs[k*d:(k+1)*d], c.qObs[j*d:(j+1)*d])
+		k++
+	}
+	c.qIDs, c.qObs = c.qIDs[:k], c.qObs[:k*d]
+}
+
+// Ready reports whether id has a result or has failed.
+func (c *RemoteInferenceClient) Ready(id ReqID) bool {
+	r, ok := c.reqs[id]
+	return ok && (r.state == reqDone || r.state == reqFailed)
+}
+
+// Consume takes the outcome of id, which must be Ready. A request that
+// expired gives an error wrapping ErrInferenceFailed; an id never posted or
+// already consumed gives one wrapping ErrUnknownRequest.
+func (c *RemoteInferenceClient) Consume(id ReqID) (InferenceResult, error) {
+	return consume(c.reqs, id, func() error {
+		return fmt.Errorf("stream: request %d for policy %q: %w: no reply within %v", id, c.opts.Policy, ErrInferenceFailed, c.opts.Timeout)
+	})
+}
+
+// errPending is returned by Consume for a request that is neither done nor
+// failed yet; calling Consume before Ready is a caller bug.
+var errPending = errors.New("stream: Consume before Ready")
+
+func consume(reqs map[ReqID]request, id ReqID, failure func() error) (InferenceResult, error) {
+	r, ok := reqs[id]
+	switch {
+	case !ok:
+		return InferenceResult{}, fmt.Errorf("request %d: %w", id, ErrUnknownRequest)
+	case r.state == reqDone:
+		delete(reqs, id)
+		return r.result, nil
+	case r.state == reqFailed:
+		delete(reqs, id)
+		return InferenceResult{}, failure()
+	}
+	return InferenceResult{}, fmt.Errorf("request %d: %w", id, errPending)
+}
+
+// Warning says why requests are not being answered: no policy worker
+// registered, none reachable, or requests timing out. It is "" once
+// requests go out and replies come back.
+func (c *RemoteInferenceClient) Warning() string {
+	var parts []string
+	switch c.blocked {
+	case sendNoWorker:
+		parts = append(parts, fmt.Sprintf("no policy worker for policy %q", c.opts.Policy))
+	case sendNoRoom:
+		parts = append(parts, fmt.Sprintf("%d policy worker(s) registered for policy %q but none accepting requests", c.peerN, c.opts.Policy))
+	}
+	if c.expired > 0 {
+		parts = append(parts, fmt.Sprintf("%d inference request(s) to policy %q timed out after %v", c.expired, c.opts.Policy, c.opts.Timeout))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Stats returns the client's counters.
+func (c *RemoteInferenceClient) Stats() InferenceClientStats { return c.stats }
+
+// Socket is the DEALER socket; it is readable when replies have arrived.
+func (c *RemoteInferenceClient) Socket() *zmq.Socket { return c.sock }
+
+// Close stops following name resolve and closes the socket. Requests
+// still outstanding are abandoned. Close is idempotent.
+func (c *RemoteInferenceClient) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.peers.close()
+	if err := c.sock.Close(); err != nil {
+		return fmt.Errorf("stream: close inference client: %w", err)
+	}
+	return nil
+}

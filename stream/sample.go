@@ -1,0 +1,372 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// Defaults of the sample stream.
+const (
+	DefaultStream  = "default"
+	DefaultSendHWM = 64
+	DefaultRecvHWM = 64
+	// producerLinger is how long Close waits for queued batches to reach
+	// a consumer: long enough to drain on a graceful stop, short enough not
+	// to hang on a consumer that is gone.
+	producerLinger = 2 * time.Second
+)
+
+// SamplePoster is what an actor needs from a sample stream; *SampleProducer
+// and *NullSampleProducer implement it.
+type SamplePoster interface {
+	// Post sends b or returns ErrBackpressure; it never blocks.
+	Post(b *api.SampleBatch) error
+	Warning() string
+	Close() error
+}
+
+var (
+	_ SamplePoster = (*SampleProducer)(nil)
+	_ SamplePoster = (*NullSampleProducer)(nil)
+)
+
+// SampleProducerOptions configure a SampleProducer.
+type SampleProducerOptions struct {
+	Repo   nameresolve.Repository
+	Trial  names.Trial
+	Stream string // default "default"
+	// SendHWM is how many batches may wait in the producer per consumer;
+	// default 64.
+	SendHWM int
+	// MaxMsgSize is the largest encoded batch Post sends; it must not
+	// exceed the consumers' MaxMsgSize. Default 64 MiB.
+	MaxMsgSize int64
+	Logger     *slog.Logger
+}
+
+// SampleProducerStats are a producer's counters since it was created.
+type SampleProducerStats struct {
+	Posted       int64 // batches sent
+	Steps        int64 // steps in the batches sent
+	Bytes        int64 // encoded bytes sent
+	Backpressure int64 // Posts that returned ErrBackpressure
+}
+
+// SampleProducer sends SampleBatches to the consumers of one sample stream.
+// It is for one goroutine.
+//
+// Back-pressure contract: the queues between an actor and the trainers are
+// bounded, SendHWM batches per consumer here plus RecvHWM in each consumer.
+// When all of them are full, or no consumer is registered, Post returns
+// ErrBackpressure without sending; the caller keeps the batch, stops
+// stepping its environments, and posts the same batch again (after polling
+// its sockets) until it goes out. No batch is dropped or duplicated.
+type SampleProducer struct {
+	opts    SampleProducerOptions
+	log     *slog.Logger
+	sock    *zmq.Socket
+	peers   *peerSet
+	enc     *encoder
+	blocked sendBlock // why the last Post did not send
+	peerN   int
+	stats   SampleProducerStats
+	closed  bool
+}
+
+// NewSampleProducer creates a producer connected to every consumer of
+// opts.Stream, and to those that register later. ctx bounds the initial
+// name-resolve lookup.
+func NewSampleProducer(ctx context.Context, opts SampleProducerOptions) (*SampleProducer, error) {
+	opts.Stream = orDefault(opts.Stream, DefaultStream)
+	opts.SendHWM = orDefault(opts.SendHWM, DefaultSendHWM)
+	opts.MaxMsgSize = orDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
+	log := loggerOr(opts.Logger).With("stream", opts.Stream)
+	switch {
+	case opts.Repo == nil:
+		return nil, errors.New("stream: SampleProducerOptions.Repo is required")
+	case opts.SendHWM < 0 || opts.MaxMsgSize < 0:
+		return nil, fmt.Errorf("stream: invalid SampleProducerOptions (SendHWM %d, MaxMsgSize %d)", opts.SendHWM, opts.MaxMsgSize)
+	}
+	sock, err := zmq.NewSocket(zmq.PUSH)
+	if err != nil {
+		return nil, fmt.Errorf("stream: sample producer: new PUSH socket: %w", err)
+	}
+	// LINGER: batches already queued are real work; give them time to
+	// drain on a graceful Close.
+	err = configureConnecting(sock, producerLinger)
+	if err == nil {
+		err = sock.SetSndhwm(opts.SendHWM)
+	}
+	if err != nil {
+		sock.Close()
+		return nil, fmt.Errorf("stream: sample producer: %w", err)
+	}
+	peers, err := newPeerSet(ctx, opts.Repo, opts.Trial.StreamPrefix("sample", opts.Stream), sock, log)
+	if err != nil {
+		sock.Close()
+		return nil, fmt.Errorf("stream: sample producer: %w", err)
+	}
+	return &SampleProducer{opts: opts, log: log, sock: sock, peers: peers, enc: newEncoder()}, nil
+}
+
+// Post validates and sends b to a consumer that has room. It never blocks:
+// with no room anywhere it returns ErrBackpressure and b was not sent (see
+// the type's documentation). An invalid batch or one over MaxMsgSize is an
+// error (wrapping ErrTooLarge for the latter); retrying it cannot help.
+func (p *SampleProducer) Post(b *api.SampleBatch) error {
+	if p.closed {
+		return ErrClosed
+	}
+	p.peerN = p.peers.sync()
+	if p.peerN == 0 {
+		return p.backpressure(sendNoWorker)
+	}
+	// Encoding is the expensive part; skip it when no pipe has room. An
+	// actor retries every poll while back-pressured.
+	if ev, err := p.sock.GetEvents(); err == nil && ev&zmq.POLLOUT == 0 {
+		return p.backpressure(sendNoRoom)
+	}
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("stream: Post: %w", err)
+	}
+	e := p.enc.reset()
+	if err := e.Encode(b); err != nil {
+		return fmt.Errorf("stream: encode sample batch: %w", err)
+	}
+	size := p.enc.buf.Len()
+	if int64(size) > p.opts.MaxMsgSize {
+		return fmt.Errorf("stream: Post: batch of %d steps encodes to %d bytes: %w (limit %d)", b.Len(), size, ErrTooLarge, p.opts.MaxMsgSize)
+	}
+	if _, err := p.sock.SendBytes(p.enc.buf.Bytes(), zmq.DONTWAIT); err != nil {
+		if isEAGAIN(err) {
+			return p.backpressure(sendNoRoom)
+		}
+		return fmt.Errorf("stream: send sample batch: %w", err)
+	}
+	p.blocked = sendOK
+	p.stats.Posted++
+	p.stats.Steps += int64(b.Len())
+	p.stats.Bytes += int64(size)
+	return nil
+}
+
+func (p *SampleProducer) backpressure(why sendBlock) error {
+	p.blocked = why
+	p.stats.Backpressure++
+	return ErrBackpressure
+}
+
+// Warning says why the last Post did not send; "" once a batch goes out.
+func (p *SampleProducer) Warning() string {
+	switch p.blocked {
+	case sendNoWorker:
+		return fmt.Sprintf("no sample consumer for stream %q", p.opts.Stream)
+	case sendNoRoom:
+		return fmt.Sprintf("back-pressure: the %d consumer(s) of sample stream %q have no room", p.peerN, p.opts.Stream)
+	}
+	return ""
+}
+
+// Stats returns the producer's counters.
+func (p *SampleProducer) Stats() SampleProducerStats { return p.stats }
+
+// Socket is the PUSH socket; it is writable when a consumer has room, so a
+// back-pressured actor can wait on it.
+func (p *SampleProducer) Socket() *zmq.Socket { return p.sock }
+
+// Close stops following name resolve and closes the socket, giving queued
+// batches up to 2 s to reach their consumers. Close is idempotent.
+func (p *SampleProducer) Close() error {
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	p.peers.close()
+	if err := p.sock.Close(); err != nil {
+		return fmt.Errorf("stream: close sample producer: %w", err)
+	}
+	return nil
+}
+
+// NullSampleProducer counts the batches posted to it and discards them, so
+// an actor can run without a trainer (benchmarks, smoke tests).
+type NullSampleProducer struct {
+	Posted, Steps int64
+}
+
+// Post counts b and discards it.
+func (n *NullSampleProducer) Post(b *api.SampleBatch) error {
+	n.Posted++
+	n.Steps += int64(b.Len())
+	return nil
+}
+
+// Warning is always "".
+func (n *NullSampleProducer) Warning() string { return "" }
+
+// Close does nothing.
+func (n *NullSampleProducer) Close() error { return nil }
+
+// SampleConsumerOptions configure a SampleConsumer.
+type SampleConsumerOptions struct {
+	Repo   nameresolve.Repository
+	Trial  names.Trial
+	Stream string // default "default"
+	Index  int    // the consumer's index within the stream
+	Host   string // bind and advertise; "" = 127.0.0.1
+	// TTL is the lease of the endpoint record; default 10 s.
+	TTL time.Duration
+	// RecvHWM is how many batches may wait in the consumer; default 64.
+	RecvHWM int
+	// MaxMsgSize is the largest batch accepted, in bytes; a producer that
+	// sends more is disconnected by ZMQ. Default 64 MiB.
+	MaxMsgSize int64
+	Logger     *slog.Logger
+}
+
+// SampleConsumerStats are a consumer's counters since it was created.
+type SampleConsumerStats struct {
+	Received  int64 // valid batches returned by Poll
+	Bytes     int64 // bytes of every message received, valid or not
+	Malformed int64 // messages dropped as malformed or invalid
+}
+
+// SampleConsumer receives SampleBatches of one sample stream. It is for
+// one goroutine.
+type SampleConsumer struct {
+	opts   SampleConsumerOptions
+	log    *slog.Logger
+	sock   *zmq.Socket
+	addr   string
+	key    string
+	dec    *decoder
+	out    []*api.SampleBatch
+	malLog rateLog
+	stats  SampleConsumerStats
+	closed bool
+}
+
+// NewSampleConsumer binds a PULL socket on a free port of opts.Host and
+// registers it as consumer opts.Index of opts.Stream. ctx bounds the
+// registration.
+func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*SampleConsumer, error) {
+	opts.Stream = orDefault(opts.Stream, DefaultStream)
+	opts.Host = orDefault(opts.Host, DefaultHost)
+	opts.TTL = orDefault(opts.TTL, DefaultTTL)
+	opts.RecvHWM = orDefault(opts.RecvHWM, DefaultRecvHWM)
+	opts.MaxMsgSize = orDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
+	log := loggerOr(opts.Logger).With("stream", opts.Stream)
+	switch {
+	case opts.Repo == nil:
+		return nil, errors.New("stream: SampleConsumerOptions.Repo is required")
+	case opts.Index < 0 || opts.TTL < 0 || opts.RecvHWM < 0 || opts.MaxMsgSize < 0:
+		return nil, fmt.Errorf("stream: invalid SampleConsumerOptions (Index %d, TTL %v, RecvHWM %d, MaxMsgSize %d)",
+			opts.Index, opts.TTL, opts.RecvHWM, opts.MaxMsgSize)
+	}
+	sock, err := zmq.NewSocket(zmq.PULL)
+	if err != nil {
+		return nil, fmt.Errorf("stream: sample consumer: new PULL socket: %w", err)
+	}
+	c := &SampleConsumer{
+		opts: opts, log: log, sock: sock, dec: newDecoder(),
+		key: opts.Trial.Stream("sample", opts.Stream, opts.Index),
+	}
+	if err := c.setup(ctx); err != nil {
+		sock.Close()
+		return nil, fmt.Errorf("stream: sample consumer %d of stream %q: %w", opts.Index, opts.Stream, err)
+	}
+	log.Info("stream: sample consumer ready", "address", c.addr, "key", c.key)
+	return c, nil
+}
+
+func (c *SampleConsumer) setup(ctx context.Context) error {
+	if err := configureBound(c.sock, c.opts.Host, c.opts.MaxMsgSize); err != nil {
+		return err
+	}
+	if err := c.sock.SetRcvhwm(c.opts.RecvHWM); err != nil {
+		return fmt.Errorf("set RCVHWM: %w", err)
+	}
+	addr, err := bindRandomPort(c.sock, c.opts.Host)
+	if err != nil {
+		return err
+	}
+	c.addr = addr
+	return register(ctx, c.opts.Repo, c.key, addr, c.opts.TTL)
+}
+
+// Poll returns up to n (at least 1) batches that have arrived, without
+// blocking. Each batch is new and belongs to the caller; the returned
+// slice is reused by the next Poll. A message that does not decode or
+// whose batch fails api.SampleBatch.Validate is dropped and counted
+// (Stats().Malformed), never returned as an error: an error means the
+// socket failed.
+func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
+	clear(c.out)
+	c.out = c.out[:0]
+	if c.closed {
+		return nil, ErrClosed
+	}
+	n = max(n, 1)
+	for drops := 0; len(c.out) < n && drops < maxDropsPerPoll; {
+		frame, err := c.sock.RecvBytes(zmq.DONTWAIT)
+		if isEAGAIN(err) {
+			break
+		}
+		if err != nil {
+			return c.out, fmt.Errorf("stream: receive sample batch: %w", err)
+		}
+		c.stats.Bytes += int64(len(frame))
+		b := new(api.SampleBatch)
+		if err := c.decode(frame, b); err != nil {
+			drops++
+			c.stats.Malformed++
+			c.malLog.warn(c.log, "stream: dropped malformed sample batch", "err", err, "bytes", len(frame), "malformed", c.stats.Malformed)
+			continue
+		}
+		c.out = append(c.out, b)
+		c.stats.Received++
+	}
+	return c.out, nil
+}
+
+func (c *SampleConsumer) decode(frame []byte, b *api.SampleBatch) error {
+	if err := c.dec.reset(frame).Decode(b); err != nil {
+		return err
+	}
+	if err := c.dec.finish(); err != nil {
+		return err
+	}
+	return b.Validate()
+}
+
+// Socket is the PULL socket; it is readable when batches arrive.
+func (c *SampleConsumer) Socket() *zmq.Socket { return c.sock }
+
+// Addr is the "host:port" the consumer is bound to and registered under.
+func (c *SampleConsumer) Addr() string { return c.addr }
+
+// Stats returns the consumer's counters.
+func (c *SampleConsumer) Stats() SampleConsumerStats { return c.stats }
+
+// Close removes the endpoint record, so producers stop sending here, and
+// closes the socket; batches queued in it are lost. Close is idempotent.
+func (c *SampleConsumer) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	errU := unregister(c.opts.Repo, c.key)
+	errC := c.sock.Close()
+	if err := errors.Join(errU, errC); err != nil {
+		return fmt.Errorf("stream: close sample consumer: %w", err)
+	}
+	return nil
+}

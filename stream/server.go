@@ -1,0 +1,303 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// maxDropsPerPoll bounds how many malformed messages one Poll discards
+// beyond the rows it takes, so a flood of garbage cannot keep the policy
+// worker inside Poll.
+const maxDropsPerPoll = 256
+
+// InferenceServerOptions configure an InferenceServer.
+type InferenceServerOptions struct {
+	Repo   nameresolve.Repository
+	Trial  names.Trial
+	Policy string // default "default"
+	Index  int    // the policy worker's index
+	Host   string // bind and advertise; "" = 127.0.0.1
+	// TTL is the lease of the endpoint record: how long a killed server
+	// stays registered. Default 10 s.
+	TTL time.Duration
+	// ObsDim is the observation length requests must have. 0 accepts the
+	// first well-formed request's and holds every later one to it; set it
+	// when known, so a bad first request cannot lock out good ones.
+	ObsDim int
+	// MaxMsgSize is the largest request accepted, in bytes; default 64 MiB.
+	MaxMsgSize int64
+	Logger     *slog.Logger
+}
+
+// InferenceServerStats are a server's counters since it was created.
+type InferenceServerStats struct {
+	Messages  int64 // requests taken into batches
+	Rows      int64 // observations taken into batches
+	Malformed int64 // requests dropped as malformed
+	Replies   int64 // replies sent
+	// Undeliverable counts replies dropped because their client was gone
+	// or its queue was full.
+	Undeliverable int64
+}
+
+// span is the part of a batch that came from one request.
+type span struct {
+	identity []byte // ROUTER identity of the client
+	start, n int    // rows
+}
+
+// InferenceBatch is observations from one or more requests, ready for
+// one policy call. Reuse it across polls to avoid allocations.
+type InferenceBatch struct {
+	Obs   api.Tensor[float32] // [n, obs_dim], n = rows taken
+	ids   []int64             // request id of each row
+	spans []span
+	shape [2]int
+}
+
+// Rows is the number of observations in the batch.
+func (b *InferenceBatch) Rows() int { return len(b.ids) }
+
+// Requests is the number of request messages the batch came from.
+func (b *InferenceBatch) Requests() int { return len(b.spans) }
+
+func (b *InferenceBatch) reset() {
+	b.Obs.Data = b.Obs.Data[:0]
+	b.ids = b.ids[:0]
+	clear(b.spans) // drop identities
+	b.spans = b.spans[:0]
+}
+
+// heldMsg is a request received but left for the next Poll because it did
+// not fit under maxRows.
+type heldMsg struct {
+	identity, payload []byte
+}
+
+// InferenceServer receives inference requests for one policy on a ROUTER
+// socket and sends the answers back. It is for one goroutine.
+type InferenceServer struct {
+	opts   InferenceServerOptions
+	log    *slog.Logger
+	sock   *zmq.Socket
+	addr   string
+	key    string
+	dim    int // required observation length; 0 until known
+	held   *heldMsg
+	dec    *decoder
+	enc    *encoder
+	reqIDs api.Tensor[int64]
+	reqObs api.Tensor[float32]
+	shape1 [1]int
+	shape2 [2]int
+	malLog rateLog
+	stats  InferenceServerStats
+	closed bool
+}
+
+// NewInferenceServer binds a ROUTER socket on a free port of opts.Host and
+// registers it for opts.Policy under opts.Index. ctx bounds the
+// registration.
+func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*InferenceServer, error) {
+	opts.Policy = orDefault(opts.Policy, DefaultPolicy)
+	opts.Host = orDefault(opts.Host, DefaultHost)
+	opts.TTL = orDefault(opts.TTL, DefaultTTL)
+	opts.MaxMsgSize = orDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
+	log := loggerOr(opts.Logger).With("policy", opts.Policy)
+	switch {
+	case opts.Repo == nil:
+		return nil, errors.New("stream: InferenceServerOptions.Repo is required")
+	case opts.Index < 0 || opts.ObsDim < 0 || opts.TTL < 0 || opts.MaxMsgSize < 0:
+		return nil, fmt.Errorf("stream: invalid InferenceServerOptions (Index %d, ObsDim %d, TTL %v, MaxMsgSize %d)",
+			opts.Index, opts.ObsDim, opts.TTL, opts.MaxMsgSize)
+	}
+	sock, err := zmq.NewSocket(zmq.ROUTER)
+	if err != nil {
+		return nil, fmt.Errorf("stream: inference server: new ROUTER socket: %w", err)
+	}
+	s := &InferenceServer{
+		opts: opts, log: log, sock: sock, dim: opts.ObsDim,
+		key: opts.Trial.Stream("inference", opts.Policy, opts.Index),
+		dec: newDecoder(), enc: newEncoder(),
+	}
+	if err := s.setup(ctx); err != nil {
+		sock.Close()
+		return nil, fmt.Errorf("stream: inference server for policy %q: %w", opts.Policy, err)
+	}
+	log.Info("stream: inference server ready", "address", s.addr, "key", s.key)
+	return s, nil
+}
+
+func (s *InferenceServer) setup(ctx context.Context) error {
+	if err := configureBound(s.sock, s.opts.Host, s.opts.MaxMsgSize); err != nil {
+		return err
+	}
+	// MANDATORY: a reply to a client that is gone, or whose queue is full,
+	// fails at once (EHOSTUNREACH, EAGAIN with DONTWAIT) instead of being
+	// dropped silently or blocking, so Respond can count it and move on.
+	if err := s.sock.SetRouterMandatory(1); err != nil {
+		return fmt.Errorf("set ROUTER_MANDATORY: %w", err)
+	}
+	addr, err := bindRandomPort(s.sock, s.opts.Host)
+	if err != nil {
+		return err
+	}
+	s.addr = addr
+	return register(ctx, s.opts.Repo, s.key, addr, s.opts.TTL)
+}
+
+// Poll takes whole requests, without blocking, until the batch holds
+// maxRows observations or nothing more has arrived, and returns the number
+// of rows taken. A request that would take the batch past maxRows is kept
+// for the next Poll, unless the batch is empty: a single request larger
+// than maxRows is taken alone. b is reset and its storage reused.
+//
+// Malformed requests are dropped and counted (Stats), never returned as
+// errors. An error means the socket failed.
+func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err error) {
+	b.reset()
+	if s.closed {
+		return 0, ErrClosed
+	}
+	maxRows = max(maxRows, 1)
+	for drops := 0; len(b.ids) < maxRows && drops < maxDropsPerPoll; {
+		var msg heldMsg
+		if s.held != nil {
+			msg, s.held = *s.held, nil
+		} else {
+			parts, err := s.sock.RecvMessageBytes(zmq.DONTWAIT)
+			if isEAGAIN(err) {
+				break
+			}
+			if err != nil {
+				s.finish(b)
+				return len(b.ids), fmt.Errorf("stream: receive inference request: %w", err)
+			}
+			if len(parts) != 2 {
+				// ROUTER adds the identity to the one frame a client sends.
+				s.malformed(fmt.Errorf("%d frames, want 1", len(parts)-1), parts[0])
+				drops++
+				continue
+			}
+			msg = heldMsg{identity: parts[0], payload: parts[1]}
+		}
+		if err := s.decode(msg.payload); err != nil {
+			s.malformed(err, msg.identity)
+			drops++
+			continue
+		}
+		n := s.reqIDs.Shape[0]
+		if len(b.ids) > 0 && len(b.ids)+n > maxRows {
+			s.held = &msg
+			break
+		}
+		b.spans = append(b.spans, span{identity: msg.identity, start: len(b.ids), n: n})
+		b.ids = append(b.ids, s.reqIDs.Data...)
+		b.Obs.Data = append(b.Obs.Data, s.reqObs.Data...)
+		s.stats.Messages++
+		s.stats.Rows += int64(n)
+	}
+	s.finish(b)
+	return len(b.ids), nil
+}
+
+// finish sets the batch's shape.
+func (s *InferenceServer) finish(b *InferenceBatch) {
+	b.shape[0], b.shape[1] = len(b.ids), s.dim
+	b.Obs.Shape = b.shape[:]
+}
+
+// decode reads a request into s.reqIDs and s.reqObs and checks its
+// observation length.
+func (s *InferenceServer) decode(payload []byte) error {
+	if err := decodeRequest(s.dec, payload, &s.reqIDs, &s.reqObs); err != nil {
+		return err
+	}
+	d := s.reqObs.Shape[1]
+	if s.dim == 0 {
+		s.dim = d
+		s.log.Info("stream: inference server takes observation length from the first request", "obs_dim", d)
+	}
+	if d != s.dim {
+		return fmt.Errorf("observations have %d values, want %d", d, s.dim)
+	}
+	return nil
+}
+
+func (s *InferenceServer) malformed(err error, identity []byte) {
+	s.stats.Malformed++
+	s.malLog.warn(s.log, "stream: dropped malformed inference request", "err", err,
+		"client", fmt.Sprintf("%x", identity), "malformed", s.stats.Malformed)
+}
+
+// Respond sends each request of b its rows of out, whose rows align with
+// b.Obs. A client that is gone or not reading loses its reply (counted as
+// Undeliverable); that is not an error, since the client times out and
+// retries elsewhere. An error means out does not fit b, or the socket
+// failed.
+func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
+	if s.closed {
+		return ErrClosed
+	}
+	if err := checkInference(out, b.Rows()); err != nil {
+		return fmt.Errorf("stream: Respond: inference does not fit the batch: %w", err)
+	}
+	for _, sp := range b.spans {
+		s.shape1[0] = sp.n
+		ids := api.Tensor[int64]{Shape: s.shape1[:], Data: b.ids[sp.start : sp.start+sp.n]}
+		// The view's [n] shapes share shape1 with ids: the values are equal.
+		view := inferenceRows(out, sp.start, sp.n, &s.shape1, &s.shape2)
+		e := s.enc.reset()
+		if err := encodeReply(e, ids, &view); err != nil {
+			return fmt.Errorf("stream: encode inference reply: %w", err)
+		}
+		_, err := s.sock.SendBytes(sp.identity, zmq.SNDMORE|zmq.DONTWAIT)
+		if err == nil {
+			// With ROUTER, once the first frame is accepted the rest is.
+			_, err = s.sock.SendBytes(s.enc.buf.Bytes(), zmq.DONTWAIT)
+		}
+		switch {
+		case err == nil:
+			s.stats.Replies++
+		case isEAGAIN(err) || isHostUnreachable(err):
+			s.stats.Undeliverable++
+		default:
+			return fmt.Errorf("stream: send inference reply: %w", err)
+		}
+	}
+	return nil
+}
+
+// Socket is the ROUTER socket; it is readable when requests arrive.
+func (s *InferenceServer) Socket() *zmq.Socket { return s.sock }
+
+// Addr is the "host:port" the server is bound to and registered under.
+func (s *InferenceServer) Addr() string { return s.addr }
+
+// Stats returns the server's counters.
+func (s *InferenceServer) Stats() InferenceServerStats { return s.stats }
+
+// Close removes the endpoint record, so clients stop sending here at once,
+// and closes the socket; requests not answered yet time out at their
+// clients. Close is idempotent.
+func (s *InferenceServer) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.held = nil
+	errU := unregister(s.opts.Repo, s.key)
+	errC := s.sock.Close()
+	if err := errors.Join(errU, errC); err != nil {
+		return fmt.Errorf("stream: close inference server: %w", err)
+	}
+	return nil
+}

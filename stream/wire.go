@@ -1,0 +1,278 @@
+package stream
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/distrl/distrl/api"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Wire keys of the inference messages (see the package documentation).
+const (
+	keyIDs       = "ids"
+	keyObs       = "obs"
+	keyInference = "inference"
+)
+
+// encoder is a msgpack encoder writing into a buffer that is reused for
+// every message, so steady-state encoding does not allocate. Writing into a
+// bytes.Buffer also lets api.Tensor align large arrays in the output.
+type encoder struct {
+	buf bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+func newEncoder() *encoder {
+	e := &encoder{}
+	e.enc = msgpack.NewEncoder(&e.buf)
+	return e
+}
+
+// reset empties the buffer for the next message.
+func (e *encoder) reset() *msgpack.Encoder {
+	e.buf.Reset()
+	return e.enc
+}
+
+// decoder is a msgpack decoder over one received frame at a time.
+type decoder struct {
+	rd  bytes.Reader
+	dec *msgpack.Decoder
+}
+
+func newDecoder() *decoder {
+	d := &decoder{}
+	d.dec = msgpack.NewDecoder(&d.rd)
+	return d
+}
+
+func (d *decoder) reset(frame []byte) *msgpack.Decoder {
+	d.rd.Reset(frame)
+	d.dec.Reset(&d.rd)
+	return d.dec
+}
+
+// finish reports trailing bytes after the message: a frame holds exactly
+// one msgpack value, and anything else means the peer speaks something else.
+func (d *decoder) finish() error {
+	if n := d.rd.Len(); n != 0 {
+		return fmt.Errorf("%d trailing bytes after the message", n)
+	}
+	return nil
+}
+
+// encodeRequest writes {"ids": ids, "obs": obs}.
+func encodeRequest(e *msgpack.Encoder, ids api.Tensor[int64], obs api.Tensor[float32]) error {
+	if err := e.EncodeMapLen(2); err != nil {
+		return err
+	}
+	if err := e.EncodeString(keyIDs); err != nil {
+		return err
+	}
+	if err := ids.EncodeMsgpack(e); err != nil {
+		return err
+	}
+	if err := e.EncodeString(keyObs); err != nil {
+		return err
+	}
+	return obs.EncodeMsgpack(e)
+}
+
+// decodeRequest reads a request into ids and obs (reusing their storage)
+// and checks that they describe n >= 1 observations of one dimension.
+func decodeRequest(d *decoder, frame []byte, ids *api.Tensor[int64], obs *api.Tensor[float32]) error {
+	dec := d.reset(frame)
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return err
+	}
+	var haveIDs, haveObs bool
+	for range n {
+		key, err := dec.DecodeString()
+		if err != nil {
+			return fmt.Errorf("reading key: %w", err)
+		}
+		switch {
+		case key == keyIDs && !haveIDs:
+			haveIDs = true
+			err = ids.DecodeMsgpack(dec)
+		case key == keyObs && !haveObs:
+			haveObs = true
+			err = obs.DecodeMsgpack(dec)
+		default:
+			// Not skipped: the format has no optional keys, and skipping
+			// would buffer whatever a hostile peer put there.
+			return fmt.Errorf("unexpected or duplicate key %q", key)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	if !haveIDs || !haveObs {
+		return errors.New(`want keys "ids" and "obs"`)
+	}
+	if err := d.finish(); err != nil {
+		return err
+	}
+	if len(ids.Shape) != 1 || ids.Shape[0] < 1 {
+		return fmt.Errorf("ids has shape %v, want [n] with n >= 1", ids.Shape)
+	}
+	if len(obs.Shape) != 2 || obs.Shape[0] != ids.Shape[0] || obs.Shape[1] < 1 {
+		return fmt.Errorf("obs has shape %v, want [%d, d] with d >= 1", obs.Shape, ids.Shape[0])
+	}
+	return nil
+}
+
+// encodeReply writes {"ids": ids, "inference": inf}.
+func encodeReply(e *msgpack.Encoder, ids api.Tensor[int64], inf *api.Inference) error {
+	if err := e.EncodeMapLen(2); err != nil {
+		return err
+	}
+	if err := e.EncodeString(keyIDs); err != nil {
+		return err
+	}
+	if err := ids.EncodeMsgpack(e); err != nil {
+		return err
+	}
+	if err := e.EncodeString(keyInference); err != nil {
+		return err
+	}
+	return e.Encode(inf)
+}
+
+// decodeReply reads a reply into ids and inf (reusing their storage) and
+// checks that the inference answers every id.
+func decodeReply(d *decoder, frame []byte, ids *api.Tensor[int64], inf *api.Inference) error {
+	dec := d.reset(frame)
+	n, err := dec.DecodeMapLen()
+	if err != nil {
+		return err
+	}
+	// Fields absent from the message must not keep the previous reply's
+	// values (msgpack leaves them alone); the data capacity is kept.
+	*inf = api.Inference{
+		Actions:     api.Tensor[int32]{Data: inf.Actions.Data[:0]},
+		ContActions: api.Tensor[float32]{Data: inf.ContActions.Data[:0]},
+		LogProbs:    api.Tensor[float32]{Data: inf.LogProbs.Data[:0]},
+		Values:      api.Tensor[float32]{Data: inf.Values.Data[:0]},
+	}
+	var haveIDs, haveInf bool
+	for range n {
+		key, err := dec.DecodeString()
+		if err != nil {
+			return fmt.Errorf("reading key: %w", err)
+		}
+		switch {
+		case key == keyIDs && !haveIDs:
+			haveIDs = true
+			err = ids.DecodeMsgpack(dec)
+		case key == keyInference && !haveInf:
+			haveInf = true
+			err = dec.Decode(inf)
+		default:
+			return fmt.Errorf("unexpected or duplicate key %q", key)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	if !haveIDs || !haveInf {
+		return errors.New(`want keys "ids" and "inference"`)
+	}
+	if err := d.finish(); err != nil {
+		return err
+	}
+	if len(ids.Shape) != 1 {
+		return fmt.Errorf("ids has shape %v, want [n]", ids.Shape)
+	}
+	return checkInference(inf, ids.Shape[0])
+}
+
+// checkInference reports whether inf answers exactly n observations: one of
+// Actions [n] and ContActions [n, a], and LogProbs and Values [n] or absent.
+func checkInference(inf *api.Inference, n int) error {
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"actions", inf.Actions.Validate()},
+		{"cont_actions", inf.ContActions.Validate()},
+		{"logprobs", inf.LogProbs.Validate()},
+		{"values", inf.Values.Validate()},
+	} {
+		if c.err != nil {
+			return fmt.Errorf("%s: %w", c.name, c.err)
+		}
+	}
+	disc, cont := !inf.Actions.IsZero(), !inf.ContActions.IsZero()
+	switch {
+	case disc && cont:
+		return errors.New("both actions and cont_actions are set")
+	case disc:
+		if len(inf.Actions.Shape) != 1 || inf.Actions.Shape[0] != n {
+			return fmt.Errorf("actions has shape %v, want [%d]", inf.Actions.Shape, n)
+		}
+	case cont:
+		if len(inf.ContActions.Shape) != 2 || inf.ContActions.Shape[0] != n {
+			return fmt.Errorf("cont_actions has shape %v, want [%d, act_dim]", inf.ContActions.Shape, n)
+		}
+	case n > 0:
+		return errors.New("neither actions nor cont_actions is set")
+	}
+	for _, c := range []struct {
+		name  string
+		shape []int
+		zero  bool
+	}{
+		{"logprobs", inf.LogProbs.Shape, inf.LogProbs.IsZero()},
+		{"values", inf.Values.Shape, inf.Values.IsZero()},
+	} {
+		if !c.zero && (len(c.shape) != 1 || c.shape[0] != n) {
+			return fmt.Errorf("%s has shape %v, want [%d]", c.name, c.shape, n)
+		}
+	}
+	return nil
+}
+
+// resultAt extracts row i of an inference that passed checkInference.
+// ContAction is a fresh copy: the caller keeps it after inf is reused.
+func resultAt(inf *api.Inference, i int) InferenceResult {
+	r := InferenceResult{Version: inf.Version}
+	if !inf.Actions.IsZero() {
+		r.Action = inf.Actions.Data[i]
+	}
+	if row := inf.ContActions.Row(i); row != nil {
+		r.ContAction = append([]float32(nil), row...)
+	}
+	if !inf.LogProbs.IsZero() {
+		r.LogProb = inf.LogProbs.Data[i]
+	}
+	if !inf.Values.IsZero() {
+		r.Value = inf.Values.Data[i]
+	}
+	return r
+}
+
+// inferenceRows is the view of rows [start, start+n) of inf, sharing its
+// storage; shape1 and shape2 are scratch for the views' shapes.
+func inferenceRows(inf *api.Inference, start, n int, shape1 *[1]int, shape2 *[2]int) api.Inference {
+	shape1[0] = n
+	v := api.Inference{Version: inf.Version}
+	if !inf.Actions.IsZero() {
+		v.Actions = api.Tensor[int32]{Shape: shape1[:], Data: inf.Actions.Data[start : start+n]}
+	}
+	if !inf.ContActions.IsZero() {
+		a := inf.ContActions.Shape[1]
+		shape2[0], shape2[1] = n, a
+		v.ContActions = api.Tensor[float32]{Shape: shape2[:], Data: inf.ContActions.Data[start*a : (start+n)*a]}
+	}
+	if !inf.LogProbs.IsZero() {
+		v.LogProbs = api.Tensor[float32]{Shape: shape1[:], Data: inf.LogProbs.Data[start : start+n]}
+	}
+	if !inf.Values.IsZero() {
+		v.Values = api.Tensor[float32]{Shape: shape1[:], Data: inf.Values.Data[start : start+n]}
+	}
+	return v
+}

@@ -1,0 +1,179 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// TypeName is the worker type name ("sink/0", "sink/1", ...).
+const TypeName = "sink"
+
+const (
+	// batchesPerPoll bounds one Poll, so requests to the worker are
+	// answered between slices even under a flood of batches.
+	batchesPerPoll = 64
+	// returnWindow is how many recent episodes mean_episode_return covers.
+	returnWindow = 20
+)
+
+// Config is the configure kwargs. Index and Host default to the worker's.
+type Config struct {
+	Stream string  `msgpack:"stream"`
+	Index  *int    `msgpack:"index"`
+	Host   *string `msgpack:"host"`
+}
+
+// Worker is the sink worker type. Like every worker type, it is used only
+// from its worker's loop goroutine.
+type Worker struct {
+	info worker.Info
+	log  *slog.Logger
+	cons *stream.SampleConsumer
+
+	batches, steps, episodes int64
+	returnSum                float64 // of every finished episode
+	recent                   [returnWindow]float32
+	nRecent                  int // episodes in recent, at most returnWindow
+	byActor                  map[string]int64
+	// Counters of consumers closed by a reconfigure, so the figures
+	// cover the worker's whole life.
+	oldMalformed, oldBytes int64
+}
+
+var (
+	_ worker.SocketOwner = (*Worker)(nil)
+	_ worker.Commander   = (*Worker)(nil)
+)
+
+// New is the worker.Factory of the sink type.
+func New(info worker.Info) (worker.Impl, error) {
+	log := info.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Worker{info: info, log: log, byActor: map[string]int64{}}, nil
+}
+
+// Configure opens the sample consumer; a reconfigure replaces it.
+func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
+	cfg := Config{Stream: stream.DefaultStream}
+	if err := args.Decode(&cfg); err != nil {
+		return err
+	}
+	opts := stream.SampleConsumerOptions{
+		Repo: w.info.Repo, Trial: w.info.Trial, Stream: cfg.Stream,
+		Index: w.info.Index, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
+	}
+	if cfg.Index != nil {
+		opts.Index = *cfg.Index
+	}
+	if cfg.Host != nil {
+		opts.Host = *cfg.Host
+	}
+	if opts.Index < 0 {
+		return rpc.Errorf(rpc.ErrTypeBadArguments, "sink: index %d is negative", opts.Index)
+	}
+	// Close the old consumer first: the new one may take the same record.
+	if err := w.closeConsumer(); err != nil {
+		w.log.Warn("sink: closing the previous consumer", "err", err)
+	}
+	cons, err := stream.NewSampleConsumer(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("sink: %w", err)
+	}
+	w.cons = cons
+	return nil
+}
+
+// Poll takes up to 64 batches that have arrived and counts them.
+func (w *Worker) Poll(context.Context) (worker.PollResult, error) {
+	if w.cons == nil {
+		return worker.PollResult{}, errors.New("sink: not configured")
+	}
+	batches, err := w.cons.Poll(batchesPerPoll)
+	var res worker.PollResult
+	for _, b := range batches {
+		n := int64(b.Len())
+		w.batches++
+		w.steps += n
+		w.byActor[b.ActorID]++
+		for _, e := range b.Episodes {
+			w.episodes++
+			w.returnSum += float64(e.Return)
+			w.recent[w.nRecent%returnWindow] = e.Return
+			w.nRecent++
+		}
+		res.Samples += n
+		res.Batches++
+	}
+	if err != nil {
+		return res, fmt.Errorf("sink: %w", err)
+	}
+	return res, nil
+}
+
+// Sockets is the consumer's PULL socket, so an idle sink wakes when a
+// batch arrives.
+func (w *Worker) Sockets() []*zmq.Socket {
+	if w.cons == nil {
+		return nil
+	}
+	return []*zmq.Socket{w.cons.Socket()}
+}
+
+// Stats reports what arrived.
+func (w *Worker) Stats() map[string]any {
+	var malformed, bytes int64 = w.oldMalformed, w.oldBytes
+	if w.cons != nil {
+		st := w.cons.Stats()
+		malformed += st.Malformed
+		bytes += st.Bytes
+	}
+	var mean float64
+	if k := min(w.nRecent, returnWindow); k > 0 {
+		for _, r := range w.recent[:k] {
+			mean += float64(r)
+		}
+		mean /= float64(k)
+	}
+	return map[string]any{
+		"batches":             w.batches,
+		"steps":               w.steps,
+		"episodes":            w.episodes,
+		"returns_sum":         w.returnSum,
+		"mean_episode_return": mean,
+		"by_actor":            maps.Clone(w.byActor),
+		"malformed":           malformed,
+		"bytes":               bytes,
+	}
+}
+
+// Commands adds "summary", which returns the same figures as the stats.
+func (w *Worker) Commands() map[string]rpc.Handler {
+	return map[string]rpc.Handler{
+		"summary": func(context.Context, rpc.Args) (any, error) { return w.Stats(), nil },
+	}
+}
+
+// Close closes the consumer, removing its endpoint record.
+func (w *Worker) Close() error { return w.closeConsumer() }
+
+func (w *Worker) closeConsumer() error {
+	if w.cons == nil {
+		return nil
+	}
+	st := w.cons.Stats()
+	w.oldMalformed += st.Malformed
+	w.oldBytes += st.Bytes
+	err := w.cons.Close()
+	w.cons = nil
+	return err
+}

@@ -31,14 +31,41 @@ type ControlPanel struct {
 	trial names.Trial
 	opts  PanelOptions
 
-	mu      sync.Mutex
-	clients map[string]*rpc.Client
-	closed  bool
+	mu        sync.Mutex
+	clients   map[string]*rpc.Client
+	closed    bool
+	stopWatch context.CancelFunc
 }
 
-// NewControlPanel returns a panel for the workers of trial.
+// NewControlPanel returns a panel for the workers of trial. It watches the
+// trial's address records, so a connection to a worker that went away or
+// came back at another address is dropped at once rather than timing out.
 func NewControlPanel(repo nameresolve.Repository, trial names.Trial, opts PanelOptions) *ControlPanel {
-	return &ControlPanel{repo: repo, trial: trial, opts: opts, clients: map[string]*rpc.Client{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &ControlPanel{repo: repo, trial: trial, opts: opts, clients: map[string]*rpc.Client{}, stopWatch: cancel}
+	// Without the watch the panel still works: a failed request drops its
+	// connection and the next one resolves the name again.
+	if events, err := repo.Watch(ctx, trial.WorkerPrefix()); err == nil {
+		go p.follow(events)
+	}
+	return p
+}
+
+// follow drops kept connections whose worker's address record changed.
+func (p *ControlPanel) follow(events <-chan nameresolve.Event) {
+	for ev := range events {
+		name := strings.TrimPrefix(ev.Key, p.trial.WorkerPrefix())
+		p.mu.Lock()
+		c, ok := p.clients[name]
+		stale := ok && (ev.Type == nameresolve.EventDelete || c.Address() != ev.Value)
+		if stale {
+			delete(p.clients, name)
+		}
+		p.mu.Unlock()
+		if stale {
+			_ = c.Close() // waits for a request in flight on it, bounded by that request's ctx
+		}
+	}
 }
 
 // Trial is the key space the panel works in.
@@ -329,6 +356,7 @@ func (p *ControlPanel) findNamed(ctx context.Context, prefix string) (map[string
 
 // Close closes every kept connection.
 func (p *ControlPanel) Close() error {
+	p.stopWatch()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true

@@ -143,3 +143,34 @@ func TestWorkerStatusLost(t *testing.T) {
 		t.Fatalf("status of unknown worker: %v", err)
 	}
 }
+
+// A worker that comes back at another address is reached there at once:
+// the panel follows the address records instead of waiting for a timeout.
+func TestPanelFollowsMovedWorker(t *testing.T) {
+	repo := newRepo(t)
+	panel := newPanel(t, repo)
+	first := startWorker(t, repo, echo.TypeName, 0)
+	ctx := ctxT(t)
+	if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	first.cancel()
+	first.wait(t)
+	second := startWorker(t, repo, echo.TypeName, 0)
+	if second.w.Addr() == first.w.Addr() {
+		t.Skip("the new worker got the old port; nothing moved")
+	}
+	// A short deadline: the stale connection would only fail by timing out.
+	short, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for {
+		err := panel.Request(short, "echo/0", "ping", nil, nil)
+		if err == nil {
+			return
+		}
+		if short.Err() != nil {
+			t.Fatalf("request to the moved worker: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // the watch event may trail the registration
+	}
+}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The main job until the experiment runner lands: a name server, three echo
-# workers as processes, and a tour of rlctl against them.
+# The main job until the experiment runner lands: a name server, echo
+# workers and a tour of rlctl against them; then the data plane: two actors
+# (rings of 8 CartPoles), a batching policy worker and a sample sink, each a
+# process, stepping environments for DURATION seconds (default 10).
 set -euo pipefail
 RLCTL=$(realpath "${1:-bin/rlctl}")
 work=$(mktemp -d -t distrl-demo.XXXXXX)
@@ -39,3 +41,33 @@ step rlctl ls;                                      "$RLCTL" ls
 step "rlctl request 'echo/*' exit";                 "$RLCTL" request 'echo/*' exit >/dev/null && echo "exit sent"
 sleep 0.5
 step rlctl ls;                                      "$RLCTL" ls
+
+echo
+echo "=== data plane: actor/0, actor/1 -> policy/0 (batched inference) -> samples -> sink/0"
+for w in sink/0 policy/0 actor/0 actor/1; do
+  "$RLCTL" worker --type "${w%/*}" --index "${w#*/}" --host 127.0.0.1 2>"$work/${w/\//-}.log" &
+  pids+=($!)
+done
+for _ in $(seq 100); do [ "$("$RLCTL" ls 2>/dev/null | grep -c READY)" -eq 4 ] && break; sleep 0.1; done
+step "rlctl request sink/0 configure"; "$RLCTL" request sink/0 configure >/dev/null && echo ok
+step "rlctl request policy/0 configure env=CartPole-v1 max_batch=512"
+"$RLCTL" request policy/0 configure env=CartPole-v1 max_batch=512 >/dev/null && echo ok
+step "rlctl request 'actor/*' configure env=CartPole-v1 ring_size=8"
+"$RLCTL" request 'actor/*' configure env=CartPole-v1 ring_size=8 >/dev/null && echo ok
+step "rlctl request 'sink/*' start; ... 'policy/*' start; ... 'actor/*' start"
+for w in 'sink/*' 'policy/*' 'actor/*'; do "$RLCTL" request "$w" start >/dev/null; done
+echo started
+duration=${DURATION:-10}
+printf '\n%8s %12s %10s %12s %10s %12s\n' elapsed env_steps steps/s episodes batch_mean sink_batches
+prev=0
+for t in $(seq "$duration"); do
+  sleep 1
+  steps=$("$RLCTL" request 'actor/*' stats | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(v["env_steps"] for v in d.values()))' 2>/dev/null || echo 0)
+  eps=$("$RLCTL" request 'actor/*' stats | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(v["episodes"] for v in d.values()))' 2>/dev/null || echo 0)
+  mb=$("$RLCTL" request policy/0 stats | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["mean_batch"],1))' 2>/dev/null || echo -)
+  sb=$("$RLCTL" request sink/0 summary | python3 -c 'import json,sys; print(json.load(sys.stdin)["batches"])' 2>/dev/null || echo -)
+  printf '%7ss %12s %10s %12s %10s %12s\n' "$t" "$steps" "$((steps - prev))" "$eps" "$mb" "$sb"
+  prev=$steps
+done
+step rlctl ls; "$RLCTL" ls
+step "rlctl request '*' exit"; "$RLCTL" request '*' exit >/dev/null && echo "exit sent"

@@ -34,13 +34,17 @@ func lsCommand() *cli.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "WORKER\tADDRESS\tSTATE\tSINCE\tERROR")
+			fmt.Fprintln(tw, "WORKER\tADDRESS\tSTATE\tSINCE\tNOTE")
 			for _, w := range workers {
 				since := "-"
 				if w.UpdatedMs > 0 {
 					since = time.Since(w.Updated()).Round(time.Second).String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, orDash(w.Address), w.State, since, w.Error)
+				note := w.Error
+				if note == "" && w.Warning != "" {
+					note = "warning: " + w.Warning
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, orDash(w.Address), w.State, since, note)
 			}
 			return tw.Flush()
 		},

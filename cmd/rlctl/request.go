@@ -22,7 +22,7 @@ func requestCommand() *cli.Command {
 		Usage:     "send one command to a live worker and print the reply as JSON",
 		ArgsUsage: "WORKER COMMAND [key=value ...]",
 		Description: "Values parse as JSON when they can (1, 2.5, true, [1,2], {\"a\":1}), else as strings.\n" +
-			"A WORKER with a wildcard (echo/*, *) is a group request to every matching worker;\n" +
+			"A WORKER with a wildcard (echo/*; * alone is every worker) is a group request to every matching worker;\n" +
 			"the reply is then a JSON object of worker -> reply (or {\"error\": ...}).\n" +
 			"Example: rlctl request echo/0 echo msg=hello n=3",
 		Flags: withGlobal(
@@ -76,7 +76,7 @@ func groupRequest(ctx context.Context, panel *worker.ControlPanel, pattern, comm
 	}
 	var matched []string
 	for _, w := range all {
-		if ok, _ := path.Match(pattern, w); ok {
+		if ok, _ := path.Match(pattern, w); ok || pattern == "*" {
 			matched = append(matched, w)
 		}
 	}

@@ -1,0 +1,416 @@
+package ppo
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/nn"
+)
+
+// Errors for errors.Is.
+var (
+	// ErrInvalidBatch: a batch given to Update (or GAE) is malformed or does
+	// not fit the network.
+	ErrInvalidBatch = errors.New("invalid sample batch")
+	// ErrNonFinite: a gradient or loss was NaN or infinite, so the step was
+	// not applied.
+	ErrNonFinite = errors.New("non-finite gradient")
+	// ErrInvalidState: a LearnerState does not fit the learner.
+	ErrInvalidState = errors.New("invalid learner state")
+)
+
+// shuffleStream is the PCG stream of the minibatch shuffler ("ppo-shuf").
+const shuffleStream = 0x70706f2d73687566
+
+// Stats summarises one Update. The loss terms and diagnostics are means over
+// every minibatch step taken.
+type Stats struct {
+	PolicyLoss float64 `msgpack:"policy_loss"`
+	ValueLoss  float64 `msgpack:"value_loss"`
+	Entropy    float64 `msgpack:"entropy"`
+	// ApproxKL estimates KL(old‖new) as mean((r-1) - log r), the unbiased,
+	// non-negative estimator CleanRL logs.
+	ApproxKL float64 `msgpack:"approx_kl"`
+	// ClipFrac is the fraction of rows whose ratio left [1-ε, 1+ε].
+	ClipFrac float64 `msgpack:"clip_frac"`
+	// ExplainedVariance is 1 - Var(R - V)/Var(R) of the values recorded in
+	// the batches against the GAE returns: 1 is a perfect critic, 0 no
+	// better than a constant, and NaN when the returns are constant.
+	ExplainedVariance float64 `msgpack:"explained_variance"`
+	// GradNorm is the mean gradient norm before clipping.
+	GradNorm float64 `msgpack:"grad_norm"`
+	// Samples is the number of steps in the update's batches.
+	Samples int `msgpack:"samples"`
+	// Epochs and Minibatches count the passes and gradient steps taken
+	// (fewer epochs than configured if TargetKL stopped the update).
+	Epochs      int `msgpack:"epochs"`
+	Minibatches int `msgpack:"minibatches"`
+	// LR is the learning rate the update used.
+	LR float64 `msgpack:"lr"`
+	// MidBatchTruncations counts Truncated steps that were not the last
+	// of their batch and were treated as terminal (see GAE).
+	MidBatchTruncations int `msgpack:"mid_batch_truncations"`
+}
+
+// LearnerState is a checkpoint of a Learner: restoring it into a learner
+// built with the same network spec and Config resumes the same sequence of
+// updates.
+type LearnerState struct {
+	Params   []float32 `msgpack:"params"`
+	AdamM    []float32 `msgpack:"adam_m"`
+	AdamV    []float32 `msgpack:"adam_v"`
+	AdamStep int64     `msgpack:"adam_step"`
+	// Updates is the number of completed updates; it drives the
+	// learning-rate schedule.
+	Updates int64 `msgpack:"updates"`
+	// RNG is the minibatch shuffler's state (rand.PCG's binary form). A
+	// state without it restores everything else and keeps the learner's
+	// current shuffler.
+	RNG []byte `msgpack:"rng,omitempty"`
+}
+
+// Learner trains an nn.ActorCritic with PPO. It is not safe for concurrent
+// use.
+type Learner struct {
+	cfg      Config
+	net      *nn.ActorCritic
+	opt      *nn.Adam
+	pcg      *rand.PCG
+	rng      *rand.Rand
+	updates  int64
+	obsDim   int
+	actDim   int
+	gaussian bool
+
+	// Buffers reused across updates, so that steady-state updates of a
+	// similar size do not allocate (beyond what gonum's parallel GEMM does).
+	all, mb samples
+	perm    []int
+	grad    []float32
+	ws      nn.Workspace
+	out     nn.Output
+	dOut    nn.Output
+}
+
+// NewLearner returns a learner that trains net in place with the given
+// hyperparameters. The learner takes ownership of net: read its parameters
+// through the learner (Params, State) between updates.
+func NewLearner(net *nn.ActorCritic, cfg Config) (*Learner, error) {
+	if net == nil {
+		return nil, errors.New("ppo: new learner: nil network")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err // already says "ppo: invalid config"
+	}
+	spec := net.Spec()
+	opt := nn.NewAdam(net.NumParams(), float32(cfg.LR))
+	opt.Eps = float32(cfg.AdamEps)
+	pcg := rand.NewPCG(uint64(cfg.Seed), shuffleStream)
+	return &Learner{
+		cfg:      cfg,
+		net:      net,
+		opt:      opt,
+		pcg:      pcg,
+		rng:      rand.New(pcg),
+		obsDim:   spec.ObsDim,
+		actDim:   spec.ActionDim,
+		gaussian: spec.Head == nn.Gaussian,
+		grad:     make([]float32, net.NumParams()),
+	}, nil
+}
+
+// Config returns the learner's hyperparameters.
+func (l *Learner) Config() Config { return l.cfg }
+
+// Net returns the network being trained (not a copy).
+func (l *Learner) Net() *nn.ActorCritic { return l.net }
+
+// Params returns the network's flat parameter vector itself, not a copy:
+// it changes with every Update. Copy it before handing it to code that runs
+// concurrently with the learner (policy.ActorCritic.SetParams copies).
+func (l *Learner) Params() []float32 { return l.net.Params() }
+
+// Updates returns the number of completed updates.
+func (l *Learner) Updates() int64 { return l.updates }
+
+// Update runs one PPO update on the batches, which should have been
+// collected by the current policy or a recent one (their LogProbs are the
+// behaviour policy's). Every batch must have LogProbs and Values, actions
+// of the network's kind, and observations of its width; empty batches are
+// skipped. Batches are validated before anything changes, so an invalid
+// batch leaves the learner untouched.
+//
+// If a gradient turns out non-finite, Update returns an error wrapping
+// ErrNonFinite without applying that step; earlier steps of the same
+// update have been applied. Take a State before the update to be able to
+// roll back.
+func (l *Learner) Update(batches []*api.SampleBatch) (Stats, error) {
+	var st Stats
+	n := 0
+	for i, b := range batches {
+		if err := l.checkBatch(b); err != nil {
+			return st, fmt.Errorf("ppo: update: batch %d: %w", i, err)
+		}
+		n += b.Len()
+	}
+	if n == 0 {
+		return st, fmt.Errorf("ppo: update: %w: no samples", ErrInvalidBatch)
+	}
+	st.Samples = n
+	mid, err := l.flatten(batches, n)
+	if err != nil {
+		return st, fmt.Errorf("ppo: update: %w", err)
+	}
+	st.MidBatchTruncations = mid
+	st.ExplainedVariance = explainedVariance(l.all.oldValues, l.all.returns)
+	if l.cfg.NormalizeAdvantages {
+		normalize(l.all.adv)
+	}
+
+	st.LR = l.cfg.lrAt(l.updates)
+	l.opt.LR = float32(st.LR)
+	l.perm = grow(l.perm, n)
+	for i := range l.perm {
+		l.perm[i] = i
+	}
+	// ceil(n/size) minibatches whose sizes differ by at most one.
+	k := (n + l.cfg.MinibatchSize - 1) / l.cfg.MinibatchSize
+	maxNorm := float32(l.cfg.MaxGradNorm)
+	for range l.cfg.Epochs {
+		l.rng.Shuffle(n, func(i, j int) { l.perm[i], l.perm[j] = l.perm[j], l.perm[i] })
+		var epochKL float64
+		for m := range k {
+			idx := l.perm[m*n/k : (m+1)*n/k]
+			l.mb.gather(&l.all, idx, l.obsDim, l.actDim, l.gaussian)
+			t, err := l.lossAndGrad(&l.mb, l.grad)
+			if err != nil {
+				return st, fmt.Errorf("ppo: update: %w", err)
+			}
+			norm := nn.ClipGradNorm(l.grad, maxNorm)
+			if f := float64(norm); math.IsNaN(f) || math.IsInf(f, 0) || math.IsNaN(t.total) {
+				return st, fmt.Errorf("ppo: update: epoch %d, minibatch %d: %w (norm %v, loss %v)",
+					st.Epochs, m, ErrNonFinite, norm, t.total)
+			}
+			if err := l.opt.Update(l.net.Params(), l.grad); err != nil {
+				return st, fmt.Errorf("ppo: update: %w", err)
+			}
+			st.PolicyLoss += t.policy
+			st.ValueLoss += t.value
+			st.Entropy += t.entropy
+			st.ApproxKL += t.approxKL
+			st.ClipFrac += t.clipFrac
+			st.GradNorm += float64(norm)
+			st.Minibatches++
+			epochKL += t.approxKL
+		}
+		st.Epochs++
+		if l.cfg.TargetKL > 0 && epochKL/float64(k) > l.cfg.TargetKL {
+			break
+		}
+	}
+	inv := 1 / float64(st.Minibatches)
+	st.PolicyLoss *= inv
+	st.ValueLoss *= inv
+	st.Entropy *= inv
+	st.ApproxKL *= inv
+	st.ClipFrac *= inv
+	st.GradNorm *= inv
+	l.updates++
+	return st, nil
+}
+
+// checkBatch verifies what Update relies on, so that a bad batch fails
+// here with a clear message instead of as NaN several steps later.
+func (l *Learner) checkBatch(b *api.SampleBatch) error {
+	if b == nil {
+		return fmt.Errorf("%w: nil", ErrInvalidBatch)
+	}
+	if err := b.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidBatch, err)
+	}
+	n := b.Len()
+	if n == 0 {
+		return nil
+	}
+	if d := b.Obs.Shape[1]; d != l.obsDim {
+		return fmt.Errorf("%w: observations have %d values, the network takes %d", ErrInvalidBatch, d, l.obsDim)
+	}
+	if len(b.LogProbs.Data) != n || len(b.Values.Data) != n {
+		return fmt.Errorf("%w: PPO needs the behaviour policy's LogProbs and Values for every step", ErrInvalidBatch)
+	}
+	if l.gaussian {
+		if b.ContActions.IsZero() || b.ContActions.Shape[1] != l.actDim {
+			return fmt.Errorf("%w: a Gaussian head needs continuous actions of %d values, got shape %v",
+				ErrInvalidBatch, l.actDim, b.ContActions.Shape)
+		}
+		if i := firstNonFinite(b.ContActions.Data); i >= 0 {
+			return fmt.Errorf("%w: continuous action value %d is %v", ErrInvalidBatch, i, b.ContActions.Data[i])
+		}
+	} else {
+		if b.Actions.IsZero() {
+			return fmt.Errorf("%w: a categorical head needs discrete actions", ErrInvalidBatch)
+		}
+		for t, a := range b.Actions.Data {
+			if a < 0 || int(a) >= l.actDim {
+				return fmt.Errorf("%w: step %d: action %d outside [0, %d)", ErrInvalidBatch, t, a, l.actDim)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		data []float32
+	}{{"observation", b.Obs.Data}, {"reward", b.Rewards.Data}, {"log-probability", b.LogProbs.Data}, {"value", b.Values.Data}} {
+		if i := firstNonFinite(c.data); i >= 0 {
+			return fmt.Errorf("%w: %s %d is %v", ErrInvalidBatch, c.name, i, c.data[i])
+		}
+	}
+	return nil
+}
+
+// flatten copies the batches into l.all and fills in advantages and
+// returns, batch by batch since each has its own bootstrap value.
+func (l *Learner) flatten(batches []*api.SampleBatch, n int) (midTruncations int, err error) {
+	l.all.resize(n, l.obsDim, l.actDim, l.gaussian)
+	off := 0
+	for i, b := range batches {
+		t := b.Len()
+		if t == 0 {
+			continue
+		}
+		end := off + t
+		copy(l.all.obs[off*l.obsDim:end*l.obsDim], b.Obs.Data)
+		if l.gaussian {
+			copy(l.all.cont[off*l.actDim:end*l.actDim], b.ContActions.Data)
+		} else {
+			copy(l.all.actions[off:end], b.Actions.Data)
+		}
+		copy(l.all.oldLogp[off:end], b.LogProbs.Data)
+		copy(l.all.oldValues[off:end], b.Values.Data)
+		mid, err := GAE(b, l.cfg.Gamma, l.cfg.Lambda, l.all.adv[off:end], l.all.returns[off:end])
+		if err != nil {
+			return 0, fmt.Errorf("batch %d: %w", i, err)
+		}
+		midTruncations += mid
+		off = end
+	}
+	return midTruncations, nil
+}
+
+// State returns a copy of everything needed to resume training.
+func (l *Learner) State() LearnerState {
+	// PCG's MarshalBinary cannot fail.
+	rng, _ := l.pcg.MarshalBinary()
+	return LearnerState{
+		Params:   slices.Clone(l.net.Params()),
+		AdamM:    slices.Clone(l.opt.M),
+		AdamV:    slices.Clone(l.opt.V),
+		AdamStep: l.opt.Step,
+		Updates:  l.updates,
+		RNG:      rng,
+	}
+}
+
+// Restore replaces the learner's state by a copy of s. It checks s
+// completely first (lengths, finite parameters, non-negative second
+// moments and counters, a decodable RNG), so a rejected state leaves the
+// learner unchanged.
+func (l *Learner) Restore(s LearnerState) error {
+	np := l.net.NumParams()
+	if len(s.Params) != np || len(s.AdamM) != np || len(s.AdamV) != np {
+		return fmt.Errorf("ppo: restore: %w: %d params, %d and %d Adam moments for a network of %d parameters",
+			ErrInvalidState, len(s.Params), len(s.AdamM), len(s.AdamV), np)
+	}
+	if s.AdamStep < 0 || s.Updates < 0 {
+		return fmt.Errorf("ppo: restore: %w: negative counter (Adam step %d, updates %d)", ErrInvalidState, s.AdamStep, s.Updates)
+	}
+	for _, c := range []struct {
+		name string
+		data []float32
+	}{{"parameter", s.Params}, {"Adam first moment", s.AdamM}, {"Adam second moment", s.AdamV}} {
+		if i := firstNonFinite(c.data); i >= 0 {
+			return fmt.Errorf("ppo: restore: %w: %s %d is %v", ErrInvalidState, c.name, i, c.data[i])
+		}
+	}
+	for i, v := range s.AdamV {
+		if v < 0 {
+			return fmt.Errorf("ppo: restore: %w: Adam second moment %d is negative (%v)", ErrInvalidState, i, v)
+		}
+	}
+	var pcg rand.PCG
+	if len(s.RNG) > 0 {
+		if err := pcg.UnmarshalBinary(s.RNG); err != nil {
+			return fmt.Errorf("ppo: restore: %w: rng: %w", ErrInvalidState, err)
+		}
+	}
+	if err := l.net.SetParams(s.Params); err != nil { // cannot fail: length checked
+		return fmt.Errorf("ppo: restore: %w", err)
+	}
+	copy(l.opt.M, s.AdamM)
+	copy(l.opt.V, s.AdamV)
+	l.opt.Step = s.AdamStep
+	l.updates = s.Updates
+	if len(s.RNG) > 0 {
+		*l.pcg = pcg
+	}
+	return nil
+}
+
+// explainedVariance returns 1 - Var(y - pred)/Var(y), or NaN if y is
+// constant.
+func explainedVariance(pred, y []float32) float64 {
+	var my, mr float64
+	for i := range y {
+		my += float64(y[i])
+		mr += float64(y[i]) - float64(pred[i])
+	}
+	n := float64(len(y))
+	my /= n
+	mr /= n
+	var vy, vr float64
+	for i := range y {
+		dy := float64(y[i]) - my
+		dr := float64(y[i]) - float64(pred[i]) - mr
+		vy += dy * dy
+		vr += dr * dr
+	}
+	if vy == 0 {
+		return math.NaN()
+	}
+	return 1 - vr/vy
+}
+
+// normalize standardises x to zero mean and unit (population) variance;
+// the 1e-8 keeps a constant x finite (it becomes all zeros).
+func normalize(x []float32) {
+	var mean float64
+	for _, v := range x {
+		mean += float64(v)
+	}
+	mean /= float64(len(x))
+	var ss float64
+	for _, v := range x {
+		d := float64(v) - mean
+		ss += d * d
+	}
+	// Population std (numpy's default). CleanRL uses torch's unbiased std;
+	// the factor sqrt(n/(n-1)) between them is negligible at PPO's batch
+	// sizes.
+	inv := 1 / (math.Sqrt(ss/float64(len(x))) + 1e-8)
+	for i, v := range x {
+		x[i] = float32((float64(v) - mean) * inv)
+	}
+}
+
+// firstNonFinite returns the index of the first NaN or infinite value, or -1.
+func firstNonFinite(x []float32) int {
+	for i, v := range x {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return i
+		}
+	}
+	return -1
+}

@@ -148,21 +148,22 @@ func callerFault(err error) bool {
 }
 
 func (w *Worker) statsReply() map[string]any {
-	out := map[string]any{}
+	up := time.Since(w.stats.start).Seconds()
+	out := map[string]any{
+		"uptime_s":       up,
+		"polls":          w.stats.polls,
+		"samples":        w.stats.samples,
+		"batches":        w.stats.batches,
+		"requests":       w.stats.requests,
+		"poll_busy_frac": w.stats.pollTime.Seconds() / max(up, 1e-9),
+		"samples_per_s":  float64(w.stats.samples) / max(up, 1e-9),
+	}
+	// The type's own figures win over the base's generic counters of the
+	// same name: it knows what its samples and batches are.
 	for k, v := range w.impl.Stats() {
 		out[k] = v
 	}
-	up := time.Since(w.stats.start).Seconds()
 	out["name"] = w.name
 	out["state"] = string(w.state)
-	out["uptime_s"] = up
-	out["polls"] = w.stats.polls
-	out["samples"] = w.stats.samples
-	out["batches"] = w.stats.batches
-	out["requests"] = w.stats.requests
-	out["poll_busy_frac"] = w.stats.pollTime.Seconds() / max(up, 1e-9)
-	if up > 0 {
-		out["samples_per_s"] = float64(w.stats.samples) / up
-	}
 	return out
 }

@@ -1,0 +1,290 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/worker"
+)
+
+// End-to-end benchmarks of the data plane: real `rlctl worker` processes
+// (actors, a policy worker, a sink) on one machine, driven by a control
+// panel from the benchmark, against BenchmarkSingleLoopLimit, the same work
+// done by one loop in this process with no network.
+//
+// # How the pipeline benchmarks time themselves
+//
+// A pipeline is a set of processes that runs on its own; what can be
+// measured is its rate over a wall-clock window, not the cost of one
+// operation. One b.N "op" is therefore one window of pipelineWindow (4 s)
+// of steady state, after the processes were started and configured and ran
+// for pipelineWarmup (1 s); b.N windows are measured back to back as one.
+// Only the window is timed, and a window is longer than the default
+// -benchtime (1 s), so Go runs each sub-benchmark exactly once (b.N = 1),
+// as it does with -benchtime 1x; a longer -benchtime gives b.N windows in
+// one run rather than repeated set-ups. The steps/s metric is the figure;
+// ns/op would only repeat the window length, so it is not reported.
+//
+// Besides steps/s (environment steps per second, summed over the actors,
+// from their "stats"), each reports, over the same window, what explains
+// it: rows/infer (rows per forward pass of the policy worker: how much the
+// requests of the ring and of several actors were batched), actor-busy
+// (the fraction of the window an actor spent in Poll, averaged over the
+// actors; the rest it mostly waited for inference replies), policy-busy
+// (the same for the policy worker) and sink-steps/s (agent steps that
+// reached the sink: whether the sample path keeps up).
+//
+// These benchmarks measure and report; they assert nothing about timings.
+
+const (
+	pipelineWarmup = time.Second
+	pipelineWindow = 4 * time.Second
+)
+
+// BenchmarkPipeline runs one actor process stepping CartPole-v1 with a
+// ring of 1, 2 or 8 environments and remote inference, one policy worker
+// process and one sink process that takes the actor's sample batches.
+// steps/s is environment steps per second summed over the actors.
+func BenchmarkPipeline(b *testing.B) {
+	c := newCluster(b) // one name server for every sub-benchmark; a trial each
+	for _, ring := range []int{1, 2, 8} {
+		b.Run(fmt.Sprint("ring=", ring), func(b *testing.B) {
+			benchPipeline(b, c.benchTrial(b), 1, ring)
+		})
+	}
+}
+
+// BenchmarkPipelineActors is BenchmarkPipeline with 1, 2 or 4 actor
+// processes, each with a ring of 8, sharing the policy worker and the sink.
+func BenchmarkPipelineActors(b *testing.B) {
+	c := newCluster(b)
+	for _, actors := range []int{1, 2, 4} {
+		b.Run(fmt.Sprint("actors=", actors), func(b *testing.B) {
+			benchPipeline(b, c.benchTrial(b), actors, 8)
+		})
+	}
+}
+
+// benchTrial returns a cluster on c's name server, for tb, in a trial of
+// its own: the processes of an earlier sub-benchmark were killed, but their
+// records outlive them until their leases expire, and must not be found.
+func (c *cluster) benchTrial(tb testing.TB) *cluster {
+	trialSeq.Lock()
+	trialSeq.n++
+	n := trialSeq.n
+	trialSeq.Unlock()
+	sub := *c
+	sub.t = tb
+	sub.trial = names.NewTrial(c.trial.Experiment, fmt.Sprintf("t%d", n))
+	sub.env = make([]string, 0, len(c.env))
+	for _, kv := range c.env {
+		if strings.HasPrefix(kv, "RLCTL_TRIAL=") {
+			kv = "RLCTL_TRIAL=" + sub.trial.Trial
+		}
+		sub.env = append(sub.env, kv)
+	}
+	return &sub
+}
+
+// pipelineStats are the fields of the "stats" replies the pipeline
+// benchmarks read; each worker type fills the ones it has.
+type pipelineStats struct {
+	Uptime   float64 `msgpack:"uptime_s"`
+	BusyFrac float64 `msgpack:"poll_busy_frac"` // of the uptime, spent in Poll
+	// actor
+	EnvSteps          int64 `msgpack:"env_steps"`
+	InferenceFailures int64 `msgpack:"inference_failures"`
+	Backpressure      int64 `msgpack:"backpressure"`
+	// policy worker
+	Rows    int64 `msgpack:"rows"`
+	Batches int64 `msgpack:"batches"`
+	// sink
+	Steps     int64 `msgpack:"steps"`
+	Malformed int64 `msgpack:"malformed"`
+}
+
+func (s pipelineStats) busy() float64 { return s.BusyFrac * s.Uptime }
+
+// benchPipeline starts the processes of a pipeline of `actors` actors with
+// `ring` environments each, in c's trial, and measures it.
+func benchPipeline(b *testing.B, c *cluster, actors, ring int) {
+	ctx := ctxFor(b, time.Minute+time.Duration(b.N)*pipelineWindow)
+	procs := []*proc{c.worker("policy", 0), c.worker("sink", 0)}
+	actorNames := make([]string, actors)
+	for i := range actors {
+		procs = append(procs, c.worker("actor", i))
+		actorNames[i] = names.WorkerName("actor", i)
+	}
+	// The harness kills the processes when the sub-benchmark ends; Go may
+	// call this function again before that (a -benchtime longer than a
+	// window), and the next run must not compete with these for the CPU.
+	defer func() {
+		for _, p := range procs {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}()
+	panel := c.panel()
+	all := append([]string{"policy/0", "sink/0"}, actorNames...)
+	if err := panel.Connect(ctx, all...); err != nil {
+		b.Fatal(err)
+	}
+
+	// The policy worker and the sink first, so that the actors find their
+	// endpoints at once; every kwarg as msgpack, through the panel.
+	mustGroup(b, panel.GroupRequestEach(ctx, []string{"policy/0", "sink/0"}, worker.CmdConfigure, []any{
+		map[string]any{"env": env.CartPoleName, "seed": 0},
+		map[string]any{"stream": "default"},
+	}))
+	mustGroup(b, panel.GroupRequest(ctx, []string{"policy/0", "sink/0"}, worker.CmdStart, nil))
+	kwargs := make([]any, actors)
+	for i := range kwargs {
+		kwargs[i] = map[string]any{
+			"env": env.CartPoleName, "ring_size": ring, "inference": "remote", "seed": i,
+		}
+	}
+	mustGroup(b, panel.GroupRequestEach(ctx, actorNames, worker.CmdConfigure, kwargs))
+	mustGroup(b, panel.GroupRequest(ctx, actorNames, worker.CmdStart, nil))
+
+	stats := func() (map[string]pipelineStats, time.Time) {
+		at := time.Now()
+		out := map[string]pipelineStats{}
+		for _, r := range panel.GroupRequest(ctx, all, worker.CmdStats, nil) {
+			var s pipelineStats
+			if err := r.Decode(&s); err != nil {
+				b.Fatalf("%s stats: %v", r.Worker, err)
+			}
+			out[r.Worker] = s
+		}
+		return out, at
+	}
+	eventually(b, 30*time.Second, "every actor steps", func() error {
+		s, _ := stats()
+		for _, a := range actorNames {
+			if s[a].EnvSteps == 0 {
+				return fmt.Errorf("%s has not stepped", a)
+			}
+		}
+		return nil
+	})
+	time.Sleep(pipelineWarmup)
+
+	before, t0 := stats()
+	b.ResetTimer()
+	time.Sleep(time.Duration(b.N) * pipelineWindow)
+	b.StopTimer()
+	after, t1 := stats()
+	window := t1.Sub(t0).Seconds()
+
+	var steps, failures, backpressure int64
+	var actorBusy float64
+	for _, a := range actorNames {
+		steps += after[a].EnvSteps - before[a].EnvSteps
+		failures += after[a].InferenceFailures - before[a].InferenceFailures
+		backpressure += after[a].Backpressure - before[a].Backpressure
+		actorBusy += (after[a].busy() - before[a].busy()) / window
+	}
+	pb, pa := before["policy/0"], after["policy/0"]
+	sb, sa := before["sink/0"], after["sink/0"]
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(float64(steps)/window, "steps/s")
+	if n := pa.Batches - pb.Batches; n > 0 {
+		b.ReportMetric(float64(pa.Rows-pb.Rows)/float64(n), "rows/infer")
+	}
+	b.ReportMetric(actorBusy/float64(actors), "actor-busy")
+	b.ReportMetric((pa.busy()-pb.busy())/window, "policy-busy")
+	b.ReportMetric(float64(sa.Steps-sb.Steps)/window, "sink-steps/s")
+	if failures > 0 || backpressure > 0 || sa.Malformed > 0 {
+		b.Logf("in the window: %d inference failures, %d batches refused with back-pressure; %d malformed at the sink",
+			failures, backpressure, sa.Malformed)
+	}
+}
+
+// mustGroup fails the benchmark if any worker of a group request failed.
+func mustGroup(b *testing.B, results []worker.Result) {
+	b.Helper()
+	for _, r := range results {
+		if r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+}
+
+// BenchmarkSingleLoopLimit is the limit the pipeline benchmarks are held
+// against: one loop on one goroutine in this process, no network, no
+// processes. Each turn it gathers the observations of `ring` CartPole-v1
+// environments into one batch, runs policy.ActorCritic.Infer on it (the
+// network of the policy worker: policy.ConfigForEnv with seed 0), steps
+// every environment with its action and resets the finished ones. It does
+// no sample batching either, so it is the cost of simulation and inference
+// alone. ring=16 and ring=32 are the batches that 2 and 4 actors of ring 8
+// would give the policy worker if their requests always met.
+//
+// Unlike the pipeline it is an ordinary benchmark: b.N is a number of
+// environment steps, so -benchtime applies as usual.
+func BenchmarkSingleLoopLimit(b *testing.B) {
+	if err := env.Register(); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := policy.ConfigForEnv(env.CartPoleName, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Seed = 0
+	for _, ring := range []int{1, 2, 8, 16, 32} {
+		b.Run(fmt.Sprint("ring=", ring), func(b *testing.B) {
+			p, err := policy.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			envs := make([]api.Env, ring)
+			obs := api.NewTensor[float32](ring, cfg.ObsDim)
+			episodes := int64(0)
+			for i := range envs {
+				if envs[i], err = api.NewEnv(env.CartPoleName, nil); err != nil {
+					b.Fatal(err)
+				}
+				o, err := envs[i].Reset(episodes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				episodes++
+				copy(obs.Row(i), o[0])
+			}
+			var out api.Inference
+			actions := make([]api.Action, 1)
+			var steps int64
+			b.ResetTimer()
+			for steps < int64(b.N) {
+				if err := p.Infer(obs, &out); err != nil {
+					b.Fatal(err)
+				}
+				for i, e := range envs {
+					actions[0].Discrete = out.Actions.Data[i]
+					st, err := e.Step(actions)
+					if err != nil {
+						b.Fatal(err)
+					}
+					steps++
+					o := st.Obs[0]
+					if st.Done() {
+						first, err := e.Reset(episodes)
+						if err != nil {
+							b.Fatal(err)
+						}
+						episodes++
+						o = first[0]
+					}
+					copy(obs.Row(i), o)
+				}
+			}
+			b.ReportMetric(float64(steps)/b.Elapsed().Seconds(), "steps/s")
+		})
+	}
+}

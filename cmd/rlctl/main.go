@@ -36,8 +36,11 @@ func newApp() *cli.App {
 		Description: "distrl is a distributed reinforcement-learning runtime. Every worker is a process " +
 			"with a ZeroMQ server registered in etcd; rlctl starts workers and name servers and " +
 			"talks to live workers.",
-		Flags:                globalFlags(),
-		Commands:             []*cli.Command{workerCommand(), requestCommand(), lsCommand(), nameserverCommand(), keygenCommand()},
+		Flags: globalFlags(),
+		Commands: []*cli.Command{
+			startCommand(), stopCommand(), statusCommand(), plotCommand(), experimentsCommand(),
+			workerCommand(), requestCommand(), lsCommand(), nameserverCommand(), keygenCommand(),
+		},
 		EnableBashCompletion: true,
 		ExitErrHandler:       func(*cli.Context, error) {}, // main prints and exits
 	}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/distrl/distrl/controller"
+	"github.com/distrl/distrl/nameresolve/etcd"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/worker"
+	"github.com/urfave/cli/v2"
+)
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "show a trial: its controller, its last metrics, and every worker's state, address and key stats",
+		ArgsUsage: "EXPERIMENT TRIAL",
+		Flags:     withGlobal(workdirFlag()),
+		Action:    interspersed(runStatus),
+	}
+}
+
+func runStatus(c *cli.Context, args []string) error {
+	if len(args) != 2 {
+		return cli.Exit("usage: rlctl status EXPERIMENT TRIAL", exitUsage)
+	}
+	dir, err := trialDir(c, experimentName(args[0]), args[1])
+	if err != nil {
+		return err
+	}
+	ep := global(c, flagNameResolve)
+	rec, recErr := dir.ReadRecord()
+	if recErr == nil {
+		alive := "not running"
+		if rec.Alive() {
+			alive = "running"
+		}
+		fmt.Printf("controller: pid %d on %s, %s (%s), started %s\n", rec.PID, rec.Host, rec.State, alive,
+			rec.Started.Format(time.RFC3339))
+		if rec.Message != "" {
+			fmt.Printf("  %s\n", rec.Message)
+		}
+		if rec.NameResolve != "" {
+			ep = rec.NameResolve
+		}
+		if rec.EmbeddedEtcd && !rec.Alive() {
+			ep = "" // the embedded etcd went with its controller
+		}
+	} else {
+		fmt.Printf("no controller record in %s\n", dir)
+	}
+	if m, err := lastMetrics(dir.Path(controller.MetricsFile)); err == nil {
+		fmt.Printf("last metrics (%s): %d env steps, %.0f steps/s, %d episodes", m.Time.Format(time.TimeOnly),
+			m.EnvSteps, m.StepsPerS, m.Episodes)
+		if m.MeanReturn != nil {
+			fmt.Printf(", mean return %.1f", *m.MeanReturn)
+		}
+		fmt.Printf(", %d restarts\n", m.Restarts)
+	}
+	if ep == "" {
+		return nil
+	}
+	trial := names.NewTrial(experimentName(args[0]), args[1])
+	return workerTable(c.Context, ep, trial)
+}
+
+// workerTable prints every worker of the trial with its key statistics.
+func workerTable(ctx context.Context, endpoint string, trial names.Trial) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	repo, err := etcd.Open(ctx, etcd.Config{Endpoints: endpoints(endpoint), DialTimeout: 2 * time.Second})
+	if err != nil {
+		fmt.Printf("workers: name server %s not reachable: %v\n", endpoint, err)
+		return nil
+	}
+	defer repo.Close()
+	panel := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
+	defer panel.Close()
+	ws, err := panel.Workers(ctx)
+	if err != nil {
+		return cli.Exit(err.Error(), exitFailed)
+	}
+	if len(ws) == 0 {
+		fmt.Printf("no workers in %s\n", trial.Prefix())
+		return nil
+	}
+	var live []string
+	for _, w := range ws {
+		if w.Address != "" && w.Name != controller.CtlName {
+			live = append(live, w.Name)
+		}
+	}
+	sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
+	defer scancel()
+	stats := map[string]map[string]any{}
+	for _, r := range panel.GroupRequest(sctx, live, worker.CmdStats, nil) {
+		var st map[string]any
+		if r.Decode(&st) == nil {
+			typ, _, _ := names.ParseWorkerName(r.Worker)
+			stats[r.Worker] = controller.KeyStats(typ, st)
+		}
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tSTATE\tADDRESS\tPID\tSTATS")
+	for _, w := range ws {
+		note := controller.FormatStats(stats[w.Name])
+		if w.Error != "" {
+			note = strings.TrimSpace(note + " error: " + w.Error)
+		} else if w.Warning != "" {
+			note = strings.TrimSpace(note + " warning: " + w.Warning)
+		}
+		pid := "-"
+		if w.PID > 0 {
+			pid = fmt.Sprint(w.PID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, w.State, orDash(w.Address), pid, note)
+	}
+	return tw.Flush()
+}
+
+// readMetrics reads every line of a metrics.jsonl; a torn last line (the
+// controller writing it right now) is skipped.
+func readMetrics(path string) ([]controller.Metrics, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []controller.Metrics
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20) // 256 workers make long lines
+	for sc.Scan() {
+		var m controller.Metrics
+		if json.Unmarshal(sc.Bytes(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out, sc.Err()
+}
+
+func lastMetrics(path string) (*controller.Metrics, error) {
+	all, err := readMetrics(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("%s: no metrics yet", path)
+	}
+	return &all[len(all)-1], nil
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/distrl/distrl/controller"
+	"github.com/distrl/distrl/nameresolve/etcd"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/worker"
+	"github.com/urfave/cli/v2"
+)
+
+func stopCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "stop",
+		Usage:     "stop a running trial: its controller stops the workers in order, as on Ctrl-C",
+		ArgsUsage: "EXPERIMENT TRIAL",
+		Description: "Sends SIGINT to the trial's controller (its pid is in controller.json) and waits for it.\n" +
+			"Without a live controller on this machine, interrupts the trial's controller or workers through the name server.",
+		Flags: withGlobal(
+			workdirFlag(),
+			&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "how long to wait for the trial to stop"},
+		),
+		Action: interspersed(runStop),
+	}
+}
+
+func runStop(c *cli.Context, args []string) error {
+	if len(args) != 2 {
+		return cli.Exit("usage: rlctl stop EXPERIMENT TRIAL", exitUsage)
+	}
+	dir, err := trialDir(c, experimentName(args[0]), args[1])
+	if err != nil {
+		return err
+	}
+	rec, recErr := dir.ReadRecord()
+	if recErr == nil && rec.Alive() {
+		if err := syscall.Kill(rec.PID, syscall.SIGINT); err != nil {
+			return cli.Exit(fmt.Sprintf("signal the controller (pid %d): %v", rec.PID, err), exitFailed)
+		}
+		fmt.Printf("sent SIGINT to the controller of %s/%s (pid %d); waiting for it to stop\n", rec.Experiment, rec.Trial, rec.PID)
+		deadline := time.Now().Add(c.Duration("timeout"))
+		for controller.ProcessAlive(rec.PID) {
+			if time.Now().After(deadline) {
+				return cli.Exit(fmt.Sprintf("the controller (pid %d) is still running after %v", rec.PID, c.Duration("timeout")), exitFailed)
+			}
+			select {
+			case <-c.Context.Done():
+				return cli.Exit("", exitInterrupted)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if rec, err := dir.ReadRecord(); err == nil {
+			fmt.Printf("trial %s: %s\n", rec.State, rec.Message)
+		}
+		return nil
+	}
+	// No controller here: reach the trial through its name server.
+	ep := global(c, flagNameResolve)
+	if recErr == nil && !rec.EmbeddedEtcd && rec.NameResolve != "" {
+		ep = rec.NameResolve
+	}
+	trial := names.NewTrial(experimentName(args[0]), args[1])
+	stopped, err := interruptTrial(c.Context, ep, trial)
+	if recErr == nil {
+		stopped += signalWorkers(rec)
+	}
+	if err != nil && stopped == 0 {
+		return cli.Exit(fmt.Sprintf("no live controller for %s and %v", trial.Prefix(), err), exitFailed)
+	}
+	fmt.Printf("interrupted %d workers of %s\n", stopped, trial.Prefix())
+	return nil
+}
+
+// interruptTrial asks the trial's controller to stop if it is registered,
+// else interrupts every registered worker. It returns how many it reached.
+func interruptTrial(ctx context.Context, endpoint string, trial names.Trial) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	repo, err := etcd.Open(ctx, etcd.Config{Endpoints: endpoints(endpoint), DialTimeout: 2 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer repo.Close()
+	panel := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
+	defer panel.Close()
+	live, err := panel.AutoConnect(ctx)
+	if err != nil {
+		return 0, err
+	}
+	targets := live
+	for _, w := range live {
+		if w == controller.CtlName {
+			targets = []string{w} // it stops the workers in order
+			break
+		}
+	}
+	n := 0
+	for _, r := range panel.GroupRequest(ctx, targets, worker.CmdInterrupt, nil) {
+		if r.Err == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// signalWorkers sends SIGTERM to the worker processes a dead controller
+// left, where they still run on this machine (after a SIGKILL of the
+// controller they get it from the kernel anyway).
+func signalWorkers(rec *controller.Record) int {
+	host, _ := os.Hostname()
+	if rec.Host != host {
+		return 0
+	}
+	n := 0
+	for _, pid := range rec.Workers {
+		if !controller.ProcessAlive(pid) || !isWorkerProcess(pid) {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGTERM) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// isWorkerProcess checks that pid still runs `rlctl worker`, not another
+// program that was given the pid since.
+func isWorkerProcess(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(string(b), "\x00")
+	return len(args) > 1 && args[1] == "worker"
+}

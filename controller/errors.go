@@ -1,0 +1,94 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ErrControllerRunning: another controller is running the trial.
+var ErrControllerRunning = errors.New("controller: another controller is running this trial")
+
+// WorkersAliveError: the trial's name records show live workers, so a new
+// run would fight them for their names. Stop them first (`rlctl stop`).
+type WorkersAliveError struct {
+	Prefix  string
+	Workers []string
+}
+
+func (e *WorkersAliveError) Error() string {
+	return fmt.Sprintf("controller: %d workers of %s are alive: %s (stop them with `rlctl stop`, or wait for them to exit)",
+		len(e.Workers), e.Prefix, strings.Join(e.Workers, ", "))
+}
+
+// Unregistered is one worker that did not register in time.
+type Unregistered struct {
+	Worker string
+	Log    string
+	// Exit says how its process ended, "" if it is still running.
+	Exit string
+	// Tail is the end of its log.
+	Tail string
+}
+
+// RegisterError: workers did not register their addresses within the
+// timeout, or their processes exited first.
+type RegisterError struct {
+	Timeout time.Duration
+	Missing []Unregistered
+}
+
+func (e *RegisterError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "controller: %d workers did not register within %v:", len(e.Missing), e.Timeout)
+	for i, m := range e.Missing {
+		if i == 8 {
+			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Missing)-i)
+			break
+		}
+		fmt.Fprintf(&b, "\n  %s (log %s)", m.Worker, m.Log)
+		if m.Exit != "" {
+			fmt.Fprintf(&b, ": exited, %s", m.Exit)
+		}
+		if m.Tail != "" {
+			fmt.Fprintf(&b, "\n    %s", strings.ReplaceAll(strings.TrimSpace(m.Tail), "\n", "\n    "))
+		}
+	}
+	return b.String()
+}
+
+// ConfigureError: workers refused their configuration or the start
+// command. Restarting cannot fix a configuration, so the trial fails.
+type ConfigureError struct {
+	Command string
+	// Failures maps worker names to what went wrong.
+	Failures map[string]error
+}
+
+func (e *ConfigureError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "controller: %s failed on %d workers:", e.Command, len(e.Failures))
+	names := make([]string, 0, len(e.Failures))
+	for n := range e.Failures {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "\n  %s: %v", n, e.Failures[n])
+	}
+	return b.String()
+}
+
+// WorkerFailedError: a worker failed again after its last allowed restart.
+type WorkerFailedError struct {
+	Worker   string
+	Reason   string
+	Restarts int
+	Log      string
+}
+
+func (e *WorkerFailedError) Error() string {
+	return fmt.Sprintf("controller: worker %s failed after %d restarts: %s (log %s)", e.Worker, e.Restarts, e.Reason, e.Log)
+}

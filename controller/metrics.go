@@ -1,0 +1,201 @@
+package controller
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Metrics is one line of metrics.jsonl: the trial at one moment.
+type Metrics struct {
+	Time time.Time `json:"time"`
+	// ElapsedS counts from the moment every worker was running.
+	ElapsedS float64 `json:"elapsed_s"`
+	// EnvSteps and Episodes are the actors' totals, including those of
+	// processes that were restarted since.
+	EnvSteps int64 `json:"env_steps"`
+	Episodes int64 `json:"episodes"`
+	// StepsPerS is the env step rate since the previous line.
+	StepsPerS float64 `json:"steps_per_s"`
+	// MeanReturn is the trainer's if it reports one, else the actors'
+	// mean over their last (up to 20) episodes, weighted by how many each
+	// holds; absent before the first episode ends.
+	MeanReturn *float64 `json:"mean_return,omitempty"`
+	// ReturnEpisodes is how many episodes MeanReturn covers.
+	ReturnEpisodes int64 `json:"return_episodes,omitempty"`
+	// Version is the trainer's parameter version, else the newest a policy
+	// worker serves; PolicyLag is the trainer's staleness figure.
+	Version   *int64   `json:"version,omitempty"`
+	PolicyLag *float64 `json:"policy_lag,omitempty"`
+	Restarts  int      `json:"restarts"`
+	// Workers maps each worker to its state and key statistics.
+	Workers map[string]map[string]any `json:"workers"`
+}
+
+// keyStats are the statistics of each worker type worth a line in
+// metrics.jsonl; a type not listed keeps every numeric statistic.
+var keyStats = map[string][]string{
+	"actor":  {"env_steps", "episodes", "mean_return", "steps_per_s", "inference_failures", "backpressure", "version_last"},
+	"policy": {"version", "batches", "rows", "mean_batch", "rows_per_s", "infer_ms_p50"},
+	"sink":   {"batches", "steps", "episodes", "mean_episode_return"},
+	"trainer": {"version", "updates", "samples_trained", "train_samples_per_s", "buffer_steps", "episodes", "mean_return",
+		"policy_lag", "policy_loss", "value_loss", "entropy", "approx_kl", "dropped_stale", "checkpoints"},
+	"echo": {"echoes"},
+}
+
+// KeyStats picks the statistics of a worker of type typ worth showing.
+func KeyStats(typ string, stats map[string]any) map[string]any {
+	out := map[string]any{}
+	keys, ok := keyStats[typ]
+	if !ok {
+		keys = slices.Sorted(maps.Keys(stats))
+	}
+	for _, k := range keys {
+		if v, ok := stats[k]; ok {
+			if _, num := number(v); num {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// FormatStats renders key statistics as "k=v k=v", sorted, for tables.
+func FormatStats(stats map[string]any) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(stats)) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		f, _ := number(stats[k])
+		if f == float64(int64(f)) {
+			fmt.Fprintf(&b, "%s=%d", k, int64(f))
+		} else {
+			fmt.Fprintf(&b, "%s=%.3g", k, f)
+		}
+	}
+	return b.String()
+}
+
+// number converts any numeric value msgpack may decode to a float64.
+func number(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int:
+		return float64(x), true
+	case int8:
+		return float64(x), true
+	case int16:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case uint:
+		return float64(x), true
+	case uint8:
+		return float64(x), true
+	case uint16:
+		return float64(x), true
+	case uint32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	case float32:
+		return float64(x), true
+	case float64:
+		return x, true
+	}
+	return 0, false
+}
+
+// returnWindow is how many recent episodes an actor's mean_return covers,
+// and how many must have ended before a target return can stop a trial.
+const returnWindow = 20
+
+// sample is what the controller knows of one worker at a metrics poll.
+type sample struct {
+	name  string
+	typ   string
+	state string
+	stats map[string]any // nil when the stats request failed
+	// base holds the cumulative counters of the worker's earlier processes.
+	base counters
+}
+
+// counters are the figures that restart at zero with a new process.
+type counters struct{ envSteps, episodes int64 }
+
+func (s sample) counters() counters {
+	st, _ := number(s.stats["env_steps"])
+	ep, _ := number(s.stats["episodes"])
+	return counters{envSteps: int64(st), episodes: int64(ep)}
+}
+
+// aggregate builds one metrics line from the workers' samples; prev is the
+// line before (nil for the first).
+func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Metrics, restarts int) *Metrics {
+	m := &Metrics{Time: now, ElapsedS: elapsed.Seconds(), Restarts: restarts, Workers: make(map[string]map[string]any, len(samples))}
+	var retSum, retWeight float64
+	var trainerReturn, lag *float64
+	trainerEpisodes := int64(returnWindow) // if the trainer does not say
+	var trainerVersion, policyVersion *int64
+	for _, s := range samples {
+		w := KeyStats(s.typ, s.stats)
+		w["state"] = s.state
+		m.Workers[s.name] = w
+		switch s.typ {
+		case "actor":
+			c := s.counters()
+			m.EnvSteps += s.base.envSteps + c.envSteps
+			m.Episodes += s.base.episodes + c.episodes
+			if r, ok := number(s.stats["mean_return"]); ok && c.episodes > 0 {
+				weight := float64(min(c.episodes, returnWindow))
+				retSum += r * weight
+				retWeight += weight
+			}
+		case "trainer":
+			if r, ok := number(s.stats["mean_return"]); ok {
+				trainerReturn = &r
+			}
+			if e, ok := number(s.stats["episodes"]); ok {
+				trainerEpisodes = min(int64(e), returnWindow)
+			}
+			if l, ok := number(s.stats["policy_lag"]); ok {
+				lag = &l
+			}
+			if v, ok := number(s.stats["version"]); ok {
+				vi := int64(v)
+				trainerVersion = &vi
+			}
+		case "policy":
+			if v, ok := number(s.stats["version"]); ok && (policyVersion == nil || int64(v) > *policyVersion) {
+				vi := int64(v)
+				policyVersion = &vi
+			}
+		}
+	}
+	switch {
+	case trainerReturn != nil:
+		m.MeanReturn = trainerReturn
+		m.ReturnEpisodes = trainerEpisodes
+	case retWeight > 0:
+		r := retSum / retWeight
+		m.MeanReturn = &r
+		m.ReturnEpisodes = int64(retWeight)
+	}
+	m.Version = trainerVersion
+	if m.Version == nil {
+		m.Version = policyVersion
+	}
+	m.PolicyLag = lag
+	if prev != nil {
+		if dt := now.Sub(prev.Time).Seconds(); dt > 0 {
+			m.StepsPerS = max(float64(m.EnvSteps-prev.EnvSteps), 0) / dt
+		}
+	} else if elapsed > 0 {
+		m.StepsPerS = float64(m.EnvSteps) / elapsed.Seconds()
+	}
+	return m
+}

@@ -1,0 +1,145 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/experiment"
+)
+
+func TestAggregate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	actor := func(name string, steps, episodes int64, ret float64) sample {
+		return sample{name: name, typ: "actor", state: "RUNNING",
+			stats: map[string]any{"env_steps": steps, "episodes": int32(episodes), "mean_return": ret, "junk": "x"}}
+	}
+	tests := []struct {
+		name      string
+		samples   []sample
+		prev      *Metrics
+		steps     int64
+		episodes  int64
+		ret       float64 // -1: none
+		retEps    int64
+		version   int64 // -1: none
+		stepsPerS float64
+	}{
+		{
+			name:    "no episodes yet",
+			samples: []sample{actor("actor/0", 100, 0, 0)},
+			steps:   100, ret: -1, version: -1, stepsPerS: 50,
+		},
+		{
+			name:    "returns weighted by the episodes each actor holds",
+			samples: []sample{actor("actor/0", 1000, 5, 10), actor("actor/1", 3000, 40, 40)},
+			steps:   4000, episodes: 45, ret: (5*10 + 20*40) / 25.0, retEps: 25, version: -1, stepsPerS: 2000,
+		},
+		{
+			name: "a restarted actor keeps its earlier counts",
+			samples: []sample{
+				{name: "actor/0", typ: "actor", stats: map[string]any{"env_steps": uint16(10)}, base: counters{envSteps: 500, episodes: 7}},
+				{name: "actor/1", typ: "actor", state: "RESTARTING", base: counters{envSteps: 90, episodes: 1}},
+			},
+			prev:  &Metrics{Time: t0.Add(-time.Second), EnvSteps: 400},
+			steps: 600, episodes: 8, ret: -1, version: -1, stepsPerS: 200,
+		},
+		{
+			name: "the trainer's figures win over the actors' and policy workers'",
+			samples: []sample{
+				actor("actor/0", 10, 30, 1),
+				{name: "policy/0", typ: "policy", stats: map[string]any{"version": int64(3)}},
+				{name: "trainer/0", typ: "trainer", stats: map[string]any{"version": int64(7), "mean_return": 99.5, "policy_lag": 0.5}},
+			},
+			steps: 10, episodes: 30, ret: 99.5, retEps: returnWindow, version: 7, stepsPerS: 5,
+		},
+		{
+			name: "the newest policy version without a trainer",
+			samples: []sample{
+				{name: "policy/0", typ: "policy", stats: map[string]any{"version": int8(3)}},
+				{name: "policy/1", typ: "policy", stats: map[string]any{"version": int8(5)}},
+			},
+			ret: -1, version: 5,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := aggregate(t0, 2*time.Second, tt.samples, tt.prev, 0)
+			if m.EnvSteps != tt.steps || m.Episodes != tt.episodes || m.StepsPerS != tt.stepsPerS {
+				t.Errorf("steps %d episodes %d rate %v; want %d %d %v", m.EnvSteps, m.Episodes, m.StepsPerS, tt.steps, tt.episodes, tt.stepsPerS)
+			}
+			switch {
+			case tt.ret < 0 && m.MeanReturn != nil:
+				t.Errorf("mean return %v, want none", *m.MeanReturn)
+			case tt.ret >= 0 && (m.MeanReturn == nil || *m.MeanReturn != tt.ret || m.ReturnEpisodes != tt.retEps):
+				t.Errorf("mean return %v over %d, want %v over %d", m.MeanReturn, m.ReturnEpisodes, tt.ret, tt.retEps)
+			}
+			switch {
+			case tt.version < 0 && m.Version != nil:
+				t.Errorf("version %d, want none", *m.Version)
+			case tt.version >= 0 && (m.Version == nil || *m.Version != tt.version):
+				t.Errorf("version %v, want %d", m.Version, tt.version)
+			}
+			if len(m.Workers) != len(tt.samples) {
+				t.Errorf("%d workers in the line, want %d", len(m.Workers), len(tt.samples))
+			}
+			for name, w := range m.Workers {
+				if _, ok := w["junk"]; ok {
+					t.Errorf("%s: non-numeric stat kept: %v", name, w)
+				}
+				if _, ok := w["state"]; !ok {
+					t.Errorf("%s: no state", name)
+				}
+			}
+		})
+	}
+}
+
+func TestStopCondition(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	tests := []struct {
+		name string
+		stop experiment.Stop
+		m    Metrics
+		want string // substring; "" for no stop
+	}{
+		{"no conditions", experiment.Stop{}, Metrics{EnvSteps: 1e9}, ""},
+		{"env steps short", experiment.Stop{EnvSteps: 100}, Metrics{EnvSteps: 99}, ""},
+		{"env steps reached", experiment.Stop{EnvSteps: 100}, Metrics{EnvSteps: 100}, "env steps"},
+		{"target with too few episodes", experiment.Stop{TargetReturn: f(10)}, Metrics{MeanReturn: f(11), ReturnEpisodes: 19}, ""},
+		{"target below", experiment.Stop{TargetReturn: f(10)}, Metrics{MeanReturn: f(9), ReturnEpisodes: 40}, ""},
+		{"target reached", experiment.Stop{TargetReturn: f(10)}, Metrics{MeanReturn: f(10), ReturnEpisodes: 20}, "target"},
+		{"target, no return yet", experiment.Stop{TargetReturn: f(10)}, Metrics{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Controller{cfg: &experiment.Config{Stop: tt.stop}}
+			got := c.stopCondition(&tt.m)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("stopCondition = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeyStatsAndFormat(t *testing.T) {
+	st := map[string]any{"env_steps": int64(12), "mean_return": 2.5, "name": "actor/0", "polls": 3}
+	got := FormatStats(KeyStats("actor", st))
+	if got != "env_steps=12 mean_return=2.5" {
+		t.Errorf("actor: %q", got)
+	}
+	// A type without a list keeps every numeric figure.
+	if got := FormatStats(KeyStats("newtype", st)); got != "env_steps=12 mean_return=2.5 polls=3" {
+		t.Errorf("unknown type: %q", got)
+	}
+}
+
+func TestStatusLine(t *testing.T) {
+	r, v := 21.5, int64(3)
+	line := statusLine(&Metrics{ElapsedS: 3725, EnvSteps: 1_234_567, StepsPerS: 45_600, Episodes: 980, MeanReturn: &r, Version: &v, Restarts: 1}, 3, 4)
+	for _, want := range []string{"[01:02:05]", "1.23M", "45.6k/s", "episodes 980", "return 21.5", "version 3", "3/4 running", "restarts 1"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("%q lacks %q", line, want)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/distrl/distrl/worker"
+)
+
+// shutdown stops the trial: workers are told to exit (completed) or
+// interrupt (otherwise) in reverse start order, given StopGrace, then
+// signalled and killed; their records are cleared, the embedded etcd
+// stopped, the record finished and a summary printed.
+func (c *Controller) shutdown(outcome Outcome, reason string) Result {
+	close(c.quit)
+	c.restartWG.Wait()
+	c.record.State = StateStopping
+	c.writeRecord()
+	res := Result{Outcome: outcome, Reason: reason, Restarts: c.restarts, Dir: c.dir}
+	if !c.running.IsZero() {
+		res.Startup = c.running.Sub(c.began)
+		// One last poll, so that metrics.jsonl ends with the final figures.
+		res.Metrics = c.collect(context.Background())
+		res.Elapsed = time.Since(c.running)
+	}
+	c.out.done()
+	if len(c.members) > 0 {
+		if outcome == Failed {
+			c.out.event("stopping %d workers", len(c.members)) // the summary says why
+		} else {
+			c.out.event("stopping %d workers: %s", len(c.members), reason)
+		}
+		c.stopWorkers(outcome)
+	}
+	if c.repo != nil && c.owner {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		if err := c.repo.ClearSubtree(ctx, c.trial.Prefix()); err != nil {
+			c.log.Warn("the trial's records were not cleared", "prefix", c.trial.Prefix(), "err", err)
+		}
+		cancel()
+	}
+	if c.ctl != nil {
+		_ = c.ctl.Close()
+	}
+	if c.panel != nil {
+		_ = c.panel.Close()
+	}
+	if c.repo != nil {
+		_ = c.repo.Close()
+	}
+	if c.etcd != nil {
+		c.etcdQuiet.Store(true)
+		if err := c.etcd.Close(); err != nil {
+			c.log.Warn("embedded etcd did not stop cleanly", "err", err)
+		}
+		// Its records were the trial's, cleared above: nothing to keep.
+		if err := os.RemoveAll(c.dir.Path(EtcdDir)); err != nil {
+			c.log.Warn("embedded etcd data not removed", "err", err)
+		}
+	}
+	if c.metrics != nil {
+		_ = c.metrics.Close()
+	}
+	end := time.Now()
+	c.record.Ended = &end
+	c.record.State = map[Outcome]string{Completed: StateCompleted, Interrupted: StateInterrupted, Failed: StateFailed}[outcome]
+	c.record.Message = reason
+	c.writeRecord()
+	c.summary(res)
+	return res
+}
+
+// stopWorkers tells every worker to stop, waits up to StopGrace, then has
+// the scheduler signal and kill what is left.
+func (c *Controller) stopWorkers(outcome Outcome) {
+	cmd := worker.CmdInterrupt
+	if outcome == Completed {
+		cmd = worker.CmdExit
+	}
+	// Reverse start order: producers stop before the consumers they feed.
+	types := c.cfg.Types()
+	slices.Reverse(types)
+	for _, typ := range types {
+		var live []*member
+		for _, m := range c.group(typ) {
+			select {
+			case <-m.handle.Done():
+			default:
+				live = append(live, m)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		_ = c.requestGroup(ctx, live, cmd, nil) // a worker that does not answer is signalled below
+		cancel()
+	}
+	grace := time.NewTimer(c.opts.StopGrace)
+	defer grace.Stop()
+wait:
+	for _, m := range c.members {
+		select {
+		case <-m.handle.Done():
+		case <-grace.C:
+			break wait
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := c.opts.Scheduler.StopAll(ctx); err != nil {
+		c.out.event("%v", err)
+	}
+}
+
+// summary prints how the trial went.
+func (c *Controller) summary(r Result) {
+	c.out.event("trial %s/%s %s: %s", c.cfg.Name, c.opts.Trial, r.Outcome, r.Reason)
+	if m := r.Metrics; m != nil {
+		line := fmt.Sprintf("  ran %s (start-up %s), %d restarts", r.Elapsed.Round(time.Millisecond),
+			r.Startup.Round(time.Millisecond), r.Restarts)
+		if m.EnvSteps > 0 {
+			line += fmt.Sprintf("; %d env steps (%.0f/s on average), %d episodes", m.EnvSteps,
+				float64(m.EnvSteps)/max(r.Elapsed.Seconds(), 1e-9), m.Episodes)
+		}
+		if m.MeanReturn != nil {
+			line += fmt.Sprintf(", mean return %.1f", *m.MeanReturn)
+		}
+		if m.Version != nil {
+			line += fmt.Sprintf(", version %d", *m.Version)
+		}
+		c.out.event("%s", line)
+	}
+	c.out.event("  trial directory %s", c.dir)
+}

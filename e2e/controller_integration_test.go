@@ -1,0 +1,406 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/nameresolve/etcd"
+)
+
+// noNameServer points rlctl at a port nobody listens on, so `rlctl start`
+// runs its own embedded etcd whatever runs on the default port.
+var noNameServer = []string{"RLCTL_NAMERESOLVE=127.0.0.1:1"}
+
+// controllerRecord is the part of controller.json the tests read.
+type controllerRecord struct {
+	PID         int            `json:"pid"`
+	State       string         `json:"state"`
+	Message     string         `json:"message"`
+	NameResolve string         `json:"nameresolve"`
+	Workers     map[string]int `json:"workers"`
+}
+
+// metricsLine is the part of a metrics.jsonl line the tests read.
+type metricsLine struct {
+	Time      time.Time                 `json:"time"`
+	ElapsedS  float64                   `json:"elapsed_s"`
+	EnvSteps  int64                     `json:"env_steps"`
+	StepsPerS float64                   `json:"steps_per_s"`
+	Episodes  int64                     `json:"episodes"`
+	Restarts  int                       `json:"restarts"`
+	Workers   map[string]map[string]any `json:"workers"`
+}
+
+func readRecord(t testing.TB, dir string) controllerRecord {
+	t.Helper()
+	var r controllerRecord
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "controller.json"))), &r); err != nil {
+		t.Fatalf("controller.json: %v", err)
+	}
+	return r
+}
+
+func readMetricsLines(t testing.TB, path string) []metricsLine {
+	t.Helper()
+	var out []metricsLine
+	sc := bufio.NewScanner(strings.NewReader(readFile(t, path)))
+	sc.Buffer(nil, 16<<20)
+	for i := 1; sc.Scan(); i++ {
+		var m metricsLine
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("%s line %d: %v: %s", path, i, err, sc.Text())
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// waitOutput waits until the process's output matches re and returns the match.
+func waitOutput(t testing.TB, p *proc, re *regexp.Regexp, timeout time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		b, _ := os.ReadFile(p.log)
+		if m := re.FindStringSubmatch(string(b)); m != nil {
+			return m
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited (%v) before printing %q:\n%s", p.name, p.err, re, b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not print %q within %v:\n%s", p.name, re, timeout, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func processAlive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
+
+// assertWorkersGone checks that no worker process of the record is alive.
+func assertWorkersGone(t testing.TB, rec controllerRecord) {
+	t.Helper()
+	if len(rec.Workers) == 0 {
+		t.Fatal("controller.json names no workers")
+	}
+	for name, pid := range rec.Workers {
+		if processAlive(pid) {
+			t.Errorf("worker %s (pid %d) still runs after the controller exited", name, pid)
+		}
+	}
+}
+
+// runRlctl runs one rlctl command with env to completion.
+func runRlctl(t testing.TB, env []string, args ...string) (out string, code int) {
+	t.Helper()
+	cmd := exec.Command(rlctl, args...)
+	cmd.Env = append(os.Environ(), env...)
+	b, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("rlctl %v: %v", args, err)
+	}
+	return string(b), code
+}
+
+// cartpole-sink runs to its env step limit with its own etcd, leaves
+// well-formed metrics, no processes and a plot.
+func TestStartRunsToCompletion(t *testing.T) {
+	work := t.TempDir()
+	p := start(t, "rlctl-start", noNameServer, "start", "cartpole-sink", "t1", "--workdir", work,
+		"--set", "stop.env_steps=20000", "--set", "metrics_interval=300ms")
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
+	}
+	dir := filepath.Join(work, "cartpole-sink", "t1")
+	out := readFile(t, p.log)
+	for _, want := range []string{"embedded etcd", "all 4 workers running", "completed: ", "env steps reached"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	rec := readRecord(t, dir)
+	if rec.State != "completed" {
+		t.Errorf("controller.json state %q (%s), want completed", rec.State, rec.Message)
+	}
+	assertWorkersGone(t, rec)
+
+	lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
+	if len(lines) < 2 {
+		t.Fatalf("%d metrics lines, want at least 2", len(lines))
+	}
+	for i, m := range lines {
+		if m.Time.IsZero() || len(m.Workers) != 4 {
+			t.Errorf("line %d: time %v, %d workers", i+1, m.Time, len(m.Workers))
+		}
+		if i > 0 && (m.EnvSteps < lines[i-1].EnvSteps || m.ElapsedS <= lines[i-1].ElapsedS) {
+			t.Errorf("line %d: env_steps %d elapsed %.2f after %d %.2f", i+1, m.EnvSteps, m.ElapsedS,
+				lines[i-1].EnvSteps, lines[i-1].ElapsedS)
+		}
+	}
+	if first, last := lines[0], lines[len(lines)-1]; last.EnvSteps < 20000 || last.EnvSteps <= first.EnvSteps || last.Episodes == 0 {
+		t.Errorf("env steps %d -> %d, episodes %d: want growth to >= 20000", first.EnvSteps, last.EnvSteps, last.Episodes)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "config.yaml")); err != nil {
+		t.Error(err)
+	}
+	for _, w := range []string{"actor-0", "actor-1", "policy-0", "sink-0"} {
+		if _, err := os.Stat(filepath.Join(dir, "logs", w+".log")); err != nil {
+			t.Error(err)
+		}
+	}
+
+	out, code := runRlctl(t, nil, "plot", "cartpole-sink", "t1", "--workdir", work)
+	if code != 0 {
+		t.Fatalf("rlctl plot: exit %d: %s", code, out)
+	}
+	png := strings.TrimSpace(out)
+	b, err := os.ReadFile(png)
+	if err != nil {
+		t.Fatalf("rlctl plot printed %q: %v", png, err)
+	}
+	if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) || len(b) < 1000 {
+		t.Errorf("%s: %d bytes, not a PNG", png, len(b))
+	}
+
+	out, code = runRlctl(t, noNameServer, "status", "cartpole-sink", "t1", "--workdir", work)
+	if code != 0 || !strings.Contains(out, "completed") || !strings.Contains(out, "env steps") {
+		t.Errorf("rlctl status after the run: exit %d:\n%s", code, out)
+	}
+}
+
+// A policy worker killed mid-run is restarted under its name; the run
+// goes on and ends cleanly when the controller is told to exit.
+func TestStartRestartsKilledWorker(t *testing.T) {
+	work := t.TempDir()
+	p := start(t, "rlctl-start", noNameServer, "start", "cartpole-sink", "t2", "--workdir", work,
+		"--set", "stop.env_steps=0", "--set", "metrics_interval=300ms")
+	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	dir := filepath.Join(work, "cartpole-sink", "t2")
+	rec := readRecord(t, dir)
+	old := rec.Workers["policy/0"]
+	if old == 0 {
+		t.Fatalf("no pid for policy/0 in %+v", rec)
+	}
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	m := waitOutput(t, p, regexp.MustCompile(`policy/0 restarted \(pid (\d+)\)`), 30*time.Second)
+	if pid, _ := strconv.Atoi(m[1]); pid == old || !processAlive(pid) {
+		t.Fatalf("restarted policy/0 has pid %s (old %d)", m[1], old)
+	}
+	restarted := len(readMetricsLines(t, filepath.Join(dir, "metrics.jsonl")))
+	// Actors step again once the new policy worker answers.
+	eventually(t, 30*time.Second, "env steps after the restart", func() error {
+		lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
+		if len(lines) < restarted+2 {
+			return fmt.Errorf("%d lines", len(lines))
+		}
+		a, b := lines[len(lines)-2], lines[len(lines)-1]
+		if b.EnvSteps <= a.EnvSteps || b.Restarts != 1 || b.Workers["policy/0"]["state"] != "RUNNING" {
+			return fmt.Errorf("env steps %d -> %d, restarts %d, policy/0 %v", a.EnvSteps, b.EnvSteps, b.Restarts, b.Workers["policy/0"]["state"])
+		}
+		return nil
+	})
+	// The controller is the trial's member "ctl": exit completes the trial.
+	rec = readRecord(t, dir)
+	env := []string{"RLCTL_NAMERESOLVE=" + rec.NameResolve, "RLCTL_EXPERIMENT=cartpole-sink", "RLCTL_TRIAL=t2"}
+	if out, code := runRlctl(t, env, "request", "ctl", "exit"); code != 0 {
+		t.Fatalf("rlctl request ctl exit: %d %s", code, out)
+	}
+	if code := p.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
+	}
+	rec = readRecord(t, dir)
+	if rec.State != "completed" || rec.Workers["policy/0"] == old {
+		t.Errorf("record after the run: %+v", rec)
+	}
+	assertWorkersGone(t, rec)
+	if processAlive(old) {
+		t.Errorf("killed policy worker %d is alive", old)
+	}
+}
+
+// SIGINT stops the trial: exit code 130, no worker process and no record
+// left in the (external) name server.
+func TestStartInterrupted(t *testing.T) {
+	c := newCluster(t)
+	work := t.TempDir()
+	env := []string{"RLCTL_NAMERESOLVE=" + c.endpoint}
+	p := start(t, "rlctl-start", env, "start", "cartpole-sink", "t3", "--workdir", work)
+	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	if !strings.Contains(readFile(t, p.log), "name resolve: etcd at "+c.endpoint) {
+		t.Errorf("the controller did not use the name server at %s:\n%s", c.endpoint, readFile(t, p.log))
+	}
+
+	// A second controller for the same trial finds its workers alive.
+	out, code := runRlctl(t, env, "start", "cartpole-sink", "t3", "--workdir", t.TempDir())
+	if code != 1 || !strings.Contains(out, "alive") || !strings.Contains(out, "policy/0") {
+		t.Errorf("second start of a live trial: exit %d:\n%s", code, out)
+	}
+	repo, err := etcd.Open(ctxFor(t, 10*time.Second), etcd.Config{Endpoints: []string{c.endpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer repo.Close()
+	// ... and leaves the running trial's records alone: 4 workers and ctl.
+	if live, err := repo.Find(ctxFor(t, 10*time.Second), "distrl/cartpole-sink/t3/worker/"); err != nil || len(live) != 5 {
+		t.Errorf("address records after the refused start: %d, %v; want 5", len(live), err)
+	}
+	// rlctl status shows the live workers with their figures.
+	if out, code := runRlctl(t, env, "status", "cartpole-sink", "t3", "--workdir", work); code != 0 ||
+		!strings.Contains(out, "actor/1") || !strings.Contains(out, "env_steps=") || !strings.Contains(out, "RUNNING") {
+		t.Errorf("rlctl status: exit %d:\n%s", code, out)
+	}
+
+	p.signal(t, syscall.SIGINT)
+	if code := p.wait(t, 30*time.Second); code != 130 {
+		t.Fatalf("rlctl start exited with %d after SIGINT, want 130:\n%s", code, readFile(t, p.log))
+	}
+	rec := readRecord(t, filepath.Join(work, "cartpole-sink", "t3"))
+	if rec.State != "interrupted" {
+		t.Errorf("state %q, want interrupted", rec.State)
+	}
+	assertWorkersGone(t, rec)
+	left, err := repo.Find(ctxFor(t, 10*time.Second), "distrl/cartpole-sink/t3/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("%d records left under the trial, first %s", len(left), left[0].Key)
+	}
+}
+
+// rlctl stop signals the trial's controller, which stops it as on Ctrl-C;
+// the experiment comes from a file.
+func TestStopCommand(t *testing.T) {
+	work := t.TempDir()
+	// From a file: the built-in's own YAML under another name.
+	yaml, code := runRlctl(t, nil, "experiments", "cartpole-sink")
+	if code != 0 || !strings.Contains(yaml, "name: cartpole-sink") {
+		t.Fatalf("rlctl experiments cartpole-sink: exit %d:\n%s", code, yaml)
+	}
+	file := filepath.Join(t.TempDir(), "mine.yaml")
+	if err := os.WriteFile(file, []byte(strings.Replace(yaml, "name: cartpole-sink", "name: mine", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "rlctl-start", noNameServer, "start", file, "t4", "--workdir", work)
+	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	out, code := runRlctl(t, nil, "stop", file, "t4", "--workdir", work)
+	if code != 0 || !strings.Contains(out, "SIGINT") || !strings.Contains(out, "interrupted") {
+		t.Errorf("rlctl stop: exit %d:\n%s", code, out)
+	}
+	if code := p.wait(t, 10*time.Second); code != 130 {
+		t.Errorf("rlctl start exited with %d after rlctl stop, want 130", code)
+	}
+	assertWorkersGone(t, readRecord(t, filepath.Join(work, "mine", "t4")))
+}
+
+// A bad configuration is exit code 2 and a message naming the field; no
+// process starts.
+func TestStartRejectsBadConfig(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("name: bad\nworkers:\n  bogus: {count: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		args  []string
+		field string
+	}{
+		{"unknown worker type", []string{"cartpole-sink", "x", "--set", "workers.bogus.count=1"}, "workers.bogus"},
+		{"unknown type in a file", []string{bad, "x"}, "workers.bogus"},
+		{"negative count", []string{"cartpole-sink", "x", "--set", "workers.actor.count=-2"}, "workers.actor.count"},
+		{"bad duration", []string{"cartpole-sink", "x", "--set", "stop.wall_time=soon"}, "stop.wall_time"},
+		{"unknown field", []string{"cartpole-sink", "x", "--set", "stop.env_stepz=1"}, "stop.env_stepz"},
+		{"unknown experiment", []string{"no-such-experiment", "x"}, "no-such-experiment"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			work := t.TempDir()
+			out, code := runRlctl(t, noNameServer, append([]string{"start"}, append(tt.args, "--workdir", work)...)...)
+			if code != 2 || !strings.Contains(out, tt.field) {
+				t.Errorf("exit %d, want 2 and a message naming %s:\n%s", code, tt.field, out)
+			}
+			if entries, _ := os.ReadDir(work); len(entries) > 0 {
+				t.Errorf("a trial directory was made for a bad configuration: %v", entries)
+			}
+		})
+	}
+}
+
+// BenchmarkStartupEcho measures, for N echo workers, the time from
+// `rlctl start` to every worker RUNNING, and the controller's CPU share
+// while it monitors them for 10 s (one iteration: each takes ~15 s).
+func BenchmarkStartupEcho(b *testing.B) {
+	for _, n := range []int{64, 256} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			const run = 10 * time.Second
+			work := b.TempDir()
+			begin := time.Now()
+			p := start(b, "rlctl-start", noNameServer, "start", "echo-64", "bench", "--workdir", work,
+				"--set", fmt.Sprintf("workers.echo.count=%d", n), "--set", "stop.wall_time="+run.String())
+			m := waitOutput(b, p, regexp.MustCompile(`all \d+ workers running after (\S+)`), 2*time.Minute)
+			seen := time.Since(begin)
+			reported, err := time.ParseDuration(m[1])
+			if err != nil {
+				b.Fatal(err)
+			}
+			pid := p.cmd.Process.Pid
+			cpu0, t0 := cpuTicks(b, pid), time.Now()
+			time.Sleep(run - time.Second) // sample before the wall time ends it
+			cpu1, t1 := cpuTicks(b, pid), time.Now()
+			if code := p.wait(b, time.Minute); code != 0 {
+				b.Fatalf("rlctl start exited with %d:\n%s", code, readFile(b, p.log))
+			}
+			const clkTck = 100 // USER_HZ on Linux
+			share := float64(cpu1-cpu0) / clkTck / t1.Sub(t0).Seconds()
+			b.ReportMetric(seen.Seconds(), "startup-s")
+			b.ReportMetric(reported.Seconds(), "reported-startup-s")
+			b.ReportMetric(100*share, "ctl-cpu-%")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// cpuTicks is utime+stime of pid in clock ticks, from /proc/{pid}/stat.
+func cpuTicks(b *testing.B, pid int) int64 {
+	b.Helper()
+	stat := readFile(b, fmt.Sprintf("/proc/%d/stat", pid))
+	fields := strings.Fields(stat[strings.LastIndexByte(stat, ')')+2:])
+	// After the command name: state(0) ... utime is field 14 of stat, index 11 here.
+	ut, err1 := strconv.ParseInt(fields[11], 10, 64)
+	st, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("parse %s", stat)
+	}
+	return ut + st
+}

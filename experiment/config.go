@@ -1,0 +1,408 @@
+package experiment
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults of the optional fields of Config.
+const (
+	DefaultMetricsInterval = 2 * time.Second
+	DefaultMaxRestarts     = 3
+)
+
+// DefaultStartOrder is the order worker types start in when a Config gives
+// none: consumers before producers, so that the first samples and inference
+// requests find someone to take them. Types not listed start last, sorted.
+var DefaultStartOrder = []string{"trainer", "policy", "sink", "actor", "echo"}
+
+// IndexPlaceholder in a string value of a group's config is replaced by the
+// worker's index ("/data/shard-{index}").
+const IndexPlaceholder = "{index}"
+
+// Config is one experiment. The zero values of optional fields mean
+// "default"; the accessors (StartOrderOf, MetricsEvery, ...) apply them.
+type Config struct {
+	// Name names the experiment: the first level of the trial directory and
+	// of the trial's etcd keys.
+	Name string `json:"name"`
+	// Description is the one line `rlctl experiments` shows.
+	Description string `json:"description,omitempty"`
+	// Seed is the base of every worker's seed: worker i of a group gets
+	// Seed+i (or the group config's own seed + i).
+	Seed int64 `json:"seed,omitempty"`
+	// Workers maps a worker type to its group.
+	Workers map[string]Group `json:"workers"`
+	// Streams names the data streams the workers use (documentation and a
+	// check for the status view; the workers' configs say which they use).
+	Streams Streams `json:"streams,omitzero"`
+	Stop    Stop    `json:"stop,omitzero"`
+	// StartOrder lists worker types in the order they are configured and
+	// started; DefaultStartOrder if empty.
+	StartOrder []string `json:"start_order,omitempty"`
+	// MetricsInterval is how often the controller polls stats and appends
+	// to metrics.jsonl; DefaultMetricsInterval if empty.
+	MetricsInterval Duration `json:"metrics_interval,omitempty"`
+}
+
+// Group is the workers of one type.
+type Group struct {
+	Count     int       `json:"count"`
+	Resources Resources `json:"resources,omitzero"`
+	// Config is the kwargs of the workers' configure command. String values
+	// may hold IndexPlaceholder.
+	Config map[string]any `json:"config,omitempty"`
+}
+
+// Resources is what one worker of a group needs. The local scheduler only
+// records them; a cluster scheduler turns them into its resource requests.
+type Resources struct {
+	CPUs float64 `json:"cpus,omitempty"`
+	// Memory is a quantity such as "512Mi", "2Gi" or "1G".
+	Memory string `json:"memory,omitempty"`
+	GPUs   int    `json:"gpus,omitempty"`
+}
+
+// Streams names the inference and sample streams of an experiment.
+type Streams struct {
+	Inference []string `json:"inference,omitempty"`
+	Sample    []string `json:"sample,omitempty"`
+}
+
+// Stop says when a trial is done. Every condition that is set ends it;
+// none set means the trial runs until it is stopped.
+type Stop struct {
+	// EnvSteps ends the trial once the actors have stepped this many
+	// environment steps in all (0: no limit).
+	EnvSteps int64 `json:"env_steps,omitempty"`
+	// WallTime ends the trial this long after every worker is running.
+	WallTime Duration `json:"wall_time,omitempty"`
+	// TargetReturn ends the trial once the mean return of the last 20
+	// episodes reaches it.
+	TargetReturn *float64 `json:"target_return,omitempty"`
+	// MaxRestarts is how often one worker may be restarted before the trial
+	// fails; DefaultMaxRestarts if nil.
+	MaxRestarts *int `json:"max_restarts,omitempty"`
+}
+
+// Duration is a duration written the Go way ("90s", "10m", "1h30m"). It is
+// kept as written so that a bad value reaches Validate, which names the
+// field, instead of failing the decode.
+type Duration string
+
+// Parse returns d as a time.Duration; "" is 0.
+func (d Duration) Parse() (time.Duration, error) {
+	if d == "" {
+		return 0, nil
+	}
+	return time.ParseDuration(string(d))
+}
+
+// value is Parse for a validated Config: an invalid d is 0.
+func (d Duration) value() time.Duration {
+	v, _ := d.Parse()
+	return v
+}
+
+// MetricsEvery is MetricsInterval with its default applied.
+func (c *Config) MetricsEvery() time.Duration {
+	if v := c.MetricsInterval.value(); v > 0 {
+		return v
+	}
+	return DefaultMetricsInterval
+}
+
+// WallTimeLimit is WallTime as a duration (0: no limit).
+func (s Stop) WallTimeLimit() time.Duration { return s.WallTime.value() }
+
+// Restarts is MaxRestarts with its default applied.
+func (s Stop) Restarts() int {
+	if s.MaxRestarts == nil {
+		return DefaultMaxRestarts
+	}
+	return *s.MaxRestarts
+}
+
+// Types lists the worker types of c in start order: the types of
+// StartOrder (or DefaultStartOrder) that c has, then the others sorted.
+func (c *Config) Types() []string {
+	order := c.StartOrder
+	if len(order) == 0 {
+		order = DefaultStartOrder
+	}
+	var out []string
+	for _, t := range order {
+		if _, ok := c.Workers[t]; ok && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(c.Workers)) {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// WorkerConfig is the configure kwargs of worker index of group typ: a
+// copy of the group's config with IndexPlaceholder replaced and a seed
+// added (Seed+index, or the group's own seed + index).
+func (c *Config) WorkerConfig(typ string, index int) map[string]any {
+	g := c.Workers[typ]
+	out := make(map[string]any, len(g.Config)+1)
+	for k, v := range g.Config {
+		out[k] = substitute(v, strings.NewReplacer(IndexPlaceholder, fmt.Sprint(index)))
+	}
+	base := c.Seed
+	switch s := out["seed"].(type) {
+	case int64:
+		base = s
+	case float64:
+		base = int64(s)
+	}
+	out["seed"] = base + int64(index)
+	return out
+}
+
+// substitute replaces placeholders in every string below v, copying maps
+// and lists so the group's config is left as it was.
+func substitute(v any, r *strings.Replacer) any {
+	switch x := v.(type) {
+	case string:
+		return r.Replace(x)
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = substitute(e, r)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = substitute(e, r)
+		}
+		return l
+	}
+	return v
+}
+
+// Load reads and decodes the configuration file at path (YAML or JSON).
+// It does not validate: call Validate after any Set.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("experiment %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes a YAML (or JSON) configuration strictly: unknown keys and
+// values of the wrong type are *FieldErrors.
+func Parse(data []byte) (*Config, error) {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	return decodeJSON(j)
+}
+
+// decodeJSON is the one strict decoder behind Parse and Set.
+func decodeJSON(j []byte) (*Config, error) {
+	var c Config
+	if err := strictDecode(j, &c); err != nil {
+		var tree any
+		_ = json.Unmarshal(j, &tree) // j decoded as far as the error: it is JSON
+		return nil, decodeError(err, tree)
+	}
+	for t, g := range c.Workers {
+		if g.Config != nil {
+			g.Config = normalize(g.Config).(map[string]any)
+			c.Workers[t] = g
+		}
+	}
+	return &c, nil
+}
+
+func strictDecode(j []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// normalize turns json.Numbers into int64 where they are whole, else
+// float64, so that workers receive integers as msgpack integers.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i
+		}
+		f, _ := x.Float64() // the decoder only makes valid numbers
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalize(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+	}
+	return v
+}
+
+// decodeError turns the json package's errors into FieldErrors, finding
+// the field's full path and value in tree, the document as decoded
+// generically: the json package leaves map keys (the worker type) out of
+// its paths and reports unknown keys by name only.
+func decodeError(err error, tree any) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if path, v, ok := findPath(tree, strings.Split(te.Field, ".")); ok {
+			return &FieldError{Field: path, Value: v, Allowed: "a " + jsonType(te.Type.String())}
+		}
+		return &FieldError{Field: field, Value: "a " + te.Value, Allowed: "a " + jsonType(te.Type.String())}
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		fe := &FieldError{Field: name, Allowed: "no such field: a known one (docs/experiments.md has the schema)"}
+		if path, v, ok := findPath(tree, []string{name}); ok {
+			fe.Field, fe.Value = path, v
+		}
+		return fe
+	}
+	return fmt.Errorf("decode: %w", err)
+}
+
+// findPath looks in tree for a path whose keys are want, in order, with any
+// number of other keys (map keys the json package leaves out) between
+// them, and returns it dotted with the value found there.
+func findPath(tree any, want []string) (string, any, bool) {
+	m, ok := tree.(map[string]any)
+	if !ok || len(want) == 0 {
+		return "", nil, false
+	}
+	for _, k := range sortedKeys(m) {
+		v := m[k]
+		if k == want[0] {
+			if len(want) == 1 {
+				return k, v, true
+			}
+			if p, found, ok := findPath(v, want[1:]); ok {
+				return k + "." + p, found, true
+			}
+		}
+		if p, found, ok := findPath(v, want); ok {
+			return k + "." + p, found, true
+		}
+	}
+	return "", nil, false
+}
+
+// jsonType names Go types the way a YAML author thinks of them.
+func jsonType(goType string) string {
+	switch goType {
+	case "int", "int64", "float64":
+		return "number"
+	case "experiment.Duration":
+		return "duration such as 90s or 10m"
+	case "string":
+		return "string"
+	case "map[string]experiment.Group", "experiment.Group", "experiment.Stop", "experiment.Resources",
+		"experiment.Streams", "map[string]interface {}":
+		return "mapping"
+	case "[]string":
+		return "list of strings"
+	}
+	return goType
+}
+
+// Set applies one override "dotted.path=value" (`--set`): the path walks
+// the configuration's tree (workers.actor.count, stop.wall_time,
+// workers.actor.config.ring_size); the value is parsed as a YAML scalar
+// or flow value (4, 2.5, true, 10m, [policy, actor]). Missing mappings on
+// the path are created. The result is decoded strictly, so a path to no
+// field is a *FieldError; c is unchanged on error.
+func (c *Config) Set(assignment string) error {
+	path, raw, ok := strings.Cut(assignment, "=")
+	path = strings.TrimSpace(path)
+	if !ok || path == "" {
+		return &FieldError{Field: "--set", Value: assignment, Allowed: "key=value, key a dotted path such as workers.actor.count"}
+	}
+	var value any
+	if err := yaml.Unmarshal([]byte(raw), &value); err != nil {
+		// Not valid YAML ("{index}-x", say): take the text as it is.
+		value = raw
+	}
+	tree, err := c.tree()
+	if err != nil {
+		return err
+	}
+	keys := strings.Split(path, ".")
+	node := tree
+	for i, k := range keys[:len(keys)-1] {
+		next, ok := node[k]
+		if !ok || next == nil {
+			m := map[string]any{}
+			node[k] = m
+			node = m
+			continue
+		}
+		m, ok := next.(map[string]any)
+		if !ok {
+			return &FieldError{Field: strings.Join(keys[:i+1], "."), Value: next,
+				Allowed: "a mapping, to set " + path + " inside it"}
+		}
+		node = m
+	}
+	node[keys[len(keys)-1]] = value
+	j, err := json.Marshal(tree)
+	if err != nil {
+		return fmt.Errorf("experiment: set %s: %w", path, err)
+	}
+	fresh, err := decodeJSON(j)
+	if err != nil {
+		return err // a *FieldError naming the path, or a decode error
+	}
+	*c = *fresh
+	return nil
+}
+
+// tree is c as a generic JSON tree.
+func (c *Config) tree() (map[string]any, error) {
+	j, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	var tree map[string]any
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	if err := dec.Decode(&tree); err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	return tree, nil
+}
+
+// YAML renders c as YAML: the snapshot written to a trial's config.yaml.
+func (c *Config) YAML() ([]byte, error) {
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,279 @@
+package experiment
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var allTypes = []string{"actor", "echo", "policy", "sink", "trainer"}
+
+const minimal = `
+name: t
+workers:
+  actor: {count: 2, config: {env: CartPole-v1, ring_size: 8, path: "/d/{index}"}}
+  policy: {count: 1}
+stop: {env_steps: 100}
+`
+
+func parse(t *testing.T, y string) *Config {
+	t.Helper()
+	c, err := Parse([]byte(y))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return c
+}
+
+func TestBuiltinsValidate(t *testing.T) {
+	names := Names()
+	for _, want := range []string{"cartpole-ppo", "cartpole-sink", "echo-64", "spread-sink"} {
+		if _, err := Builtin(want); err != nil {
+			t.Errorf("Builtin(%q): %v (names %v)", want, err, names)
+		}
+	}
+	for _, name := range names {
+		c, err := Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(allTypes); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if c.Name != name {
+			t.Errorf("%s: name field is %q", name, c.Name)
+		}
+		if c.Description == "" {
+			t.Errorf("%s: no description", name)
+		}
+	}
+	// Until the trainer type registers, cartpole-ppo names it as unknown.
+	c, _ := Builtin("cartpole-ppo")
+	var fe *FieldError
+	if err := c.Validate([]string{"actor", "policy"}); !errors.As(err, &fe) || fe.Field != "workers.trainer" {
+		t.Errorf("cartpole-ppo without trainer: %v", err)
+	}
+	if _, err := Builtin("nope"); !errors.Is(err, ErrUnknownExperiment) {
+		t.Errorf("Builtin(nope) = %v, want ErrUnknownExperiment", err)
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		set   []string // applied to minimal
+		yaml  string   // instead of minimal when set
+		field string   // of the first FieldError
+		value any
+	}{
+		{name: "unknown type", set: []string{"workers.bogus.count=1"}, field: "workers.bogus", value: "bogus"},
+		{name: "negative count", set: []string{"workers.actor.count=-1"}, field: "workers.actor.count", value: -1},
+		{name: "bad wall time", set: []string{"stop.wall_time=ten minutes"}, field: "stop.wall_time", value: "ten minutes"},
+		{name: "negative wall time", set: []string{"stop.wall_time=-1s"}, field: "stop.wall_time", value: "-1s"},
+		{name: "bad metrics interval", set: []string{"metrics_interval=1ms"}, field: "metrics_interval", value: "1ms"},
+		{name: "negative env steps", set: []string{"stop.env_steps=-5"}, field: "stop.env_steps", value: int64(-5)},
+		{name: "negative restarts", set: []string{"stop.max_restarts=-1"}, field: "stop.max_restarts", value: -1},
+		{name: "bad memory", set: []string{"workers.actor.resources.memory=lots"}, field: "workers.actor.resources.memory", value: "lots"},
+		{name: "negative cpus", set: []string{"workers.actor.resources.cpus=-2"}, field: "workers.actor.resources.cpus", value: -2.0},
+		{name: "bad name", set: []string{"name=a/b"}, field: "name", value: "a/b"},
+		{name: "no workers", set: []string{"workers.actor.count=0", "workers.policy.count=0"}, field: "workers", value: "0 workers"},
+		{name: "start order unknown", set: []string{"start_order=[policy, bogus]"}, field: "start_order[1]", value: "bogus"},
+		{name: "start order twice", set: []string{"start_order=[policy, policy]"}, field: "start_order[1]", value: "policy"},
+		{name: "bad stream", set: []string{"streams.sample=[\"a b\"]"}, field: "streams.sample[0]", value: "a b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := parse(t, minimal)
+			for _, s := range tt.set {
+				if err := c.Set(s); err != nil {
+					t.Fatalf("Set(%q): %v", s, err)
+				}
+			}
+			err := c.Validate(allTypes)
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("Validate = %v, want a *FieldError", err)
+			}
+			if fe.Field != tt.field || !reflect.DeepEqual(fe.Value, tt.value) || fe.Allowed == "" {
+				t.Errorf("FieldError = %#v, want field %q value %#v", fe, tt.field, tt.value)
+			}
+			if !strings.Contains(err.Error(), tt.field) {
+				t.Errorf("message %q does not name %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryField(t *testing.T) {
+	c := parse(t, minimal)
+	for _, s := range []string{"workers.actor.count=-1", "stop.wall_time=soon"} {
+		if err := c.Set(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := c.Validate(allTypes)
+	for _, f := range []string{"workers.actor.count", "stop.wall_time"} {
+		if err == nil || !strings.Contains(err.Error(), f) {
+			t.Errorf("error %v does not name %s", err, f)
+		}
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml, field string
+	}{
+		{"unknown top-level key", "name: x\nworkerz: {}\n", "workerz"},
+		{"unknown stop key", "name: x\nstop: {env_stepz: 1}\n", "stop.env_stepz"},
+		{"unknown group key", "name: x\nworkers: {actor: {cont: 1}}\n", "workers.actor.cont"},
+		{"count is a string", "name: x\nworkers: {actor: {count: many}}\n", "workers.actor.count"},
+		{"duration is a number", "name: x\nstop: {wall_time: 10}\n", "stop.wall_time"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field {
+				t.Fatalf("Parse = %v, want a *FieldError on %s", err, tt.field)
+			}
+		})
+	}
+	if _, err := Parse([]byte("name: [unclosed")); err == nil {
+		t.Error("Parse of bad YAML succeeded")
+	}
+}
+
+func TestSet(t *testing.T) {
+	tests := []struct {
+		set   string
+		check func(*Config) bool
+	}{
+		{"workers.actor.count=4", func(c *Config) bool { return c.Workers["actor"].Count == 4 }},
+		{"workers.actor.config.ring_size=16", func(c *Config) bool { return c.Workers["actor"].Config["ring_size"] == int64(16) }},
+		{"workers.actor.config.lr=2.5e-4", func(c *Config) bool { return c.Workers["actor"].Config["lr"] == 2.5e-4 }},
+		{"workers.actor.config.deterministic=true", func(c *Config) bool { return c.Workers["actor"].Config["deterministic"] == true }},
+		{"workers.actor.config.hidden=[32, 32]", func(c *Config) bool {
+			return reflect.DeepEqual(c.Workers["actor"].Config["hidden"], []any{int64(32), int64(32)})
+		}},
+		{"workers.sink.count=1", func(c *Config) bool { return c.Workers["sink"].Count == 1 }},
+		{"workers.policy.config.env=CartPole-v1", func(c *Config) bool { return c.Workers["policy"].Config["env"] == "CartPole-v1" }},
+		{"stop.wall_time=90s", func(c *Config) bool { return c.Stop.WallTimeLimit() == 90*time.Second }},
+		{"stop.target_return=475", func(c *Config) bool { return c.Stop.TargetReturn != nil && *c.Stop.TargetReturn == 475 }},
+		{"stop.max_restarts=0", func(c *Config) bool { return c.Stop.Restarts() == 0 }},
+		{"metrics_interval=500ms", func(c *Config) bool { return c.MetricsEvery() == 500*time.Millisecond }},
+		{"start_order=[actor, policy]", func(c *Config) bool { return reflect.DeepEqual(c.Types(), []string{"actor", "policy"}) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.set, func(t *testing.T) {
+			c := parse(t, minimal)
+			if err := c.Set(tt.set); err != nil {
+				t.Fatalf("Set: %v", err)
+			}
+			if !tt.check(c) {
+				t.Errorf("after Set(%q): %+v", tt.set, c)
+			}
+			if err := c.Validate(allTypes); err != nil {
+				t.Errorf("Validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestSetErrors(t *testing.T) {
+	tests := []struct{ set, field string }{
+		{"no-equals", "--set"},
+		{"stop.bogus=1", "stop.bogus"},
+		{"workers.actor.count=many", "workers.actor.count"},
+		{"name.x=1", "name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.set, func(t *testing.T) {
+			c := parse(t, minimal)
+			before, _ := c.YAML()
+			err := c.Set(tt.set)
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field {
+				t.Fatalf("Set = %v, want a *FieldError on %s", err, tt.field)
+			}
+			if after, _ := c.YAML(); string(after) != string(before) {
+				t.Errorf("failed Set changed the config:\n%s\n->\n%s", before, after)
+			}
+		})
+	}
+}
+
+func TestDefaultsAndOrder(t *testing.T) {
+	c := parse(t, minimal+"  # comment\n")
+	c.Workers["zeta"] = Group{Count: 1}
+	c.Workers["trainer"] = Group{Count: 1}
+	if got, want := c.Types(), []string{"trainer", "policy", "actor", "zeta"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Types() = %v, want %v", got, want)
+	}
+	if c.MetricsEvery() != DefaultMetricsInterval || c.Stop.Restarts() != DefaultMaxRestarts || c.Stop.WallTimeLimit() != 0 {
+		t.Errorf("defaults: %v %v %v", c.MetricsEvery(), c.Stop.Restarts(), c.Stop.WallTimeLimit())
+	}
+}
+
+func TestWorkerConfig(t *testing.T) {
+	c := parse(t, minimal+"seed: 100\n")
+	got := c.WorkerConfig("actor", 1)
+	want := map[string]any{"env": "CartPole-v1", "ring_size": int64(8), "path": "/d/1", "seed": int64(101)}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("WorkerConfig = %#v, want %#v", got, want)
+	}
+	if c.Workers["actor"].Config["path"] != "/d/{index}" {
+		t.Error("WorkerConfig changed the group's config")
+	}
+	if err := c.Set("workers.actor.config.seed=7"); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.WorkerConfig("actor", 3)["seed"]; got != int64(10) {
+		t.Errorf("seed with the group's own seed 7, index 3 = %v, want 10", got)
+	}
+}
+
+func TestLoadAndSnapshotRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.yaml")
+	if err := os.WriteFile(path, []byte(minimal), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(snap)
+	if err != nil {
+		t.Fatalf("snapshot does not parse: %v\n%s", err, snap)
+	}
+	if !reflect.DeepEqual(c, again) {
+		t.Errorf("round trip:\n%#v\n%#v", c, again)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v", err)
+	}
+}
+
+func TestParseQuantity(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"512Mi", 512 << 20, true}, {"2Gi", 2 << 30, true}, {"1G", 1e9, true}, {"1.5Ki", 1536, true},
+		{"1048576", 1 << 20, true}, {"", 0, false}, {"Mi", 0, false}, {"-1Gi", 0, false}, {"lots", 0, false}, {"NaN", 0, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseQuantity(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseQuantity(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}

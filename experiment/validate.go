@@ -1,0 +1,153 @@
+package experiment
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FieldError is one invalid field of a configuration: which field, the
+// value found there, and what is allowed instead.
+type FieldError struct {
+	Field   string // dotted path: workers.actor.count
+	Value   any
+	Allowed string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s: %s: want %s", e.Field, formatValue(e.Value), e.Allowed)
+}
+
+func formatValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return strconv.Quote(x)
+	case nil:
+		return "(empty)"
+	}
+	return fmt.Sprint(v)
+}
+
+// namePattern is what may name an experiment or a stream: the names become
+// directory names and etcd key segments.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+const nameAllowed = "letters, digits, '.', '_' and '-', starting with a letter or digit"
+
+// Validate checks c against the schema and knownTypes, the worker types the
+// caller can start (cmd/rlctl passes worker.Types()). It returns every
+// problem at once, each a *FieldError (errors.As finds the first), joined.
+func (c *Config) Validate(knownTypes []string) error {
+	var errs []error
+	bad := func(field string, value any, allowed string) {
+		errs = append(errs, &FieldError{Field: field, Value: value, Allowed: allowed})
+	}
+	if !namePattern.MatchString(c.Name) {
+		bad("name", c.Name, nameAllowed)
+	}
+	known := "one of " + strings.Join(knownTypes, ", ")
+	total := 0
+	for _, typ := range sortedKeys(c.Workers) {
+		g := c.Workers[typ]
+		field := "workers." + typ
+		if !slices.Contains(knownTypes, typ) {
+			bad(field, typ, "a worker type: "+known)
+		}
+		if g.Count < 0 {
+			bad(field+".count", g.Count, "an integer >= 0")
+		}
+		total += max(g.Count, 0)
+		if g.Resources.CPUs < 0 {
+			bad(field+".resources.cpus", g.Resources.CPUs, "a number >= 0")
+		}
+		if g.Resources.GPUs < 0 {
+			bad(field+".resources.gpus", g.Resources.GPUs, "an integer >= 0")
+		}
+		if g.Resources.Memory != "" {
+			if _, err := ParseQuantity(g.Resources.Memory); err != nil {
+				bad(field+".resources.memory", g.Resources.Memory, "a quantity such as 512Mi, 2Gi or 1G")
+			}
+		}
+	}
+	if total == 0 {
+		bad("workers", fmt.Sprintf("%d workers", total), "at least one worker of a type in: "+strings.Join(knownTypes, ", "))
+	}
+	for i, s := range c.Streams.Inference {
+		if !namePattern.MatchString(s) {
+			bad(fmt.Sprintf("streams.inference[%d]", i), s, nameAllowed)
+		}
+	}
+	for i, s := range c.Streams.Sample {
+		if !namePattern.MatchString(s) {
+			bad(fmt.Sprintf("streams.sample[%d]", i), s, nameAllowed)
+		}
+	}
+	if c.Stop.EnvSteps < 0 {
+		bad("stop.env_steps", c.Stop.EnvSteps, "an integer >= 0 (0: no limit)")
+	}
+	if d, err := c.Stop.WallTime.Parse(); err != nil || d < 0 {
+		bad("stop.wall_time", string(c.Stop.WallTime), "a duration >= 0 such as 90s, 10m or 1h30m")
+	}
+	if c.Stop.MaxRestarts != nil && *c.Stop.MaxRestarts < 0 {
+		bad("stop.max_restarts", *c.Stop.MaxRestarts, "an integer >= 0")
+	}
+	if d, err := c.MetricsInterval.Parse(); err != nil || d < 0 || (c.MetricsInterval != "" && d < minMetricsInterval) {
+		bad("metrics_interval", string(c.MetricsInterval), "a duration of at least "+minMetricsInterval.String()+" such as 2s")
+	}
+	seen := map[string]bool{}
+	for i, t := range c.StartOrder {
+		field := fmt.Sprintf("start_order[%d]", i)
+		switch {
+		case seen[t]:
+			bad(field, t, "each worker type at most once")
+		case !slices.Contains(knownTypes, t):
+			bad(field, t, "a worker type: "+known)
+		}
+		seen[t] = true
+	}
+	return errors.Join(errs...)
+}
+
+// minMetricsInterval keeps the controller from spending its time polling.
+const minMetricsInterval = 100 * time.Millisecond
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// quantitySuffixes are the binary (Ki, Mi, ...) and decimal (K, M, ...)
+// multipliers of a quantity, as Kubernetes and SLURM write them.
+var quantitySuffixes = []struct {
+	suffix string
+	mult   int64
+}{
+	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40},
+	{"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12},
+}
+
+// ParseQuantity parses a memory quantity ("512Mi", "2Gi", "1G", "1048576")
+// into bytes.
+func ParseQuantity(s string) (int64, error) {
+	num, mult := s, int64(1)
+	for _, q := range quantitySuffixes {
+		if n, ok := strings.CutSuffix(s, q.suffix); ok {
+			num, mult = n, q.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("experiment: quantity %q: want a number >= 0 and one of Ki, Mi, Gi, Ti, K, M, G, T", s)
+	}
+	return int64(f * float64(mult)), nil
+}

@@ -48,9 +48,10 @@ type Commander interface {
 }
 
 // SocketOwner is implemented by worker types that read sockets of their
-// own (inference and sample streams). An idle worker then sleeps on those
-// sockets and its request socket together, so new input wakes it at once.
-// Sockets is asked again after every successful configure.
+// own (inference and sample streams). An idle RUNNING worker then sleeps on
+// those sockets and its request socket together, so new input wakes it at
+// once; in other states only requests wake it. Sockets is asked again after
+// every configure.
 type SocketOwner interface {
 	Sockets() []*zmq.Socket
 }

@@ -182,11 +182,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			return fmt.Errorf("worker %s: serve: %w", w.name, err)
 		}
 		w.stats.requests += int64(n)
-		if w.rewatch {
-			w.rewatch = false
-			if err := w.watchSockets(); err != nil {
-				w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
-			}
+		if err := w.syncWatched(); err != nil {
+			w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
 		}
 		idle := n == 0
 		if w.state == StateRunning && !w.exiting {
@@ -247,22 +244,35 @@ func (w *Worker) updateWarning() {
 	}
 }
 
-// watchSockets makes the idle wait include the type's own sockets.
-func (w *Worker) watchSockets() error {
+// syncWatched makes the idle wait include the type's own sockets while the
+// worker is RUNNING, and only then: input that nothing reads (requests to a
+// paused policy worker, a parameter notification) would otherwise wake the
+// wait at once, every time, and spin the loop.
+func (w *Worker) syncWatched() error {
 	so, ok := w.impl.(SocketOwner)
-	if !ok {
+	want := ok && w.state == StateRunning && !w.exiting
+	if !w.rewatch && want == (w.watched != nil) {
 		return nil
 	}
+	w.rewatch = false
 	for _, s := range w.watched {
 		if err := w.srv.UnwatchSocket(s); err != nil {
 			return err
 		}
 	}
-	w.watched = so.Sockets()
-	for _, s := range w.watched {
+	w.watched = nil
+	if !want {
+		return nil
+	}
+	w.watched = []*zmq.Socket{} // non-nil: watching, even with no sockets
+	for _, s := range so.Sockets() {
+		if s == nil {
+			continue
+		}
 		if err := w.srv.WatchSocket(s); err != nil {
 			return err
 		}
+		w.watched = append(w.watched, s)
 	}
 	return nil
 }

@@ -20,6 +20,9 @@
 //	seed           initial parameters and sampling (default 0)
 //	deterministic  greedy actions instead of sampling (default false)
 //	max_batch      most observations per forward pass (default 512)
+//	follow_params  load the versions the trainer publishes (default true)
+//	param_cache_dir  node cache for published parameters (default
+//	               paramstream.DefaultCacheDir)
 //
 // Commands, besides the standard ones:
 //
@@ -30,4 +33,21 @@
 // configuration names one. The type is not registered with the worker
 // package on import; the binary that hosts it calls
 // worker.RegisterType(TypeName, New).
+//
+// # Published parameters
+//
+// A policy worker follows the parameters the trainer publishes for its
+// policy (package paramstream). On configure it loads the newest version,
+// if any has been published, so a policy worker that restarts mid-training
+// serves the current policy at once; afterwards each Poll takes a new
+// version, if one has arrived, before it serves its batch, so parameters
+// never change within a batch and each answer's version names the
+// parameters that made it. Fetching a new version never stalls serving:
+// the request goes out in one Poll and the reply is loaded in a later one.
+// The policy workers of a machine share one network fetch per version
+// through the node cache. Without a publisher the worker keeps its
+// parameters and loads the first version that appears.
+//
+// load_params still sets parameters and a version explicitly; the next
+// version the trainer publishes replaces them.
 package policyworker

@@ -12,6 +12,7 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
@@ -28,6 +29,12 @@ const (
 	DefaultPolicy   = "default"
 	DefaultMaxBatch = 512
 )
+
+// startupFetchTimeout bounds the fetch of the newest published parameters
+// on configure. Without a publisher the fetch returns at once; this only
+// limits how long a publisher that does not answer can hold up configure
+// (the subscriber keeps trying afterwards, between batches).
+const startupFetchTimeout = 2 * time.Second
 
 // Commands of the policy worker type.
 const (
@@ -50,6 +57,14 @@ type Config struct {
 	Seed          int64          `msgpack:"seed"`
 	Deterministic bool           `msgpack:"deterministic"`
 	MaxBatch      int            `msgpack:"max_batch"`
+	// FollowParams loads every version the trainer publishes for Policy
+	// (package paramstream). Default true; a worker with no publisher just
+	// keeps its parameters until one appears.
+	FollowParams bool `msgpack:"follow_params"`
+	// ParamCacheDir is the node cache the policy workers of a machine
+	// share published parameters through; "" is
+	// paramstream.DefaultCacheDir.
+	ParamCacheDir string `msgpack:"param_cache_dir"`
 }
 
 // LoadParamsArgs are the kwargs of "load_params".
@@ -119,6 +134,7 @@ type Worker struct {
 	cfg    Config
 	policy *policy.ActorCritic
 	server *stream.InferenceServer
+	params *paramstream.Subscriber // nil unless following published parameters
 
 	// Reused across polls so that serving does not allocate per batch.
 	batch stream.InferenceBatch
@@ -126,6 +142,8 @@ type Worker struct {
 
 	stats   counters
 	warning string
+	// paramWarning is why the last published version was not loaded.
+	paramWarning string
 }
 
 var (
@@ -148,6 +166,11 @@ func New(info worker.Info) (worker.Impl, error) {
 // configured again closes its server and starts over with a new policy
 // (version 0 of the new configuration). A bad configuration is a
 // bad_arguments error that leaves the worker as it was.
+//
+// Unless follow_params is false, it also subscribes to the policy's
+// published parameters and loads the newest version, so that a policy
+// worker that restarts mid-training serves the current policy from its
+// first batch.
 func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	cfg, pcfg, err := parseConfig(args.Raw())
 	if err != nil {
@@ -159,8 +182,8 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	}
 	// The old server goes first: the new one registers the same endpoint
 	// record, and actors must not keep sending to a policy being replaced.
-	if err := w.closeServer(); err != nil {
-		w.log.Warn("close the previous inference server", "err", err)
+	if err := w.closeStreams(); err != nil {
+		w.log.Warn("close the previous streams", "err", err)
 	}
 	srv, err := stream.NewInferenceServer(ctx, stream.InferenceServerOptions{
 		Repo: w.info.Repo, Trial: w.info.Trial, Policy: cfg.Policy,
@@ -173,9 +196,26 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		w.policy = nil
 		return fmt.Errorf("policy worker: inference server: %w", err)
 	}
-	w.cfg, w.policy, w.server = cfg, p, srv
+	var sub *paramstream.Subscriber
+	if cfg.FollowParams {
+		sub, err = paramstream.NewSubscriber(ctx, paramstream.SubscriberOptions{
+			Repo: w.info.Repo, Trial: w.info.Trial, Policy: cfg.Policy,
+			CacheDir: cfg.ParamCacheDir, Logger: w.log,
+		})
+		if err != nil {
+			if cerr := srv.Close(); cerr != nil {
+				w.log.Warn("close the inference server", "err", cerr)
+			}
+			w.policy = nil
+			return fmt.Errorf("policy worker: parameter subscriber: %w", err)
+		}
+	}
+	w.cfg, w.policy, w.server, w.params = cfg, p, srv, sub
 	w.stats = counters{}
-	w.warning = ""
+	w.warning, w.paramWarning = "", ""
+	if sub != nil {
+		w.loadNewest(ctx)
+	}
 	w.log.Info("configured", "policy", cfg.Policy, "addr", srv.Addr(),
 		"obs_dim", pcfg.ObsDim, "action_dim", pcfg.ActionDim, "head", pcfg.Head,
 		"params", p.NumParams(), "max_batch", cfg.MaxBatch)
@@ -186,7 +226,9 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 // a bad_arguments *rpc.Error except a failure to register the built-in
 // environments, which is the worker's own.
 func parseConfig(raw []byte) (Config, policy.Config, error) {
-	var cfg Config
+	// Defaults that are not zero values are set before decoding, which
+	// leaves absent keys alone.
+	cfg := Config{FollowParams: true}
 	if len(raw) > 0 {
 		dec := msgpack.NewDecoder(bytes.NewReader(raw))
 		// A misspelt key must not silently leave its default in place.
@@ -242,11 +284,52 @@ func parseConfig(raw []byte) (Config, policy.Config, error) {
 	return cfg, pcfg, nil
 }
 
-// Poll serves one batch: every whole request waiting, up to max_batch
-// rows, in one forward pass.
-func (w *Worker) Poll(context.Context) (worker.PollResult, error) {
+// loadNewest fetches and loads the newest published parameters, if a
+// publisher exists. A failure is logged, not returned: the worker serves
+// with what it has, and Poll keeps following the publisher.
+func (w *Worker) loadNewest(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, startupFetchTimeout)
+	defer cancel()
+	p, err := w.params.Fetch(ctx)
+	switch {
+	case errors.Is(err, paramstream.ErrNoPublisher):
+		w.log.Info("no parameters published yet; following the policy's record")
+	case err != nil:
+		w.log.Warn("newest published parameters not fetched on configure; trying again between batches", "err", err)
+	default:
+		w.applyParams(p)
+	}
+}
+
+// applyParams loads published parameters. A vector that does not fit the
+// network (the trainer's configuration differs from this worker's) is
+// reported as a warning and leaves the policy as it was: the worker keeps
+// serving, and the next version may fit.
+func (w *Worker) applyParams(p *paramstream.Params) {
+	if err := w.loadParams(p.Version, p.Data); err != nil {
+		w.paramWarning = fmt.Sprintf("published parameters version %d not loaded: %v", p.Version, err)
+		w.log.Warn("published parameters not loaded", "version", p.Version, "err", err)
+		return
+	}
+	w.paramWarning = ""
+}
+
+// Poll loads newly published parameters, if any have arrived, and then
+// serves one batch: every whole request waiting, up to max_batch rows, in
+// one forward pass. Parameters thus change between batches, never within
+// one, and every answer's version says which parameters made it.
+func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if w.server == nil {
 		return worker.PollResult{}, errors.New("policy worker: polled before configure")
+	}
+	if w.params != nil {
+		p, err := w.params.Poll(ctx)
+		if err != nil {
+			return worker.PollResult{}, fmt.Errorf("policy worker: follow published parameters: %w", err)
+		}
+		if p != nil {
+			w.applyParams(p)
+		}
 	}
 	rows, err := w.server.Poll(w.cfg.MaxBatch, &w.batch)
 	if err != nil {
@@ -274,21 +357,42 @@ func (w *Worker) Poll(context.Context) (worker.PollResult, error) {
 	return worker.PollResult{Samples: int64(rows), Batches: 1}, nil
 }
 
-// Sockets lets an idle worker sleep on the inference socket.
+// Sockets lets an idle worker sleep on the inference socket and the
+// parameter subscriber's sockets, so that a request, a new version's
+// notification or a fetch reply wakes it.
 func (w *Worker) Sockets() []*zmq.Socket {
 	if w.server == nil {
 		return nil
 	}
-	return []*zmq.Socket{w.server.Socket()}
+	socks := []*zmq.Socket{w.server.Socket()}
+	if w.params != nil {
+		socks = append(socks, w.params.Sockets()...)
+	}
+	return socks
 }
 
-// Warning reports a dropped batch until the next batch is served.
-func (w *Worker) Warning() string { return w.warning }
+// Warning reports a dropped batch until the next batch is served, else
+// published parameters that could not be obtained or loaded.
+func (w *Worker) Warning() string {
+	switch {
+	case w.warning != "":
+		return w.warning
+	case w.paramWarning != "":
+		return w.paramWarning
+	case w.params != nil:
+		return w.params.Warning()
+	}
+	return ""
+}
 
 // Stats reports the serving figures. infer_ms_p50 (the median time of the
 // forward pass and sampling, without the network) and rows_per_s are over
 // the last 1000 batches, the latter up to now so that it falls to zero
 // when requests stop; the other counts are since the last configure.
+// param_version is the newest published version obtained (-1: none yet;
+// version is what the policy runs, which load_params may have set), and
+// param_fetches_network and param_cache_hits say how it was obtained: over
+// the network, or from the node cache another policy worker filled.
 func (w *Worker) Stats() map[string]any {
 	s := &w.stats
 	out := map[string]any{
@@ -326,22 +430,35 @@ func (w *Worker) Stats() map[string]any {
 		out["malformed"] = st.Malformed
 		out["undeliverable"] = st.Undeliverable
 	}
+	if w.params != nil {
+		st := w.params.Stats()
+		out["param_version"] = st.Version
+		out["param_fetches_network"] = st.NetworkFetches
+		out["param_cache_hits"] = st.CacheHits
+		out["param_fetch_failures"] = st.FetchFailures
+	}
 	return out
 }
 
-// Close closes the inference server, which removes its endpoint record.
-func (w *Worker) Close() error { return w.closeServer() }
+// Close closes the inference server, which removes its endpoint record,
+// and the parameter subscriber.
+func (w *Worker) Close() error { return w.closeStreams() }
 
-func (w *Worker) closeServer() error {
-	if w.server == nil {
-		return nil
+func (w *Worker) closeStreams() error {
+	var errs []error
+	if w.server != nil {
+		if err := w.server.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("policy worker: close inference server: %w", err))
+		}
+		w.server = nil
 	}
-	err := w.server.Close()
-	w.server = nil
-	if err != nil {
-		return fmt.Errorf("policy worker: close inference server: %w", err)
+	if w.params != nil {
+		if err := w.params.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("policy worker: close parameter subscriber: %w", err))
+		}
+		w.params = nil
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Commands adds load_params and get_params.

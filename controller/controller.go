@@ -466,12 +466,13 @@ func (c *Controller) startWorkers(ctx context.Context) error {
 	for _, m := range c.members {
 		c.watch(m.spec.Name, m.handle)
 	}
+	// Each group is configured and started before the next is configured:
+	// a policy worker fetches the newest parameters when it is configured,
+	// and a trainer answers only once it runs.
 	for _, typ := range c.cfg.Types() {
 		if err := c.configureGroup(ctx, c.group(typ)); err != nil {
 			return err
 		}
-	}
-	for _, typ := range c.cfg.Types() {
 		if err := c.requestGroup(ctx, c.group(typ), worker.CmdStart, nil); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/distrl/distrl/actorworker"
 	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/echo"
 	"github.com/distrl/distrl/worker/sink"
@@ -15,10 +16,11 @@ import (
 // registerWorkerTypes makes every built-in worker type startable by name.
 func registerWorkerTypes() error {
 	for name, f := range map[string]worker.Factory{
-		echo.TypeName:         echo.New,
-		sink.TypeName:         sink.New,
-		policyworker.TypeName: policyworker.New,
-		actorworker.TypeName:  actorworker.New,
+		echo.TypeName:          echo.New,
+		sink.TypeName:          sink.New,
+		policyworker.TypeName:  policyworker.New,
+		actorworker.TypeName:   actorworker.New,
+		trainerworker.TypeName: trainerworker.New,
 	} {
 		if err := worker.RegisterType(name, f); err != nil {
 			return err

@@ -1,0 +1,182 @@
+package trainerworker
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/distrl/distrl/algo/ppo"
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/stream"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Defaults of Config.
+const (
+	DefaultPolicy          = "default"
+	DefaultEnv             = env.CartPoleName
+	DefaultBatchSteps      = 1024
+	DefaultMaxStaleness    = 2
+	DefaultPublishEvery    = 1
+	DefaultCheckpointEvery = 10
+)
+
+// Config is the configuration of a trainer, the kwargs of "configure".
+// Zero values mean the defaults. Unknown keys, here and inside ppo, are
+// refused, so a misspelt hyperparameter fails instead of silently keeping
+// its default.
+type Config struct {
+	Policy    string         `msgpack:"policy"`     // policy name; default "default"
+	Env       string         `msgpack:"env"`        // registered environment; default CartPole-v1
+	EnvConfig map[string]any `msgpack:"env_config"` // the environment's configuration
+	// Hidden and Activation shape the network as they do a policy
+	// worker's; nil and "" mean policy.DefaultHidden and tanh.
+	Hidden     []int         `msgpack:"hidden"`
+	Activation nn.Activation `msgpack:"activation"`
+	// Seed draws the initial parameters (version 0) and, unless ppo.seed
+	// is given, PPO's minibatch shuffling.
+	Seed int64 `msgpack:"seed"`
+	// PPO overrides fields of ppo.DefaultConfig() by their msgpack names
+	// (gamma, lambda, lr, lr_decay_updates, epochs, minibatch_size, ...).
+	PPO msgpack.RawMessage `msgpack:"ppo"`
+	// SampleStream is the sample stream consumed; default "default".
+	SampleStream string `msgpack:"sample_stream"`
+	// BatchSteps is how many agent steps one update takes at least; the
+	// update uses every step buffered when the threshold is crossed.
+	// Default 1024.
+	BatchSteps int `msgpack:"batch_steps"`
+	// MaxStaleness (K) drops batches whose policy_version is older than
+	// the trainer's version minus K. nil means 2; 0 accepts only batches
+	// of the current version.
+	MaxStaleness *int64 `msgpack:"max_staleness"`
+	// PublishEvery publishes the parameters every that many updates;
+	// default 1.
+	PublishEvery int `msgpack:"publish_every"`
+	// CheckpointDir holds the checkpoints; "" disables them.
+	CheckpointDir string `msgpack:"checkpoint_dir"`
+	// CheckpointEvery writes a checkpoint every that many updates (and one
+	// on close); default 10.
+	CheckpointEvery int `msgpack:"checkpoint_every"`
+	// MaxUpdates completes the worker after that many updates, counted
+	// from version 0 (a resumed trainer counts those of its checkpoint);
+	// 0 means unbounded.
+	MaxUpdates int64 `msgpack:"max_updates"`
+}
+
+// settings are a parsed configuration: the Config with its defaults in
+// place and what follows from it.
+type settings struct {
+	cfg       Config
+	staleness int64
+	policy    policy.Config
+	ppo       ppo.Config
+	// hash identifies what a checkpoint must match to be restored: the
+	// policy name and the network's architecture (see configHash).
+	hash string
+}
+
+// parseConfig decodes and checks the kwargs of "configure". A bad
+// configuration is a bad_arguments *rpc.Error, which leaves the worker as
+// it was; a failure to register the built-in environments is the
+// worker's own.
+func parseConfig(raw []byte) (settings, error) {
+	var s settings
+	cfg := &s.cfg
+	if len(raw) > 0 {
+		if err := decodeStrict(raw, cfg); err != nil {
+			return s, badConfig("%v", err)
+		}
+	}
+	cfg.Policy = orDefault(cfg.Policy, DefaultPolicy)
+	cfg.Env = orDefault(cfg.Env, DefaultEnv)
+	cfg.SampleStream = orDefault(cfg.SampleStream, stream.DefaultStream)
+	cfg.BatchSteps = orDefault(cfg.BatchSteps, DefaultBatchSteps)
+	cfg.PublishEvery = orDefault(cfg.PublishEvery, DefaultPublishEvery)
+	cfg.CheckpointEvery = orDefault(cfg.CheckpointEvery, DefaultCheckpointEvery)
+	s.staleness = DefaultMaxStaleness
+	if cfg.MaxStaleness != nil {
+		s.staleness = *cfg.MaxStaleness
+	}
+	switch {
+	case cfg.BatchSteps < 1:
+		return s, badConfig("batch_steps %d, want >= 1", cfg.BatchSteps)
+	case s.staleness < 0:
+		return s, badConfig("max_staleness %d, want >= 0", s.staleness)
+	case cfg.PublishEvery < 1:
+		return s, badConfig("publish_every %d, want >= 1", cfg.PublishEvery)
+	case cfg.CheckpointEvery < 1:
+		return s, badConfig("checkpoint_every %d, want >= 1", cfg.CheckpointEvery)
+	case cfg.MaxUpdates < 0:
+		return s, badConfig("max_updates %d, want >= 0", cfg.MaxUpdates)
+	}
+
+	if err := env.Register(); err != nil {
+		return s, fmt.Errorf("trainer: register the built-in environments: %w", err)
+	}
+	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
+	if err != nil {
+		return s, badConfig("%v", err)
+	}
+	if cfg.Hidden != nil {
+		pc.Hidden = cfg.Hidden
+	}
+	if cfg.Activation != "" {
+		pc.Activation = cfg.Activation
+	}
+	pc.Seed = cfg.Seed
+	s.policy = pc
+
+	s.ppo = ppo.DefaultConfig()
+	s.ppo.Seed = cfg.Seed
+	// Decoding onto the defaults keeps every field the map leaves out.
+	if len(cfg.PPO) > 0 && !isNil(cfg.PPO) {
+		if err := decodeStrict(cfg.PPO, &s.ppo); err != nil {
+			return s, badConfig("ppo: %v", err)
+		}
+	}
+	if err := s.ppo.Validate(); err != nil {
+		return s, badConfig("%v", err)
+	}
+	return s, nil
+}
+
+// decodeStrict decodes msgpack into v, refusing keys v has no field for.
+func decodeStrict(raw []byte, v any) error {
+	dec := msgpack.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields(true)
+	return dec.Decode(v)
+}
+
+func isNil(raw []byte) bool { return len(raw) == 1 && raw[0] == 0xc0 }
+
+func badConfig(format string, args ...any) error {
+	return rpc.Errorf(rpc.ErrTypeBadArguments, "trainer config: "+format, args...)
+}
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// configHash fingerprints what a checkpoint's parameters mean: the policy
+// they belong to and the network's architecture. Hyperparameters are left
+// out on purpose, so that a run can be resumed with, say, a lower learning
+// rate; the environment is left out because only its dimensions matter,
+// and they are in the spec.
+func configHash(policyName string, spec nn.Spec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "policy=%q obs=%d hidden=%v act=%s head=%s actions=%d shared=%v logstd=%v",
+		policyName, spec.ObsDim, spec.Hidden, spec.Activation, spec.Head, spec.ActionDim,
+		spec.SharedTrunk, spec.InitLogStd)
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,287 @@
+package trainerworker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/actorworker"
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/paramstream"
+	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/trainerworker"
+	"github.com/distrl/distrl/worker"
+)
+
+func TestMain(m *testing.M) {
+	for name, f := range map[string]worker.Factory{
+		trainerworker.TypeName: trainerworker.New,
+		policyworker.TypeName:  policyworker.New,
+		actorworker.TypeName:   actorworker.New,
+	} {
+		if err := worker.RegisterType(name, f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+var testTrial = names.NewTrial("unit", "trainerworker")
+
+// newRepo is an in-memory name resolve, closed after the test's workers
+// and streams (cleanups run last-in first-out).
+func newRepo(t testing.TB) nameresolve.Repository {
+	repo := nameresolve.NewMemory()
+	t.Cleanup(func() { repo.Close() })
+	return repo
+}
+
+// testLogger sends logs to the test's log, shown on failure or with -v.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// cluster is workers running in-process on one in-memory name resolve,
+// driven through a control panel.
+type cluster struct {
+	repo  nameresolve.Repository
+	panel *worker.ControlPanel
+}
+
+func newCluster(t testing.TB) *cluster {
+	repo := newRepo(t)
+	p := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
+	t.Cleanup(func() { p.Close() })
+	return &cluster{repo: repo, panel: p}
+}
+
+// running is a worker's loop on a goroutine of its own.
+type running struct {
+	name   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // what Run returned; read after done
+}
+
+// start runs worker typ/index until the test ends (or stop) and returns it.
+// A worker that ends in ERROR fails the test.
+func (c *cluster) start(t testing.TB, typ string, index int) *running {
+	t.Helper()
+	w, err := worker.New(context.Background(), worker.Options{
+		Trial: testTrial, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
+		IdleWait: 20 * time.Millisecond, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatalf("start %s/%d: %v", typ, index, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{name: w.Name(), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = w.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil {
+			t.Errorf("%s: %v", r.name, err)
+		}
+	})
+	return r
+}
+
+// stop ends the worker as an interrupt does (its Close runs), waits for
+// its loop to return and returns what Run did. It may be called again.
+func (r *running) stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
+}
+
+func (c *cluster) request(t testing.TB, name, cmd string, kwargs, reply any) {
+	t.Helper()
+	if err := c.panel.Request(ctxT(t, 20*time.Second), name, cmd, kwargs, reply); err != nil {
+		t.Fatalf("%s %s: %v", name, cmd, err)
+	}
+}
+
+// run configures and starts a worker.
+func (c *cluster) run(t testing.TB, name string, cfg map[string]any) {
+	t.Helper()
+	c.request(t, name, worker.CmdConfigure, cfg, nil)
+	c.request(t, name, worker.CmdStart, nil, nil)
+}
+
+func (c *cluster) status(t testing.TB, name string) worker.Status {
+	t.Helper()
+	var s worker.Status
+	c.request(t, name, worker.CmdStatus, nil, &s)
+	return s
+}
+
+// trainerStats are the trainer figures the tests read.
+type trainerStats struct {
+	State         string   `msgpack:"state"`
+	Version       int64    `msgpack:"version"`
+	Updates       int64    `msgpack:"updates"`
+	Samples       int64    `msgpack:"samples"`
+	Trained       int64    `msgpack:"samples_trained"`
+	TrainRate     float64  `msgpack:"train_samples_per_s"`
+	BufferSteps   int64    `msgpack:"buffer_steps"`
+	Episodes      int64    `msgpack:"episodes"`
+	MeanReturn    *float64 `msgpack:"mean_return"`
+	DroppedStale  int64    `msgpack:"dropped_stale"`
+	DroppedFuture int64    `msgpack:"dropped_future"`
+	Rejected      int64    `msgpack:"rejected"`
+	Checkpoints   int64    `msgpack:"checkpoints"`
+	CkptVersion   int64    `msgpack:"checkpoint_version"`
+	ResumedFrom   int64    `msgpack:"resumed_from"`
+	Published     int64    `msgpack:"published"`
+	PolicyLoss    *float64 `msgpack:"policy_loss"`
+	ValueLoss     *float64 `msgpack:"value_loss"`
+	Entropy       *float64 `msgpack:"entropy"`
+	ApproxKL      *float64 `msgpack:"approx_kl"`
+	ClipFrac      *float64 `msgpack:"clip_frac"`
+	GradNorm      *float64 `msgpack:"grad_norm"`
+	LagP50        *float64 `msgpack:"policy_lag_p50"`
+	LagP99        *float64 `msgpack:"policy_lag_p99"`
+}
+
+func (c *cluster) trainerStats(t testing.TB, name string) trainerStats {
+	t.Helper()
+	var s trainerStats
+	c.request(t, name, worker.CmdStats, nil, &s)
+	return s
+}
+
+// waitFor retries cond every 10 ms until it holds or timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, timeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// producer sends batches to the trainer's sample stream, as an actor does.
+type producer struct {
+	p *stream.SampleProducer
+}
+
+func newProducer(t testing.TB, repo nameresolve.Repository) *producer {
+	t.Helper()
+	p, err := stream.NewSampleProducer(ctxT(t, 10*time.Second), stream.SampleProducerOptions{
+		Repo: repo, Trial: testTrial, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return &producer{p: p}
+}
+
+// post sends b, waiting out back-pressure (no consumer registered yet).
+func (p *producer) post(t testing.TB, b *api.SampleBatch) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "post a batch", func() error {
+		err := p.p.Post(b)
+		if errors.Is(err, stream.ErrBackpressure) {
+			return err
+		}
+		if err != nil {
+			t.Fatalf("post: %v", err)
+		}
+		return nil
+	})
+}
+
+// cartPoleBatch is a plausible CartPole batch of n steps collected by
+// policy version v: random observations and actions, log-probabilities
+// near those of a uniform policy, one episode of return n ending at the
+// last step.
+func cartPoleBatch(rng *rand.Rand, n int, v int64) *api.SampleBatch {
+	b := &api.SampleBatch{
+		Policy:        "default",
+		PolicyVersion: v,
+		Obs:           api.NewTensor[float32](n, 4),
+		Actions:       api.NewTensor[int32](n),
+		Rewards:       api.NewTensor[float32](n),
+		Terminated:    api.NewTensor[uint8](n),
+		Truncated:     api.NewTensor[uint8](n),
+		LogProbs:      api.NewTensor[float32](n),
+		Values:        api.NewTensor[float32](n),
+		Episodes:      []api.EpisodeStat{{Return: float32(n), Length: int32(n)}},
+		ActorID:       "test/0",
+	}
+	for i := range b.Obs.Data {
+		b.Obs.Data[i] = float32(0.1 * rng.NormFloat64())
+	}
+	for i := range n {
+		b.Actions.Data[i] = rng.Int32N(2)
+		b.Rewards.Data[i] = 1
+		b.LogProbs.Data[i] = float32(math.Log(0.5) + 0.05*rng.NormFloat64())
+		b.Values.Data[i] = float32(rng.NormFloat64())
+	}
+	b.Terminated.Data[n-1] = 1
+	return b
+}
+
+// newSubscriber follows the default policy's parameters.
+func newSubscriber(t testing.TB, repo nameresolve.Repository) *paramstream.Subscriber {
+	t.Helper()
+	s, err := paramstream.NewSubscriber(ctxT(t, 10*time.Second), paramstream.SubscriberOptions{
+		Repo: repo, Trial: testTrial, NoCache: true, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// fetchVersion fetches until the publisher serves version want or newer.
+func fetchVersion(t testing.TB, s *paramstream.Subscriber, want int64) *paramstream.Params {
+	t.Helper()
+	var got *paramstream.Params
+	waitFor(t, 20*time.Second, fmt.Sprintf("fetch version >= %d", want), func() error {
+		p, err := s.Fetch(ctxT(t, 5*time.Second))
+		if err != nil {
+			return err
+		}
+		if p.Version < want {
+			return fmt.Errorf("version %d", p.Version)
+		}
+		got = p
+		return nil
+	})
+	return got
+}

@@ -1,0 +1,496 @@
+package trainerworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/distrl/distrl/algo/ppo"
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/paramstream"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// TypeName is the worker type name ("trainer/0", ...).
+const TypeName = "trainer"
+
+const (
+	// batchesPerPoll and fetchesPerPoll bound one Poll's intake, so that
+	// requests to the worker are answered between slices of work.
+	batchesPerPoll = 64
+	fetchesPerPoll = 64
+	// publishTimeout bounds the name-resolve write of one Publish.
+	publishTimeout = 5 * time.Second
+	// maxUpdateFailures is how many updates in a row may fail with a
+	// non-finite gradient (each rolled back and its samples dropped)
+	// before the trainer gives up and moves to ERROR.
+	maxUpdateFailures = 3
+	// recvHWM is how many sample batches may wait in the trainer's
+	// socket. Waiting batches age with every update, so the queue is kept
+	// short; when it is full, actors feel back-pressure sooner.
+	recvHWM = 8
+	// logEvery rate-limits the log lines of recurring events.
+	logEvery = 5 * time.Second
+)
+
+// Worker is the trainer worker type. Like every worker.Impl, all its
+// methods run on the worker's loop goroutine.
+type Worker struct {
+	info worker.Info
+	log  *slog.Logger
+
+	set     settings
+	learner *ppo.Learner
+	cons    *stream.SampleConsumer
+	pub     *paramstream.Publisher
+
+	// version is the version of the learner's parameters: the number of
+	// updates since version 0 of this run, checkpoints included.
+	version int64
+	buffer  []*api.SampleBatch
+	bufLen  int   // agent steps in buffer
+	ckptVer int64 // version of the newest checkpoint written or loaded; -1 none
+	resumed int64 // version restored at configure; -1 for a fresh start
+	failed  int   // consecutive failed updates
+
+	st       counters
+	lastLog  time.Time
+	warnings map[string]string // by source; see Warning
+}
+
+var (
+	_ worker.Impl        = (*Worker)(nil)
+	_ worker.SocketOwner = (*Worker)(nil)
+	_ worker.Reporter    = (*Worker)(nil)
+)
+
+// New is the worker.Factory of the trainer type.
+func New(info worker.Info) (worker.Impl, error) {
+	log := info.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Worker{info: info, log: log, ckptVer: -1, resumed: -1, st: newCounters(), warnings: map[string]string{}}, nil
+}
+
+// Configure builds the learner, resumes from the newest valid checkpoint
+// of checkpoint_dir if there is one, opens the sample consumer and the
+// parameter publisher, and publishes the starting version, so that policy
+// workers serve the trainer's parameters from the first step.
+//
+// A worker configured again first checkpoints what it has (so a new
+// configuration on the same directory resumes from it), then starts over.
+// A bad configuration is a bad_arguments error that leaves the worker as
+// it was.
+func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
+	s, err := parseConfig(args.Raw())
+	if err != nil {
+		return err
+	}
+	pol, err := policy.New(s.policy)
+	if err != nil {
+		return badConfig("%v", err)
+	}
+	net := pol.Net()
+	s.hash = configHash(s.cfg.Policy, net.Spec())
+	learner, err := ppo.NewLearner(net, s.ppo)
+	if err != nil {
+		return badConfig("%v", err)
+	}
+	if w.learner != nil {
+		w.finalCheckpoint()
+	}
+	var restored *Checkpoint
+	if s.cfg.CheckpointDir != "" {
+		if restored, err = w.restore(s, learner); err != nil {
+			return err
+		}
+	}
+	if err := w.closeStreams(); err != nil {
+		w.log.Warn("trainer: closing the previous streams", "err", err)
+	}
+	w.set, w.learner = s, learner
+	w.version, w.ckptVer, w.resumed = 0, -1, -1
+	w.buffer, w.bufLen, w.failed = nil, 0, 0
+	w.st = newCounters()
+	clear(w.warnings)
+	if restored != nil {
+		w.version, w.ckptVer, w.resumed = restored.Version, restored.Version, restored.Version
+		w.st.trained, w.st.updates, w.st.episodes = restored.Samples, restored.Updates, restored.Episodes
+	}
+	// The version is published before the consumer opens: actors send to
+	// the consumer as soon as it is registered, and their batches should
+	// come from the parameters this trainer starts with.
+	w.pub, err = paramstream.NewPublisher(ctx, paramstream.PublisherOptions{
+		Repo: w.info.Repo, Trial: w.info.Trial, Policy: s.cfg.Policy,
+		Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
+	})
+	if err != nil {
+		w.abandon()
+		return fmt.Errorf("trainer: parameter publisher: %w", err)
+	}
+	if err := w.publish(ctx); err != nil {
+		w.abandon()
+		return err
+	}
+	w.cons, err = stream.NewSampleConsumer(ctx, stream.SampleConsumerOptions{
+		Repo: w.info.Repo, Trial: w.info.Trial, Stream: s.cfg.SampleStream,
+		Index: w.info.Index, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
+		RecvHWM: recvHWM,
+	})
+	if err != nil {
+		w.abandon()
+		return fmt.Errorf("trainer: sample consumer: %w", err)
+	}
+	w.log.Info("trainer configured", "policy", s.cfg.Policy, "env", s.cfg.Env,
+		"params", net.NumParams(), "version", w.version, "resumed", restored != nil,
+		"batch_steps", s.cfg.BatchSteps, "max_staleness", s.staleness, "lr", s.ppo.LR,
+		"checkpoint_dir", s.cfg.CheckpointDir)
+	return nil
+}
+
+// abandon drops a configuration that failed half way: the worker is in
+// ERROR and must not checkpoint or serve it.
+func (w *Worker) abandon() {
+	w.learner = nil
+	if err := w.closeStreams(); err != nil {
+		w.log.Warn("trainer: closing the streams of a failed configure", "err", err)
+	}
+}
+
+// restore loads the newest valid checkpoint of s's directory into learner.
+// It returns nil and no error if there is none.
+func (w *Worker) restore(s settings, learner *ppo.Learner) (*Checkpoint, error) {
+	c, path, err := LoadNewestCheckpoint(s.cfg.CheckpointDir, w.log)
+	switch {
+	case errors.Is(err, ErrNoCheckpoint):
+		w.log.Info("trainer: starting from version 0", "why", err)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	if c.ConfigHash != s.hash {
+		// Another run's directory: resuming would at best fail on the
+		// parameter count, at worst train someone else's policy.
+		return nil, rpc.Errorf(rpc.ErrTypeBadArguments, "%v", fmt.Errorf(
+			"%w: %s was written for policy %q with config hash %s, this trainer is %q with %s",
+			ErrCheckpointMismatch, path, c.Policy, c.ConfigHash, s.cfg.Policy, s.hash))
+	}
+	if err := learner.Restore(c.Learner); err != nil {
+		return nil, fmt.Errorf("trainer: restore %s: %w", path, err)
+	}
+	w.log.Info("trainer: resumed from checkpoint", "path", path, "version", c.Version, "updates", c.Updates)
+	return c, nil
+}
+
+// Poll answers parameter fetches, takes the sample batches that have
+// arrived and, once batch_steps steps are buffered, runs one update.
+func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
+	var res worker.PollResult
+	if w.learner == nil {
+		return res, errors.New("trainer: polled before configure")
+	}
+	if w.st.since.IsZero() {
+		w.st.since = time.Now()
+		w.st.rate.add(w.st.since, w.st.trained)
+	}
+	if err := w.answerFetches(); err != nil {
+		return res, err
+	}
+	// One batch at a time, stopping when an update's worth is buffered:
+	// the rest stays queued, where it pushes back on the actors instead of
+	// growing this update past batch_steps or going stale in a buffer.
+	for range batchesPerPoll {
+		if w.bufLen >= w.set.cfg.BatchSteps {
+			break
+		}
+		batches, err := w.cons.Poll(1)
+		if err != nil {
+			return res, fmt.Errorf("trainer: %w", err)
+		}
+		if len(batches) == 0 {
+			break
+		}
+		b := batches[0]
+		res.Samples += int64(b.Len())
+		res.Batches++
+		w.take(b)
+	}
+	if w.bufLen >= w.set.cfg.BatchSteps {
+		if err := w.update(ctx); err != nil {
+			return res, err
+		}
+		// Policy workers fetch right after the notification; answer them
+		// now rather than after the next intake.
+		if err := w.answerFetches(); err != nil {
+			return res, err
+		}
+	}
+	res.Done = w.set.cfg.MaxUpdates > 0 && w.version >= w.set.cfg.MaxUpdates
+	return res, nil
+}
+
+func (w *Worker) answerFetches() error {
+	if _, err := w.pub.Poll(fetchesPerPoll); err != nil {
+		return fmt.Errorf("trainer: answer parameter fetches: %w", err)
+	}
+	return nil
+}
+
+// take accounts for one batch and buffers it unless it is unusable or too
+// stale.
+func (w *Worker) take(b *api.SampleBatch) {
+	n := b.Len()
+	if err := w.check(b); err != nil {
+		w.st.rejected++
+		w.warnings["batch"] = fmt.Sprintf("%d sample batches rejected; the last: %v", w.st.rejected, err)
+		w.logRated("trainer: sample batch rejected", "actor", b.ActorID, "err", err, "rejected", w.st.rejected)
+		return
+	}
+	// Every episode counts towards the return, stale or not: it happened,
+	// and it is the best evidence of how recent policies do.
+	for _, e := range b.Episodes {
+		w.st.episodes++
+		w.st.returns.add(float64(e.Return))
+	}
+	lag := w.version - b.PolicyVersion
+	switch {
+	case lag < 0:
+		// A version this trainer never made: the batch was collected with
+		// parameters of a run this one resumed from an older checkpoint.
+		w.st.droppedFuture++
+		w.st.droppedSteps += int64(n)
+		return
+	case lag > w.set.staleness:
+		w.st.lags.add(float64(lag))
+		w.st.droppedStale++
+		w.st.droppedSteps += int64(n)
+		return
+	}
+	w.st.lags.add(float64(lag))
+	w.buffer = append(w.buffer, b)
+	w.bufLen += n
+}
+
+// check verifies that PPO can use b, so that one bad batch is dropped here
+// rather than failing the update it would be part of. It repeats what
+// ppo.Learner.Update checks, where a failure could not be pinned on one
+// batch.
+func (w *Worker) check(b *api.SampleBatch) error {
+	n := b.Len()
+	spec := w.learner.Net().Spec()
+	switch {
+	case b.Policy != "" && b.Policy != w.set.cfg.Policy:
+		return fmt.Errorf("batch of policy %q, this trainer trains %q", b.Policy, w.set.cfg.Policy)
+	case n == 0:
+		return nil
+	case b.Obs.Shape[1] != spec.ObsDim:
+		return fmt.Errorf("observations of width %d, the network takes %d", b.Obs.Shape[1], spec.ObsDim)
+	case len(b.LogProbs.Data) != n || len(b.Values.Data) != n:
+		return errors.New("no behaviour log-probabilities or values")
+	case !finite(b.Obs.Data) || !finite(b.Rewards.Data) || !finite(b.LogProbs.Data) || !finite(b.Values.Data):
+		return errors.New("non-finite observations, rewards, log-probabilities or values")
+	}
+	if spec.Head == nn.Gaussian {
+		if b.ContActions.IsZero() || b.ContActions.Shape[1] != spec.ActionDim || !finite(b.ContActions.Data) {
+			return fmt.Errorf("continuous actions of shape %v, want [%d, %d] and finite", b.ContActions.Shape, n, spec.ActionDim)
+		}
+		return nil
+	}
+	if b.Actions.IsZero() {
+		return errors.New("no discrete actions")
+	}
+	for _, a := range b.Actions.Data {
+		if a < 0 || int(a) >= spec.ActionDim {
+			return fmt.Errorf("action %d outside [0, %d)", a, spec.ActionDim)
+		}
+	}
+	return nil
+}
+
+func finite(x []float32) bool {
+	for _, v := range x {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// update runs one PPO update on the buffer, then checkpoints and
+// publishes as configured. The buffer is used up either way: on-policy
+// data that failed once would be staler next time.
+func (w *Worker) update(ctx context.Context) error {
+	// A snapshot to roll back to if a step turns out non-finite, so that
+	// the learner never holds parameters that were neither published nor
+	// checkpointed, and a later checkpoint cannot capture them.
+	snap := w.learner.State()
+	begin := time.Now()
+	st, err := w.learner.Update(w.buffer)
+	steps := w.bufLen
+	clear(w.buffer)
+	w.buffer, w.bufLen = w.buffer[:0], 0
+	if err != nil {
+		if rerr := w.learner.Restore(snap); rerr != nil {
+			return fmt.Errorf("trainer: update failed (%w) and the rollback too: %w", err, rerr)
+		}
+		if !errors.Is(err, ppo.ErrNonFinite) {
+			return fmt.Errorf("trainer: update at version %d: %w", w.version, err)
+		}
+		w.failed++
+		w.st.updateFailures++
+		w.warnings["update"] = fmt.Sprintf("update at version %d rolled back: %v", w.version, err)
+		w.log.Warn("trainer: update rolled back, its samples dropped", "version", w.version, "err", err, "in_a_row", w.failed)
+		if w.failed >= maxUpdateFailures {
+			return fmt.Errorf("trainer: %d updates in a row failed: %w", w.failed, err)
+		}
+		return nil
+	}
+	now := time.Now()
+	w.failed = 0
+	delete(w.warnings, "update")
+	if w.st.rejected == w.st.rejectedAtUpdate {
+		delete(w.warnings, "batch")
+	}
+	w.st.rejectedAtUpdate = w.st.rejected
+	w.version++
+	w.st.updates++
+	w.st.trained += int64(steps)
+	w.st.last, w.st.hasLast = st, true
+	w.st.lastUpdate = now.Sub(begin)
+	w.st.rate.add(now, w.st.trained)
+	if w.log.Enabled(ctx, slog.LevelDebug) {
+		w.log.Debug("trainer: update", "version", w.version, "samples", steps, "policy_loss", st.PolicyLoss,
+			"value_loss", st.ValueLoss, "approx_kl", st.ApproxKL, "ms", w.st.lastUpdate.Milliseconds())
+	}
+	done := w.set.cfg.MaxUpdates > 0 && w.version >= w.set.cfg.MaxUpdates
+	// Checkpoint before publishing: with equal cadences every version a
+	// policy worker can hold is on disk, so a trainer resumed after a
+	// crash never goes back behind what actors are using.
+	if w.set.cfg.CheckpointDir != "" && (w.version%int64(w.set.cfg.CheckpointEvery) == 0 || done) {
+		w.checkpoint()
+	}
+	if w.version%int64(w.set.cfg.PublishEvery) == 0 || done {
+		return w.publish(ctx)
+	}
+	return nil
+}
+
+// publish makes the learner's parameters the newest version. Only a
+// version that is not newer than the last published is an error; a failed
+// name-resolve write is a warning, because the version reached connected
+// subscribers anyway and the next Publish writes the record again.
+func (w *Worker) publish(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	err := w.pub.Publish(pctx, w.version, w.learner.Params())
+	switch {
+	case err == nil:
+		delete(w.warnings, "publish")
+	case errors.Is(err, paramstream.ErrStaleVersion) || errors.Is(err, paramstream.ErrClosed):
+		return fmt.Errorf("trainer: publish: %w", err)
+	default:
+		w.warnings["publish"] = fmt.Sprintf("version %d published, but its record was not written: %v", w.version, err)
+		w.logRated("trainer: parameter record not written", "version", w.version, "err", err)
+	}
+	return nil
+}
+
+// checkpoint writes the current state. A failure (a full disk, say) is a
+// warning, not the end of training: the next checkpoint may succeed.
+func (w *Worker) checkpoint() {
+	c := &Checkpoint{
+		Version: w.version, Learner: w.learner.State(),
+		Samples: w.st.trained, Updates: w.st.updates, Episodes: w.st.episodes,
+		ConfigHash: w.set.hash, Policy: w.set.cfg.Policy, UnixMs: time.Now().UnixMilli(),
+	}
+	path, err := WriteCheckpoint(w.set.cfg.CheckpointDir, c)
+	if err != nil {
+		w.st.ckptFailures++
+		w.warnings["checkpoint"] = fmt.Sprintf("checkpoint of version %d failed: %v", w.version, err)
+		w.log.Warn("trainer: checkpoint failed", "version", w.version, "err", err)
+		return
+	}
+	delete(w.warnings, "checkpoint")
+	w.ckptVer = w.version
+	w.st.checkpoints++
+	if err := pruneCheckpoints(w.set.cfg.CheckpointDir, KeepCheckpoints); err != nil {
+		w.log.Warn("trainer: pruning old checkpoints", "err", err)
+	}
+	w.log.Debug("trainer: checkpoint written", "path", path)
+}
+
+// finalCheckpoint saves the state on close or reconfigure if it is newer
+// than the last checkpoint. Version 0 is never written: it is what the
+// configuration makes anyway.
+func (w *Worker) finalCheckpoint() {
+	if w.learner != nil && w.set.cfg.CheckpointDir != "" && w.version > w.ckptVer && w.version > 0 {
+		w.checkpoint()
+	}
+}
+
+func (w *Worker) logRated(msg string, args ...any) {
+	if now := time.Now(); now.Sub(w.lastLog) >= logEvery {
+		w.lastLog = now
+		w.log.Warn(msg, args...)
+	}
+}
+
+// Sockets lets an idle trainer wake for sample batches and fetches.
+func (w *Worker) Sockets() []*zmq.Socket {
+	var out []*zmq.Socket
+	if w.cons != nil {
+		out = append(out, w.cons.Socket())
+	}
+	if w.pub != nil {
+		out = append(out, w.pub.Socket())
+	}
+	return out
+}
+
+// Warning reports what degrades the trainer without stopping it: rejected
+// batches, an update rolled back, a failed checkpoint or record write.
+func (w *Worker) Warning() string {
+	if len(w.warnings) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range []string{"update", "checkpoint", "publish", "batch"} {
+		if m, ok := w.warnings[k]; ok {
+			parts = append(parts, m)
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Close checkpoints the newest state (if there is a checkpoint_dir and it
+// is not on disk yet) and closes the streams.
+func (w *Worker) Close() error {
+	w.finalCheckpoint()
+	return w.closeStreams()
+}
+
+func (w *Worker) closeStreams() error {
+	var errs []error
+	if w.cons != nil {
+		errs = append(errs, w.cons.Close())
+		w.cons = nil
+	}
+	if w.pub != nil {
+		errs = append(errs, w.pub.Close())
+		w.pub = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("trainer: close: %w", err)
+	}
+	return nil
+}

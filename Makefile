@@ -59,8 +59,18 @@ bench: build
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./... | tee $(BENCH_OUT)
 	$(GO) run ./cmd/benchtab < $(BENCH_OUT)
 
-# The main job: a name server, echo workers as processes, requests to them.
-demo run: build
+# The main job: PPO learns CartPole through the distributed pipeline
+# (embedded etcd, a trainer, a policy worker and two actors as processes),
+# with progress on the terminal; metrics, checkpoints, logs and a plot land
+# in ~/.distrl/trials/cartpole-ppo/$(TRIAL) (or under WORKDIR).
+EXPERIMENT ?= cartpole-ppo
+TRIAL      ?= trial1
+run: build
+	$(RLCTL) start $(EXPERIMENT) $(TRIAL) $(if $(WORKDIR),--workdir $(WORKDIR))
+	$(RLCTL) plot $(EXPERIMENT) $(TRIAL) $(if $(WORKDIR),--workdir $(WORKDIR))
+
+# A tour of rlctl by hand: echo workers, requests, then the data plane.
+demo: build
 	./scripts/demo.sh $(RLCTL)
 
 clean:

@@ -34,13 +34,15 @@ type controllerRecord struct {
 
 // metricsLine is the part of a metrics.jsonl line the tests read.
 type metricsLine struct {
-	Time      time.Time                 `json:"time"`
-	ElapsedS  float64                   `json:"elapsed_s"`
-	EnvSteps  int64                     `json:"env_steps"`
-	StepsPerS float64                   `json:"steps_per_s"`
-	Episodes  int64                     `json:"episodes"`
-	Restarts  int                       `json:"restarts"`
-	Workers   map[string]map[string]any `json:"workers"`
+	Time       time.Time                 `json:"time"`
+	ElapsedS   float64                   `json:"elapsed_s"`
+	EnvSteps   int64                     `json:"env_steps"`
+	StepsPerS  float64                   `json:"steps_per_s"`
+	Episodes   int64                     `json:"episodes"`
+	Restarts   int                       `json:"restarts"`
+	MeanReturn float64                   `json:"mean_return"`
+	Version    int64                     `json:"version"`
+	Workers    map[string]map[string]any `json:"workers"`
 }
 
 func readRecord(t testing.TB, dir string) controllerRecord {
@@ -403,4 +405,69 @@ func cpuTicks(b *testing.B, pid int) int64 {
 		b.Fatalf("parse %s", stat)
 	}
 	return ut + st
+}
+
+// cartpole-ppo, the README's main job: a policy worker and the trainer are
+// killed mid-run; both are restarted (the trainer from its checkpoint, so
+// versions go on rising) and the run still reaches its target return.
+func TestStartCartPolePPOSurvivesKills(t *testing.T) {
+	work := t.TempDir()
+	p := start(t, "rlctl-start", noNameServer, "start", "cartpole-ppo", "t5", "--workdir", work,
+		"--set", "metrics_interval=300ms", "--set", "stop.wall_time=4m",
+		"--set", "workers.trainer.config.checkpoint_every=1",
+		// A lower target than the built-in 475 keeps the run short under -race;
+		// reaching it still takes learning (a random policy scores about 20).
+		"--set", "stop.target_return=200")
+	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	dir := filepath.Join(work, "cartpole-ppo", "t5")
+	metrics := filepath.Join(dir, "metrics.jsonl")
+	versionAtLeast := func(v int64) func() error {
+		return func() error {
+			lines := readMetricsLines(t, metrics)
+			if len(lines) == 0 || lines[len(lines)-1].Version < v {
+				return fmt.Errorf("%d lines, version below %d", len(lines), v)
+			}
+			return nil
+		}
+	}
+	eventually(t, 60*time.Second, "trainer version 3", versionAtLeast(3))
+	rec := readRecord(t, dir)
+	for _, name := range []string{"policy/0", "trainer/0"} {
+		if err := syscall.Kill(rec.Workers[name], syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %s: %v", name, err)
+		}
+	}
+	waitOutput(t, p, regexp.MustCompile(`policy/0 restarted`), 60*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`trainer/0 restarted`), 60*time.Second)
+	if code := p.wait(t, 4*time.Minute); code != 0 {
+		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
+	}
+	if out := readFile(t, p.log); !strings.Contains(out, "reached the target 200") {
+		t.Fatalf("the run did not stop at its target return:\n%s", out)
+	}
+	lines := readMetricsLines(t, metrics)
+	last := lines[len(lines)-1]
+	if last.Restarts != 2 {
+		t.Fatalf("last metrics: restarts %d, want 2", last.Restarts)
+	}
+	// The trainer resumed from its checkpoint: once versions are reported
+	// again (0 means no trainer or policy worker answered that interval),
+	// they never fall below the highest one before (with checkpoint_every 1
+	// at most the update in flight at the kill is lost).
+	var highest int64
+	for _, l := range lines {
+		if l.Version == 0 {
+			continue
+		}
+		if l.Version < highest-1 {
+			t.Fatalf("version fell from %d to %d: the trainer did not resume", highest, l.Version)
+		}
+		highest = max(highest, l.Version)
+	}
+	ckpts, err := filepath.Glob(filepath.Join(dir, "checkpoints", "ckpt-*.ckpt"))
+	if err != nil || len(ckpts) == 0 {
+		t.Fatalf("no checkpoints in the trial directory: %v", err)
+	}
+	t.Logf("solved to %.1f with 2 restarts in %.1fs, version %d, %d env steps", last.MeanReturn, last.ElapsedS, last.Version, last.EnvSteps)
+	assertWorkersGone(t, readRecord(t, dir))
 }

@@ -1,6 +1,7 @@
 package ppo
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 
@@ -42,4 +43,31 @@ func BenchmarkPPOUpdate(b *testing.B) {
 			b.ReportMetric(float64(b.N)*float64(n)/b.Elapsed().Seconds(), "samples/s")
 		})
 	}
+}
+
+// BenchmarkSolveCartPole is the limit for the distributed learning figures:
+// the same algorithm and hyperparameters in one goroutine, acting and
+// learning in turn with no network and no stale samples. One iteration
+// trains seeds 1-3 and reports the medians.
+func BenchmarkSolveCartPole(b *testing.B) {
+	var secs, steps []float64
+	for range b.N {
+		for seed := int64(1); seed <= 3; seed++ {
+			r := trainCartPole(b, fastSetup(seed), cpMaxSteps)
+			if !r.solved {
+				b.Fatalf("seed %d: not solved within %d steps", seed, cpMaxSteps)
+			}
+			secs = append(secs, r.elapsed.Seconds())
+			steps = append(steps, float64(r.steps))
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(median(secs), "s-to-475")
+	b.ReportMetric(median(steps), "steps-to-475")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }

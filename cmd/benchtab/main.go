@@ -64,6 +64,17 @@ var rows = []row{
 	{"sample stream, 64 KiB batches vs raw PUSH/PULL (MB/s)", "stream.BenchmarkSampleStream64KiB MB/s", "stream.BenchmarkRawPushPull64KiB MB/s", true},
 	// Not a limit but the encoding it replaces: the ratio is the speed-up.
 	{"tensor encode, bin vs msgpack float array, 4096 floats (time)", "api.BenchmarkTensorEncodeBin4096 ns/op", "api.BenchmarkFloatsAsMsgpackArray4096 ns/op", false},
+	// Learning: the distributed pipeline (processes) against the same PPO in
+	// one goroutine, where every sample is fresh and nothing crosses a socket.
+	{"CartPole to 475: pipeline vs one process (median wall s)", "e2e.BenchmarkLearnCartPole s-to-475", "ppo.BenchmarkSolveCartPole s-to-475", false},
+	{"CartPole to 475: pipeline vs one process (median env steps)", "e2e.BenchmarkLearnCartPole steps-to-475", "ppo.BenchmarkSolveCartPole steps-to-475", false},
+	{"trainer samples/s in the pipeline vs PPO update alone", "e2e.BenchmarkLearnCartPole trainer-samples/s", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", true},
+	{"policy lag at the trainer, p50 (versions)", "e2e.BenchmarkLearnCartPole lag-p50", "", false},
+	{"policy lag at the trainer, p99 (versions)", "e2e.BenchmarkLearnCartPole lag-p99", "", false},
+	// The controller.
+	{"rlctl start to all RUNNING, 64 echo workers (s)", "e2e.BenchmarkStartupEcho/workers=64 startup-s", "", false},
+	{"rlctl start to all RUNNING, 256 echo workers (s)", "e2e.BenchmarkStartupEcho/workers=256 startup-s", "", false},
+	{"controller CPU share during a run, 256 workers (%)", "e2e.BenchmarkStartupEcho/workers=256 ctl-cpu-%", "", false},
 }
 
 // results maps "pkg.Benchmark metric" to its value.

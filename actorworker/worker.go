@@ -1,7 +1,6 @@
 package actorworker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
 	zmq "github.com/pebbe/zmq4"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TypeName is the worker type name ("actor/0", "actor/1", ...).
@@ -76,15 +74,10 @@ type Config struct {
 // configuration is a bad_arguments *rpc.Error, which leaves the worker as
 // it was; for inline inference it also builds the policy, so that a bad
 // policy configuration is caught here too.
-func parseConfig(raw []byte, index int) (Config, api.Policy, error) {
+func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 	var cfg Config
-	if len(raw) > 0 {
-		dec := msgpack.NewDecoder(bytes.NewReader(raw))
-		// A misspelt key must not silently leave its default in place.
-		dec.DisallowUnknownFields(true)
-		if err := dec.Decode(&cfg); err != nil {
-			return cfg, nil, badConfig("%v", err)
-		}
+	if err := worker.DecodeConfig(args, "actor config", &cfg); err != nil {
+		return cfg, nil, err
 	}
 	cfg.Env = orDefault(cfg.Env, DefaultEnv)
 	cfg.Policy = orDefault(cfg.Policy, DefaultPolicy)
@@ -182,18 +175,14 @@ var (
 
 // New is the worker.Factory of the actor type.
 func New(info worker.Info) (worker.Impl, error) {
-	log := info.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &ActorWorker{info: info, log: log}, nil
+	return &ActorWorker{info: info, log: info.Log()}, nil
 }
 
 // Configure builds the environments, the inference client and the sample
 // producer. A worker configured again drops what it had; a bad
 // configuration is rejected before that, leaving the worker as it was.
 func (w *ActorWorker) Configure(ctx context.Context, args rpc.Args) error {
-	cfg, inline, err := parseConfig(args.Raw(), w.info.Index)
+	cfg, inline, err := parseConfig(args, w.info.Index)
 	if err != nil {
 		return err
 	}

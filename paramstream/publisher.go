@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	zmq "github.com/pebbe/zmq4"
@@ -84,7 +86,7 @@ type Publisher struct {
 	reply   []byte
 	version int64
 
-	malLog rateLog
+	malLog zsock.RateLog
 	stats  PublisherStats
 	closed bool
 }
@@ -94,9 +96,9 @@ type Publisher struct {
 // then there is nothing to fetch. ctx is accepted for symmetry with the
 // other constructors; binding does not block.
 func NewPublisher(ctx context.Context, opts PublisherOptions) (*Publisher, error) {
-	opts.Policy = orDefault(opts.Policy, DefaultPolicy)
-	opts.Host = orDefault(opts.Host, DefaultHost)
-	opts.TTL = orDefault(opts.TTL, DefaultTTL)
+	opts.Policy = zsock.OrDefault(opts.Policy, DefaultPolicy)
+	opts.Host = zsock.OrDefault(opts.Host, DefaultHost)
+	opts.TTL = zsock.OrDefault(opts.TTL, DefaultTTL)
 	switch {
 	case opts.Repo == nil:
 		return nil, errors.New("paramstream: PublisherOptions.Repo is required")
@@ -108,7 +110,7 @@ func NewPublisher(ctx context.Context, opts PublisherOptions) (*Publisher, error
 	}
 	p := &Publisher{
 		opts: opts,
-		log:  loggerOr(opts.Logger).With("policy", opts.Policy),
+		log:  zsock.LoggerOr(opts.Logger).With("policy", opts.Policy),
 		key:  opts.Trial.Params(opts.Policy),
 		// Random, so a restarted trainer is a new epoch even if it comes
 		// back at the same address; 53 bits keep it exact in any JSON
@@ -127,43 +129,38 @@ func NewPublisher(ctx context.Context, opts PublisherOptions) (*Publisher, error
 }
 
 func (p *Publisher) setup() error {
-	var err error
-	if p.router, err = zmq.NewSocket(zmq.ROUTER); err != nil {
-		return fmt.Errorf("new ROUTER socket: %w", err)
-	}
-	if p.pub, err = zmq.NewSocket(zmq.PUB); err != nil {
-		return fmt.Errorf("new PUB socket: %w", err)
-	}
 	// LINGER 0 on both: what is queued for subscribers must not hold up
 	// Close; they fetch again from whoever publishes next.
-	for _, s := range []*zmq.Socket{p.router, p.pub} {
-		if err := s.SetLinger(0); err != nil {
-			return fmt.Errorf("set LINGER: %w", err)
-		}
-	}
-	if err := p.router.SetMaxmsgsize(maxRequestSize); err != nil {
-		return fmt.Errorf("set MAXMSGSIZE: %w", err)
-	}
-	if err := p.router.SetSndhwm(replyHWM); err != nil {
-		return fmt.Errorf("set SNDHWM: %w", err)
-	}
-	// MANDATORY: a reply to a subscriber that is gone or not reading fails
-	// at once instead of vanishing silently, so it can be counted.
-	if err := p.router.SetRouterMandatory(1); err != nil {
-		return fmt.Errorf("set ROUTER_MANDATORY: %w", err)
+	ipv6 := bindsIPv6(p.opts.Host)
+	var err error
+	// SNDHWM: replyHWM. MANDATORY: a reply to a subscriber that is gone or
+	// not reading fails at once instead of vanishing silently, so it can
+	// be counted.
+	p.router, err = zsock.New(zmq.ROUTER, zsock.Options{
+		MaxMsgSize: maxRequestSize, SendHWM: replyHWM, RouterMandatory: true, IPv6: ipv6,
+	})
+	if err != nil {
+		return err
 	}
 	// Subscribers send a PUB socket nothing but subscriptions, which are
 	// as small as requests.
-	if err := p.pub.SetMaxmsgsize(maxRequestSize); err != nil {
-		return fmt.Errorf("set MAXMSGSIZE: %w", err)
-	}
-	if p.fetch, err = bindRandomPort(p.router, p.opts.Host); err != nil {
+	if p.pub, err = zsock.New(zmq.PUB, zsock.Options{MaxMsgSize: maxRequestSize, IPv6: ipv6}); err != nil {
 		return err
 	}
-	if p.notify, err = bindRandomPort(p.pub, p.opts.Host); err != nil {
+	if p.fetch, err = zsock.BindRandomPort(p.router, p.opts.Host); err != nil {
+		return err
+	}
+	if p.notify, err = zsock.BindRandomPort(p.pub, p.opts.Host); err != nil {
 		return err
 	}
 	return nil
+}
+
+// bindsIPv6 reports whether the publisher sets IPV6 to bind to host: for
+// an IPv6 literal without brackets. (A bracketed one is bound without it,
+// which fails, as it always has here; package stream sets IPV6 for both.)
+func bindsIPv6(host string) bool {
+	return strings.Contains(host, ":") && !strings.HasPrefix(host, "[")
 }
 
 // FetchAddr is the "host:port" subscribers fetch from.
@@ -233,7 +230,7 @@ func (p *Publisher) notifySubscribers() {
 	if err == nil {
 		_, err = p.pub.SendBytes(msg, zmq.DONTWAIT)
 	}
-	if err != nil && !isEAGAIN(err) {
+	if err != nil && !zsock.IsEAGAIN(err) {
 		p.log.Warn("paramstream: notification not sent", "version", p.version, "err", err)
 	}
 }
@@ -248,7 +245,7 @@ func (p *Publisher) Poll(max int) (int, error) {
 	n := 0
 	for ; n < max; n++ {
 		parts, err := p.router.RecvMessageBytes(zmq.DONTWAIT)
-		if isEAGAIN(err) {
+		if zsock.IsEAGAIN(err) {
 			break
 		}
 		if err != nil {
@@ -329,7 +326,7 @@ func (p *Publisher) send(envelope [][]byte, reply []byte) (delivered bool, err e
 }
 
 func (p *Publisher) sendFailed(err error) error {
-	if isEAGAIN(err) || isHostUnreachable(err) {
+	if zsock.IsEAGAIN(err) || zsock.IsHostUnreachable(err) {
 		p.stats.Undeliverable++
 		return nil
 	}
@@ -338,7 +335,7 @@ func (p *Publisher) sendFailed(err error) error {
 
 func (p *Publisher) malformed(err error) {
 	p.stats.Malformed++
-	p.malLog.warn(p.log, "paramstream: malformed fetch request dropped", "err", err)
+	p.malLog.Warn(p.log, "paramstream: malformed fetch request dropped", "err", err)
 }
 
 // Close removes the record, if it still names this publisher (a trainer
@@ -379,8 +376,13 @@ func (p *Publisher) removeRecord() error {
 }
 
 func (p *Publisher) closeSockets() error {
+	return closeSockets(p.router, p.pub)
+}
+
+// closeSockets closes the sockets that are not nil.
+func closeSockets(socks ...*zmq.Socket) error {
 	var errs []error
-	for _, s := range []*zmq.Socket{p.router, p.pub} {
+	for _, s := range socks {
 		if s != nil {
 			if err := s.Close(); err != nil {
 				errs = append(errs, fmt.Errorf("paramstream: close socket: %w", err))

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	zmq "github.com/pebbe/zmq4"
@@ -121,7 +122,7 @@ type Subscriber struct {
 	lockWaitSince time.Time // when this subscriber started waiting on the lock
 	lastErr       error     // why the newest known version is not here yet
 
-	malLog, cacheLog rateLog
+	malLog, cacheLog zsock.RateLog
 	stats            SubscriberStats
 	closed           bool
 }
@@ -139,10 +140,10 @@ type pendingFetch struct {
 // Nothing is fetched until Poll or Fetch; the cache directory is created
 // on first use.
 func NewSubscriber(ctx context.Context, opts SubscriberOptions) (*Subscriber, error) {
-	opts.Policy = orDefault(opts.Policy, DefaultPolicy)
-	opts.FetchTimeout = orDefault(opts.FetchTimeout, DefaultFetchTimeout)
-	opts.MaxMsgSize = orDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
-	opts.CacheDir = orDefault(opts.CacheDir, DefaultCacheDir(opts.Trial, opts.Policy))
+	opts.Policy = zsock.OrDefault(opts.Policy, DefaultPolicy)
+	opts.FetchTimeout = zsock.OrDefault(opts.FetchTimeout, DefaultFetchTimeout)
+	opts.MaxMsgSize = zsock.OrDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
+	opts.CacheDir = zsock.OrDefault(opts.CacheDir, DefaultCacheDir(opts.Trial, opts.Policy))
 	switch {
 	case opts.Repo == nil:
 		return nil, errors.New("paramstream: SubscriberOptions.Repo is required")
@@ -152,7 +153,7 @@ func NewSubscriber(ctx context.Context, opts SubscriberOptions) (*Subscriber, er
 	}
 	s := &Subscriber{
 		opts:      opts,
-		log:       loggerOr(opts.Logger).With("policy", opts.Policy),
+		log:       zsock.LoggerOr(opts.Logger).With("policy", opts.Policy),
 		key:       opts.Trial.Params(opts.Policy),
 		dec:       newDecoder(),
 		records:   make(chan *Record, 1),
@@ -181,38 +182,19 @@ func NewSubscriber(ctx context.Context, opts SubscriberOptions) (*Subscriber, er
 }
 
 func (s *Subscriber) setup() error {
+	// LINGER 0 on both; IPV6 on both, as records may hold IPv6 addresses.
 	var err error
-	if s.sub, err = zmq.NewSocket(zmq.SUB); err != nil {
-		return fmt.Errorf("new SUB socket: %w", err)
-	}
-	if s.dealer, err = zmq.NewSocket(zmq.DEALER); err != nil {
-		return fmt.Errorf("new DEALER socket: %w", err)
-	}
-	for _, sock := range []*zmq.Socket{s.sub, s.dealer} {
-		if err := sock.SetLinger(0); err != nil {
-			return fmt.Errorf("set LINGER: %w", err)
-		}
-		// Records may hold IPv6 addresses.
-		if err := sock.SetIpv6(true); err != nil {
-			return fmt.Errorf("set IPV6: %w", err)
-		}
-	}
 	// Notifications are tiny: anything larger is not one.
-	if err := s.sub.SetMaxmsgsize(maxRequestSize); err != nil {
-		return fmt.Errorf("set MAXMSGSIZE: %w", err)
+	if s.sub, err = zsock.New(zmq.SUB, zsock.Options{MaxMsgSize: maxRequestSize, IPv6: true}); err != nil {
+		return err
 	}
 	if err := s.sub.SetSubscribe(""); err != nil {
 		return fmt.Errorf("subscribe: %w", err)
 	}
-	if err := s.dealer.SetMaxmsgsize(s.opts.MaxMsgSize); err != nil {
-		return fmt.Errorf("set MAXMSGSIZE: %w", err)
-	}
 	// IMMEDIATE: a request to a publisher that is not connected fails at
 	// once (EAGAIN) instead of waiting in a queue for one that may be dead.
-	if err := s.dealer.SetImmediate(true); err != nil {
-		return fmt.Errorf("set IMMEDIATE: %w", err)
-	}
-	return nil
+	s.dealer, err = zsock.New(zmq.DEALER, zsock.Options{MaxMsgSize: s.opts.MaxMsgSize, Immediate: true, IPv6: true})
+	return err
 }
 
 // refreshRecord reads the record and follows it.
@@ -320,10 +302,10 @@ func (s *Subscriber) apply(rec *Record) {
 		s.connect(s.dealer, &s.fetchEP, "")
 		return
 	}
-	if s.connect(s.dealer, &s.fetchEP, zmqEndpoint(rec.Fetch)) {
+	if s.connect(s.dealer, &s.fetchEP, zsock.Endpoint(rec.Fetch)) {
 		s.connectedAt = time.Now()
 	}
-	s.connect(s.sub, &s.notifyEP, zmqEndpoint(rec.Notify))
+	s.connect(s.sub, &s.notifyEP, zsock.Endpoint(rec.Notify))
 	if rec.Epoch != s.epoch {
 		// A new publisher starts a new sequence of versions. Its newest is
 		// news even if its number is lower: a trainer restarted from a
@@ -467,7 +449,7 @@ func (s *Subscriber) Fetch(ctx context.Context) (*Params, error) {
 func (s *Subscriber) drainNotifications() error {
 	for range maxDrain {
 		b, err := s.sub.RecvBytes(zmq.DONTWAIT)
-		if isEAGAIN(err) {
+		if zsock.IsEAGAIN(err) {
 			return nil
 		}
 		if err != nil {
@@ -522,9 +504,9 @@ func (s *Subscriber) start(now time.Time, want int64) (*Params, error) {
 			// The holder has had two fetch timeouts: it is stuck (a
 			// paused worker does not poll) or its fetches keep failing.
 			// Fetch directly; the file is still written atomically.
-			s.cacheLog.warn(s.log, "paramstream: node fetch lock held too long; fetching directly", "dir", s.cache.dir)
+			s.cacheLog.Warn(s.log, "paramstream: node fetch lock held too long; fetching directly", "dir", s.cache.dir)
 		default:
-			s.cacheLog.warn(s.log, "paramstream: node cache unusable; fetching directly", "dir", s.cache.dir, "err", err)
+			s.cacheLog.Warn(s.log, "paramstream: node cache unusable; fetching directly", "dir", s.cache.dir, "err", err)
 		}
 	}
 	msg, err := encode(fetchRequest{Policy: s.opts.Policy, MinVersion: want})
@@ -535,7 +517,7 @@ func (s *Subscriber) start(now time.Time, want int64) (*Params, error) {
 	case err == nil:
 		s.pending = &pendingFetch{want: want, epoch: s.epoch, lock: lock, deadline: now.Add(s.opts.FetchTimeout)}
 		return nil, nil
-	case isEAGAIN(err):
+	case zsock.IsEAGAIN(err):
 		unlock(lock)
 		if s.fetchEP != "" && now.Sub(s.connectedAt) < s.opts.FetchTimeout {
 			// The connection to a newly followed publisher is being set
@@ -558,7 +540,7 @@ func (s *Subscriber) start(now time.Time, want int64) (*Params, error) {
 func (s *Subscriber) receive(now time.Time) (*Params, error) {
 	for range maxDrain {
 		b, err := s.dealer.RecvBytes(zmq.DONTWAIT)
-		if isEAGAIN(err) {
+		if zsock.IsEAGAIN(err) {
 			break
 		}
 		if err != nil {
@@ -620,7 +602,7 @@ func (s *Subscriber) receive(now time.Time) (*Params, error) {
 func (s *Subscriber) fromCache(want int64) *Params {
 	v, path, ok, err := s.cache.lookup(want, s.epoch)
 	if err != nil {
-		s.cacheLog.warn(s.log, "paramstream: node cache unreadable", "dir", s.cache.dir, "err", err)
+		s.cacheLog.Warn(s.log, "paramstream: node cache unreadable", "dir", s.cache.dir, "err", err)
 		return nil
 	}
 	if !ok {
@@ -632,13 +614,13 @@ func (s *Subscriber) fromCache(want int64) *Params {
 		s.stats.CorruptFiles++
 		s.log.Warn("paramstream: corrupt cache file removed; fetching again", "file", path, "err", err)
 		if err := s.cache.remove(path); err != nil {
-			s.cacheLog.warn(s.log, "paramstream: corrupt cache file not removed", "file", path, "err", err)
+			s.cacheLog.Warn(s.log, "paramstream: corrupt cache file not removed", "file", path, "err", err)
 		}
 		return nil
 	case errors.Is(err, fs.ErrNotExist):
 		return nil // pruned since the lookup: a newer one is there, or comes
 	case err != nil:
-		s.cacheLog.warn(s.log, "paramstream: cache file unreadable", "file", path, "err", err)
+		s.cacheLog.Warn(s.log, "paramstream: cache file unreadable", "file", path, "err", err)
 		return nil
 	}
 	s.stats.CacheHits++
@@ -650,11 +632,11 @@ func (s *Subscriber) fromCache(want int64) *Params {
 // failure costs the other processes a fetch of their own, nothing more.
 func (s *Subscriber) store(version int64, data []float32) {
 	if err := s.cache.write(version, s.epoch, data); err != nil {
-		s.cacheLog.warn(s.log, "paramstream: parameters not cached", "dir", s.cache.dir, "version", version, "err", err)
+		s.cacheLog.Warn(s.log, "paramstream: parameters not cached", "dir", s.cache.dir, "version", version, "err", err)
 		return
 	}
 	if err := s.cache.prune(s.epoch); err != nil {
-		s.cacheLog.warn(s.log, "paramstream: pruning the node cache", "dir", s.cache.dir, "err", err)
+		s.cacheLog.Warn(s.log, "paramstream: pruning the node cache", "dir", s.cache.dir, "err", err)
 	}
 }
 
@@ -679,7 +661,7 @@ func (s *Subscriber) fail(now time.Time, err error) {
 
 func (s *Subscriber) malformed(what string, err error) {
 	s.stats.Malformed++
-	s.malLog.warn(s.log, "paramstream: malformed "+what+" dropped", "err", err)
+	s.malLog.Warn(s.log, "paramstream: malformed "+what+" dropped", "err", err)
 }
 
 // Warning says why the newest known version has not been obtained, or ""
@@ -721,13 +703,5 @@ func (s *Subscriber) Close() error {
 }
 
 func (s *Subscriber) closeSockets() error {
-	var errs []error
-	for _, sock := range []*zmq.Socket{s.sub, s.dealer} {
-		if sock != nil {
-			if err := sock.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("paramstream: close socket: %w", err))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return closeSockets(s.sub, s.dealer)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -105,29 +106,22 @@ func encodeParamsReply(buf *bytes.Buffer, policy string, version int64, epoch ui
 
 // decoder decodes one received frame at a time into a wire struct.
 type decoder struct {
-	rd  bytes.Reader
-	dec *msgpack.Decoder
+	frame *zsock.Decoder
 }
 
 func newDecoder() *decoder {
-	d := &decoder{}
-	d.dec = msgpack.NewDecoder(&d.rd)
-	return d
+	return &decoder{frame: zsock.NewDecoder()}
 }
 
 // decode reads exactly one msgpack value from frame into v.
 func (d *decoder) decode(frame []byte, v any) error {
-	d.rd.Reset(frame)
-	d.dec.Reset(&d.rd)
+	dec := d.frame.Reset(frame)
 	// Reset clears the flag, so it is set for every message.
-	d.dec.DisallowUnknownFields(true)
-	if err := d.dec.Decode(v); err != nil {
+	dec.DisallowUnknownFields(true)
+	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if n := d.rd.Len(); n != 0 {
-		return fmt.Errorf("%d trailing bytes after the message", n)
-	}
-	return nil
+	return d.frame.Finish()
 }
 
 func (d *decoder) notification(frame []byte) (notification, error) {

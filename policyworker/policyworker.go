@@ -1,7 +1,6 @@
 package policyworker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
 	zmq "github.com/pebbe/zmq4"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TypeName is the worker type name ("policy/0", "policy/1", ...).
@@ -155,11 +153,7 @@ var (
 
 // New is the worker.Factory of the policy type.
 func New(info worker.Info) (worker.Impl, error) {
-	log := info.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Worker{info: info, log: log}, nil
+	return &Worker{info: info, log: info.Log()}, nil
 }
 
 // Configure builds the policy and binds the inference server. A worker
@@ -172,7 +166,7 @@ func New(info worker.Info) (worker.Impl, error) {
 // worker that restarts mid-training serves the current policy from its
 // first batch.
 func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
-	cfg, pcfg, err := parseConfig(args.Raw())
+	cfg, pcfg, err := parseConfig(args)
 	if err != nil {
 		return err
 	}
@@ -225,17 +219,12 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 // parseConfig decodes and checks the kwargs of "configure". Every error is
 // a bad_arguments *rpc.Error except a failure to register the built-in
 // environments, which is the worker's own.
-func parseConfig(raw []byte) (Config, policy.Config, error) {
+func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 	// Defaults that are not zero values are set before decoding, which
 	// leaves absent keys alone.
 	cfg := Config{FollowParams: true}
-	if len(raw) > 0 {
-		dec := msgpack.NewDecoder(bytes.NewReader(raw))
-		// A misspelt key must not silently leave its default in place.
-		dec.DisallowUnknownFields(true)
-		if err := dec.Decode(&cfg); err != nil {
-			return cfg, policy.Config{}, rpc.Errorf(rpc.ErrTypeBadArguments, "policy worker config: %v", err)
-		}
+	if err := worker.DecodeConfig(args, "policy worker config", &cfg); err != nil {
+		return cfg, policy.Config{}, err
 	}
 	if cfg.Policy == "" {
 		cfg.Policy = DefaultPolicy

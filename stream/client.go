@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	zmq "github.com/pebbe/zmq4"
@@ -131,10 +132,10 @@ type RemoteInferenceClient struct {
 	shape1  [1]int // ... and the shapes of their tensors
 	shape2  [2]int
 	enc     *encoder
-	dec     *decoder
+	dec     *zsock.Decoder
 	repIDs  api.Tensor[int64]
 	repInf  api.Inference
-	malLog  rateLog
+	malLog  zsock.RateLog
 	blocked sendBlock // why the last Flush could not send
 	peerN   int       // endpoints connected at the last Flush
 	expired int64     // requests expired since the last reply arrived
@@ -147,26 +148,20 @@ type RemoteInferenceClient struct {
 // succeeds with no policy worker registered: requests wait (see Flush).
 // ctx bounds the initial name-resolve lookup.
 func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) (*RemoteInferenceClient, error) {
-	opts.Policy = orDefault(opts.Policy, DefaultPolicy)
-	opts.Timeout = orDefault(opts.Timeout, DefaultInferenceTimeout)
-	log := loggerOr(opts.Logger).With("policy", opts.Policy)
+	opts.Policy = zsock.OrDefault(opts.Policy, DefaultPolicy)
+	opts.Timeout = zsock.OrDefault(opts.Timeout, DefaultInferenceTimeout)
+	log := zsock.LoggerOr(opts.Logger).With("policy", opts.Policy)
 	switch {
 	case opts.Repo == nil:
 		return nil, errors.New("stream: RemoteInferenceOptions.Repo is required")
 	case opts.ObsDim < 0 || opts.Timeout < 0 || opts.SendHWM < 0:
 		return nil, fmt.Errorf("stream: invalid RemoteInferenceOptions (ObsDim %d, Timeout %v, SendHWM %d)", opts.ObsDim, opts.Timeout, opts.SendHWM)
 	}
-	sock, err := zmq.NewSocket(zmq.DEALER)
-	if err != nil {
-		return nil, fmt.Errorf("stream: inference client: new DEALER socket: %w", err)
-	}
 	// LINGER 0: an unsent request is worthless once the actor is gone.
-	err = configureConnecting(sock, 0)
-	if err == nil && opts.SendHWM > 0 {
-		err = sock.SetSndhwm(opts.SendHWM)
-	}
+	so := connectingOptions(0)
+	so.SendHWM = opts.SendHWM // ZMQ's default when 0
+	sock, err := zsock.New(zmq.DEALER, so)
 	if err != nil {
-		sock.Close()
 		return nil, fmt.Errorf("stream: inference client: %w", err)
 	}
 	prefix := opts.Trial.StreamPrefix("inference", opts.Policy)
@@ -182,7 +177,7 @@ func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) 
 		peers: peers,
 		reqs:  make(map[ReqID]request),
 		enc:   newEncoder(),
-		dec:   newDecoder(),
+		dec:   zsock.NewDecoder(),
 	}, nil
 }
 
@@ -246,7 +241,7 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 		return fmt.Errorf("stream: encode inference request: %w", err)
 	}
 	if _, err := c.sock.SendBytes(c.enc.buf.Bytes(), zmq.DONTWAIT); err != nil {
-		if isEAGAIN(err) {
+		if zsock.IsEAGAIN(err) {
 			// IMMEDIATE makes this the answer when no connection is up
 			// (the registered workers are down or still connecting) or
 			// every queue is full.
@@ -277,7 +272,7 @@ func (c *RemoteInferenceClient) Poll() error {
 	c.peers.sync()
 	for {
 		frame, err := c.sock.RecvBytes(zmq.DONTWAIT)
-		if isEAGAIN(err) {
+		if zsock.IsEAGAIN(err) {
 			break
 		}
 		if err != nil {
@@ -292,7 +287,7 @@ func (c *RemoteInferenceClient) Poll() error {
 func (c *RemoteInferenceClient) takeReply(frame []byte) {
 	if err := decodeReply(c.dec, frame, &c.repIDs, &c.repInf); err != nil {
 		c.stats.Malformed++
-		c.malLog.warn(c.log, "stream: dropped malformed inference reply", "err", err, "bytes", len(frame), "malformed", c.stats.Malformed)
+		c.malLog.Warn(c.log, "stream: dropped malformed inference reply", "err", err, "bytes", len(frame), "malformed", c.stats.Malformed)
 		return
 	}
 	for i, id := range c.repIDs.Data {

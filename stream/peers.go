@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strings"
 	"time"
 
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	zmq "github.com/pebbe/zmq4"
 )
@@ -140,7 +140,7 @@ func (p *peerSet) sync() int {
 func (p *peerSet) apply(snap map[string]string) {
 	want := make(map[string]bool, len(snap))
 	for key, v := range snap {
-		ep := zmqEndpoint(v)
+		ep := zsock.Endpoint(v)
 		want[ep] = true
 		if p.connected[ep] {
 			continue
@@ -170,13 +170,4 @@ func (p *peerSet) apply(snap map[string]string) {
 func (p *peerSet) close() {
 	p.cancel()
 	<-p.done
-}
-
-// zmqEndpoint turns an address record into a ZMQ endpoint: "host:port"
-// gets the tcp scheme, a value that has a scheme is used as is.
-func zmqEndpoint(addr string) string {
-	if strings.Contains(addr, "://") {
-		return addr
-	}
-	return "tcp://" + addr
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	zmq "github.com/pebbe/zmq4"
@@ -85,28 +86,22 @@ type SampleProducer struct {
 // opts.Stream, and to those that register later. ctx bounds the initial
 // name-resolve lookup.
 func NewSampleProducer(ctx context.Context, opts SampleProducerOptions) (*SampleProducer, error) {
-	opts.Stream = orDefault(opts.Stream, DefaultStream)
-	opts.SendHWM = orDefault(opts.SendHWM, DefaultSendHWM)
-	opts.MaxMsgSize = orDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
-	log := loggerOr(opts.Logger).With("stream", opts.Stream)
+	opts.Stream = zsock.OrDefault(opts.Stream, DefaultStream)
+	opts.SendHWM = zsock.OrDefault(opts.SendHWM, DefaultSendHWM)
+	opts.MaxMsgSize = zsock.OrDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
+	log := zsock.LoggerOr(opts.Logger).With("stream", opts.Stream)
 	switch {
 	case opts.Repo == nil:
 		return nil, errors.New("stream: SampleProducerOptions.Repo is required")
 	case opts.SendHWM < 0 || opts.MaxMsgSize < 0:
 		return nil, fmt.Errorf("stream: invalid SampleProducerOptions (SendHWM %d, MaxMsgSize %d)", opts.SendHWM, opts.MaxMsgSize)
 	}
-	sock, err := zmq.NewSocket(zmq.PUSH)
-	if err != nil {
-		return nil, fmt.Errorf("stream: sample producer: new PUSH socket: %w", err)
-	}
 	// LINGER: batches already queued are real work; give them time to
 	// drain on a graceful Close.
-	err = configureConnecting(sock, producerLinger)
-	if err == nil {
-		err = sock.SetSndhwm(opts.SendHWM)
-	}
+	so := connectingOptions(producerLinger)
+	so.SendHWM = opts.SendHWM
+	sock, err := zsock.New(zmq.PUSH, so)
 	if err != nil {
-		sock.Close()
 		return nil, fmt.Errorf("stream: sample producer: %w", err)
 	}
 	peers, err := newPeerSet(ctx, opts.Repo, opts.Trial.StreamPrefix("sample", opts.Stream), sock, log)
@@ -146,7 +141,7 @@ func (p *SampleProducer) Post(b *api.SampleBatch) error {
 		return fmt.Errorf("stream: Post: batch of %d steps encodes to %d bytes: %w (limit %d)", b.Len(), size, ErrTooLarge, p.opts.MaxMsgSize)
 	}
 	if _, err := p.sock.SendBytes(p.enc.buf.Bytes(), zmq.DONTWAIT); err != nil {
-		if isEAGAIN(err) {
+		if zsock.IsEAGAIN(err) {
 			return p.backpressure(sendNoRoom)
 		}
 		return fmt.Errorf("stream: send sample batch: %w", err)
@@ -247,9 +242,9 @@ type SampleConsumer struct {
 	sock   *zmq.Socket
 	addr   string
 	key    string
-	dec    *decoder
+	dec    *zsock.Decoder
 	out    []*api.SampleBatch
-	malLog rateLog
+	malLog zsock.RateLog
 	stats  SampleConsumerStats
 	closed bool
 }
@@ -258,12 +253,12 @@ type SampleConsumer struct {
 // registers it as consumer opts.Index of opts.Stream. ctx bounds the
 // registration.
 func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*SampleConsumer, error) {
-	opts.Stream = orDefault(opts.Stream, DefaultStream)
-	opts.Host = orDefault(opts.Host, DefaultHost)
-	opts.TTL = orDefault(opts.TTL, DefaultTTL)
-	opts.RecvHWM = orDefault(opts.RecvHWM, DefaultRecvHWM)
-	opts.MaxMsgSize = orDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
-	log := loggerOr(opts.Logger).With("stream", opts.Stream)
+	opts.Stream = zsock.OrDefault(opts.Stream, DefaultStream)
+	opts.Host = zsock.OrDefault(opts.Host, DefaultHost)
+	opts.TTL = zsock.OrDefault(opts.TTL, DefaultTTL)
+	opts.RecvHWM = zsock.OrDefault(opts.RecvHWM, DefaultRecvHWM)
+	opts.MaxMsgSize = zsock.OrDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
+	log := zsock.LoggerOr(opts.Logger).With("stream", opts.Stream)
 	switch {
 	case opts.Repo == nil:
 		return nil, errors.New("stream: SampleConsumerOptions.Repo is required")
@@ -276,7 +271,7 @@ func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*Sample
 		return nil, fmt.Errorf("stream: sample consumer: new PULL socket: %w", err)
 	}
 	c := &SampleConsumer{
-		opts: opts, log: log, sock: sock, dec: newDecoder(),
+		opts: opts, log: log, sock: sock, dec: zsock.NewDecoder(),
 		key: opts.Trial.Stream("sample", opts.Stream, opts.Index),
 	}
 	if err := c.setup(ctx); err != nil {
@@ -287,19 +282,10 @@ func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*Sample
 	return c, nil
 }
 
-func (c *SampleConsumer) setup(ctx context.Context) error {
-	if err := configureBound(c.sock, c.opts.Host, c.opts.MaxMsgSize); err != nil {
-		return err
-	}
-	if err := c.sock.SetRcvhwm(c.opts.RecvHWM); err != nil {
-		return fmt.Errorf("set RCVHWM: %w", err)
-	}
-	addr, err := bindRandomPort(c.sock, c.opts.Host)
-	if err != nil {
-		return err
-	}
-	c.addr = addr
-	return register(ctx, c.opts.Repo, c.key, addr, c.opts.TTL)
+func (c *SampleConsumer) setup(ctx context.Context) (err error) {
+	o := zsock.Options{MaxMsgSize: c.opts.MaxMsgSize, RecvHWM: c.opts.RecvHWM}
+	c.addr, err = bindAndRegister(ctx, c.sock, o, c.opts.Host, c.opts.Repo, c.key, c.opts.TTL)
+	return err
 }
 
 // Poll returns up to n (at least 1) batches that have arrived, without
@@ -317,7 +303,7 @@ func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
 	n = max(n, 1)
 	for drops := 0; len(c.out) < n && drops < maxDropsPerPoll; {
 		frame, err := c.sock.RecvBytes(zmq.DONTWAIT)
-		if isEAGAIN(err) {
+		if zsock.IsEAGAIN(err) {
 			break
 		}
 		if err != nil {
@@ -328,7 +314,7 @@ func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
 		if err := c.decode(frame, b); err != nil {
 			drops++
 			c.stats.Malformed++
-			c.malLog.warn(c.log, "stream: dropped malformed sample batch", "err", err, "bytes", len(frame), "malformed", c.stats.Malformed)
+			c.malLog.Warn(c.log, "stream: dropped malformed sample batch", "err", err, "bytes", len(frame), "malformed", c.stats.Malformed)
 			continue
 		}
 		c.out = append(c.out, b)
@@ -338,10 +324,10 @@ func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
 }
 
 func (c *SampleConsumer) decode(frame []byte, b *api.SampleBatch) error {
-	if err := c.dec.reset(frame).Decode(b); err != nil {
+	if err := c.dec.Reset(frame).Decode(b); err != nil {
 		return err
 	}
-	if err := c.dec.finish(); err != nil {
+	if err := c.dec.Finish(); err != nil {
 		return err
 	}
 	return b.Validate()

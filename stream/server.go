@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	zmq "github.com/pebbe/zmq4"
@@ -92,13 +93,13 @@ type InferenceServer struct {
 	key    string
 	dim    int // required observation length; 0 until known
 	held   *heldMsg
-	dec    *decoder
+	dec    *zsock.Decoder
 	enc    *encoder
 	reqIDs api.Tensor[int64]
 	reqObs api.Tensor[float32]
 	shape1 [1]int
 	shape2 [2]int
-	malLog rateLog
+	malLog zsock.RateLog
 	stats  InferenceServerStats
 	closed bool
 }
@@ -107,11 +108,11 @@ type InferenceServer struct {
 // registers it for opts.Policy under opts.Index. ctx bounds the
 // registration.
 func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*InferenceServer, error) {
-	opts.Policy = orDefault(opts.Policy, DefaultPolicy)
-	opts.Host = orDefault(opts.Host, DefaultHost)
-	opts.TTL = orDefault(opts.TTL, DefaultTTL)
-	opts.MaxMsgSize = orDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
-	log := loggerOr(opts.Logger).With("policy", opts.Policy)
+	opts.Policy = zsock.OrDefault(opts.Policy, DefaultPolicy)
+	opts.Host = zsock.OrDefault(opts.Host, DefaultHost)
+	opts.TTL = zsock.OrDefault(opts.TTL, DefaultTTL)
+	opts.MaxMsgSize = zsock.OrDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
+	log := zsock.LoggerOr(opts.Logger).With("policy", opts.Policy)
 	switch {
 	case opts.Repo == nil:
 		return nil, errors.New("stream: InferenceServerOptions.Repo is required")
@@ -126,7 +127,7 @@ func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*Infe
 	s := &InferenceServer{
 		opts: opts, log: log, sock: sock, dim: opts.ObsDim,
 		key: opts.Trial.Stream("inference", opts.Policy, opts.Index),
-		dec: newDecoder(), enc: newEncoder(),
+		dec: zsock.NewDecoder(), enc: newEncoder(),
 	}
 	if err := s.setup(ctx); err != nil {
 		sock.Close()
@@ -136,22 +137,14 @@ func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*Infe
 	return s, nil
 }
 
-func (s *InferenceServer) setup(ctx context.Context) error {
-	if err := configureBound(s.sock, s.opts.Host, s.opts.MaxMsgSize); err != nil {
-		return err
-	}
-	// MANDATORY: a reply to a client that is gone, or whose queue is full,
-	// fails at once (EHOSTUNREACH, EAGAIN with DONTWAIT) instead of being
-	// dropped silently or blocking, so Respond can count it and move on.
-	if err := s.sock.SetRouterMandatory(1); err != nil {
-		return fmt.Errorf("set ROUTER_MANDATORY: %w", err)
-	}
-	addr, err := bindRandomPort(s.sock, s.opts.Host)
-	if err != nil {
-		return err
-	}
-	s.addr = addr
-	return register(ctx, s.opts.Repo, s.key, addr, s.opts.TTL)
+func (s *InferenceServer) setup(ctx context.Context) (err error) {
+	// ROUTER_MANDATORY: a reply to a client that is gone, or whose queue is
+	// full, fails at once (EHOSTUNREACH, EAGAIN with DONTWAIT) instead of
+	// being dropped silently or blocking, so Respond can count it and move
+	// on.
+	o := zsock.Options{MaxMsgSize: s.opts.MaxMsgSize, RouterMandatory: true}
+	s.addr, err = bindAndRegister(ctx, s.sock, o, s.opts.Host, s.opts.Repo, s.key, s.opts.TTL)
+	return err
 }
 
 // Poll takes whole requests, without blocking, until the batch holds
@@ -174,7 +167,7 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 			msg, s.held = *s.held, nil
 		} else {
 			parts, err := s.sock.RecvMessageBytes(zmq.DONTWAIT)
-			if isEAGAIN(err) {
+			if zsock.IsEAGAIN(err) {
 				break
 			}
 			if err != nil {
@@ -234,7 +227,7 @@ func (s *InferenceServer) decode(payload []byte) error {
 
 func (s *InferenceServer) malformed(err error, identity []byte) {
 	s.stats.Malformed++
-	s.malLog.warn(s.log, "stream: dropped malformed inference request", "err", err,
+	s.malLog.Warn(s.log, "stream: dropped malformed inference request", "err", err,
 		"client", fmt.Sprintf("%x", identity), "malformed", s.stats.Malformed)
 }
 
@@ -267,7 +260,7 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 		switch {
 		case err == nil:
 			s.stats.Replies++
-		case isEAGAIN(err) || isHostUnreachable(err):
+		case zsock.IsEAGAIN(err) || zsock.IsHostUnreachable(err):
 			s.stats.Undeliverable++
 		default:
 			return fmt.Errorf("stream: send inference reply: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -36,71 +37,49 @@ func (e *encoder) reset() *msgpack.Encoder {
 	return e.enc
 }
 
-// decoder is a msgpack decoder over one received frame at a time.
-type decoder struct {
-	rd  bytes.Reader
-	dec *msgpack.Decoder
-}
-
-func newDecoder() *decoder {
-	d := &decoder{}
-	d.dec = msgpack.NewDecoder(&d.rd)
-	return d
-}
-
-func (d *decoder) reset(frame []byte) *msgpack.Decoder {
-	d.rd.Reset(frame)
-	d.dec.Reset(&d.rd)
-	return d.dec
-}
-
-// finish reports trailing bytes after the message: a frame holds exactly
-// one msgpack value, and anything else means the peer speaks something else.
-func (d *decoder) finish() error {
-	if n := d.rd.Len(); n != 0 {
-		return fmt.Errorf("%d trailing bytes after the message", n)
-	}
-	return nil
-}
-
-// encodeRequest writes {"ids": ids, "obs": obs}.
-func encodeRequest(e *msgpack.Encoder, ids api.Tensor[int64], obs api.Tensor[float32]) error {
+// encodePair writes the map {keyA: valueA, keyB: valueB}, the values
+// written by encA and encB. (Keys and functions are separate arguments, not
+// structs, so that escape analysis keeps the functions on the stack.)
+func encodePair(e *msgpack.Encoder, keyA string, encA func(*msgpack.Encoder) error,
+	keyB string, encB func(*msgpack.Encoder) error) error {
 	if err := e.EncodeMapLen(2); err != nil {
 		return err
 	}
-	if err := e.EncodeString(keyIDs); err != nil {
+	if err := e.EncodeString(keyA); err != nil {
 		return err
 	}
-	if err := ids.EncodeMsgpack(e); err != nil {
+	if err := encA(e); err != nil {
 		return err
 	}
-	if err := e.EncodeString(keyObs); err != nil {
+	if err := e.EncodeString(keyB); err != nil {
 		return err
 	}
-	return obs.EncodeMsgpack(e)
+	return encB(e)
 }
 
-// decodeRequest reads a request into ids and obs (reusing their storage)
-// and checks that they describe n >= 1 observations of one dimension.
-func decodeRequest(d *decoder, frame []byte, ids *api.Tensor[int64], obs *api.Tensor[float32]) error {
-	dec := d.reset(frame)
+// decodePair reads frame, which must hold one map with exactly the keys
+// keyA and keyB, each once, and nothing after it; decA and decB read their
+// values.
+func decodePair(d *zsock.Decoder, frame []byte, keyA string, decA func(*msgpack.Decoder) error,
+	keyB string, decB func(*msgpack.Decoder) error) error {
+	dec := d.Reset(frame)
 	n, err := dec.DecodeMapLen()
 	if err != nil {
 		return err
 	}
-	var haveIDs, haveObs bool
+	var haveA, haveB bool
 	for range n {
 		key, err := dec.DecodeString()
 		if err != nil {
 			return fmt.Errorf("reading key: %w", err)
 		}
 		switch {
-		case key == keyIDs && !haveIDs:
-			haveIDs = true
-			err = ids.DecodeMsgpack(dec)
-		case key == keyObs && !haveObs:
-			haveObs = true
-			err = obs.DecodeMsgpack(dec)
+		case key == keyA && !haveA:
+			haveA = true
+			err = decA(dec)
+		case key == keyB && !haveB:
+			haveB = true
+			err = decB(dec)
 		default:
 			// Not skipped: the format has no optional keys, and skipping
 			// would buffer whatever a hostile peer put there.
@@ -110,10 +89,22 @@ func decodeRequest(d *decoder, frame []byte, ids *api.Tensor[int64], obs *api.Te
 			return fmt.Errorf("%s: %w", key, err)
 		}
 	}
-	if !haveIDs || !haveObs {
-		return errors.New(`want keys "ids" and "obs"`)
+	if !haveA || !haveB {
+		return fmt.Errorf("want keys %q and %q", keyA, keyB)
 	}
-	if err := d.finish(); err != nil {
+	return d.Finish()
+}
+
+// encodeRequest writes {"ids": ids, "obs": obs}.
+func encodeRequest(e *msgpack.Encoder, ids api.Tensor[int64], obs api.Tensor[float32]) error {
+	return encodePair(e, keyIDs, ids.EncodeMsgpack, keyObs, obs.EncodeMsgpack)
+}
+
+// decodeRequest reads a request into ids and obs (reusing their storage)
+// and checks that they describe n >= 1 observations of one dimension.
+func decodeRequest(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], obs *api.Tensor[float32]) error {
+	err := decodePair(d, frame, keyIDs, ids.DecodeMsgpack, keyObs, obs.DecodeMsgpack)
+	if err != nil {
 		return err
 	}
 	if len(ids.Shape) != 1 || ids.Shape[0] < 1 {
@@ -127,29 +118,13 @@ func decodeRequest(d *decoder, frame []byte, ids *api.Tensor[int64], obs *api.Te
 
 // encodeReply writes {"ids": ids, "inference": inf}.
 func encodeReply(e *msgpack.Encoder, ids api.Tensor[int64], inf *api.Inference) error {
-	if err := e.EncodeMapLen(2); err != nil {
-		return err
-	}
-	if err := e.EncodeString(keyIDs); err != nil {
-		return err
-	}
-	if err := ids.EncodeMsgpack(e); err != nil {
-		return err
-	}
-	if err := e.EncodeString(keyInference); err != nil {
-		return err
-	}
-	return e.Encode(inf)
+	return encodePair(e, keyIDs, ids.EncodeMsgpack,
+		keyInference, func(e *msgpack.Encoder) error { return e.Encode(inf) })
 }
 
 // decodeReply reads a reply into ids and inf (reusing their storage) and
 // checks that the inference answers every id.
-func decodeReply(d *decoder, frame []byte, ids *api.Tensor[int64], inf *api.Inference) error {
-	dec := d.reset(frame)
-	n, err := dec.DecodeMapLen()
-	if err != nil {
-		return err
-	}
+func decodeReply(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], inf *api.Inference) error {
 	// Fields absent from the message must not keep the previous reply's
 	// values (msgpack leaves them alone); the data capacity is kept.
 	*inf = api.Inference{
@@ -158,30 +133,9 @@ func decodeReply(d *decoder, frame []byte, ids *api.Tensor[int64], inf *api.Infe
 		LogProbs:    api.Tensor[float32]{Data: inf.LogProbs.Data[:0]},
 		Values:      api.Tensor[float32]{Data: inf.Values.Data[:0]},
 	}
-	var haveIDs, haveInf bool
-	for range n {
-		key, err := dec.DecodeString()
-		if err != nil {
-			return fmt.Errorf("reading key: %w", err)
-		}
-		switch {
-		case key == keyIDs && !haveIDs:
-			haveIDs = true
-			err = ids.DecodeMsgpack(dec)
-		case key == keyInference && !haveInf:
-			haveInf = true
-			err = dec.Decode(inf)
-		default:
-			return fmt.Errorf("unexpected or duplicate key %q", key)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", key, err)
-		}
-	}
-	if !haveIDs || !haveInf {
-		return errors.New(`want keys "ids" and "inference"`)
-	}
-	if err := d.finish(); err != nil {
+	err := decodePair(d, frame, keyIDs, ids.DecodeMsgpack,
+		keyInference, func(dec *msgpack.Decoder) error { return dec.Decode(inf) })
+	if err != nil {
 		return err
 	}
 	if len(ids.Shape) != 1 {

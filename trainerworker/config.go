@@ -1,7 +1,6 @@
 package trainerworker
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -84,13 +84,11 @@ type settings struct {
 // configuration is a bad_arguments *rpc.Error, which leaves the worker as
 // it was; a failure to register the built-in environments is the
 // worker's own.
-func parseConfig(raw []byte) (settings, error) {
+func parseConfig(args rpc.Args) (settings, error) {
 	var s settings
 	cfg := &s.cfg
-	if len(raw) > 0 {
-		if err := decodeStrict(raw, cfg); err != nil {
-			return s, badConfig("%v", err)
-		}
+	if err := worker.DecodeConfig(args, "trainer config", cfg); err != nil {
+		return s, err
 	}
 	cfg.Policy = orDefault(cfg.Policy, DefaultPolicy)
 	cfg.Env = orDefault(cfg.Env, DefaultEnv)
@@ -133,26 +131,16 @@ func parseConfig(raw []byte) (settings, error) {
 
 	s.ppo = ppo.DefaultConfig()
 	s.ppo.Seed = cfg.Seed
-	// Decoding onto the defaults keeps every field the map leaves out.
-	if len(cfg.PPO) > 0 && !isNil(cfg.PPO) {
-		if err := decodeStrict(cfg.PPO, &s.ppo); err != nil {
-			return s, badConfig("ppo: %v", err)
-		}
+	// Decoding onto the defaults keeps every field the map leaves out
+	// (and a nil or absent map keeps them all).
+	if err := worker.DecodeConfig(rpc.RawArgs(cfg.PPO), "trainer config: ppo", &s.ppo); err != nil {
+		return s, err
 	}
 	if err := s.ppo.Validate(); err != nil {
 		return s, badConfig("%v", err)
 	}
 	return s, nil
 }
-
-// decodeStrict decodes msgpack into v, refusing keys v has no field for.
-func decodeStrict(raw []byte, v any) error {
-	dec := msgpack.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields(true)
-	return dec.Decode(v)
-}
-
-func isNil(raw []byte) bool { return len(raw) == 1 && raw[0] == 0xc0 }
 
 func badConfig(format string, args ...any) error {
 	return rpc.Errorf(rpc.ErrTypeBadArguments, "trainer config: "+format, args...)

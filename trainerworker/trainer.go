@@ -75,11 +75,7 @@ var (
 
 // New is the worker.Factory of the trainer type.
 func New(info worker.Info) (worker.Impl, error) {
-	log := info.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Worker{info: info, log: log, ckptVer: -1, resumed: -1, st: newCounters(), warnings: map[string]string{}}, nil
+	return &Worker{info: info, log: info.Log(), ckptVer: -1, resumed: -1, st: newCounters(), warnings: map[string]string{}}, nil
 }
 
 // Configure builds the learner, resumes from the newest valid checkpoint
@@ -92,7 +88,7 @@ func New(info worker.Info) (worker.Impl, error) {
 // A bad configuration is a bad_arguments error that leaves the worker as
 // it was.
 func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
-	s, err := parseConfig(args.Raw())
+	s, err := parseConfig(args)
 	if err != nil {
 		return err
 	}

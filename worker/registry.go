@@ -78,6 +78,14 @@ type Info struct {
 	Logger *slog.Logger
 }
 
+// Log returns i.Logger, or slog.Default() if it is nil.
+func (i Info) Log() *slog.Logger {
+	if i.Logger == nil {
+		return slog.Default()
+	}
+	return i.Logger
+}
+
 // Factory creates a worker type's implementation.
 type Factory func(info Info) (Impl, error)
 

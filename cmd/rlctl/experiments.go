@@ -92,6 +92,15 @@ func trialDir(c *cli.Context, expName, trial string) (controller.TrialDir, error
 	return controller.NewTrialDir(workdir, expName, trial), nil
 }
 
+// trialArgs takes the arguments EXPERIMENT TRIAL of the command named
+// command (a usage error otherwise) and returns the trial's directory.
+func trialArgs(c *cli.Context, command string, args []string) (controller.TrialDir, error) {
+	if len(args) != 2 {
+		return "", cli.Exit("usage: rlctl "+command+" EXPERIMENT TRIAL", exitUsage)
+	}
+	return trialDir(c, experimentName(args[0]), args[1])
+}
+
 // checkTrialName refuses trial names that would escape the trial's
 // directory or its etcd key space.
 func checkTrialName(trial string) error {

@@ -28,10 +28,7 @@ func plotCommand() *cli.Command {
 }
 
 func runPlot(c *cli.Context, args []string) error {
-	if len(args) != 2 {
-		return cli.Exit("usage: rlctl plot EXPERIMENT TRIAL", exitUsage)
-	}
-	dir, err := trialDir(c, experimentName(args[0]), args[1])
+	dir, err := trialArgs(c, "plot", args)
 	if err != nil {
 		return err
 	}

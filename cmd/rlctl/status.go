@@ -28,10 +28,7 @@ func statusCommand() *cli.Command {
 }
 
 func runStatus(c *cli.Context, args []string) error {
-	if len(args) != 2 {
-		return cli.Exit("usage: rlctl status EXPERIMENT TRIAL", exitUsage)
-	}
-	dir, err := trialDir(c, experimentName(args[0]), args[1])
+	dir, err := trialArgs(c, "status", args)
 	if err != nil {
 		return err
 	}

@@ -31,10 +31,7 @@ func stopCommand() *cli.Command {
 }
 
 func runStop(c *cli.Context, args []string) error {
-	if len(args) != 2 {
-		return cli.Exit("usage: rlctl stop EXPERIMENT TRIAL", exitUsage)
-	}
-	dir, err := trialDir(c, experimentName(args[0]), args[1])
+	dir, err := trialArgs(c, "stop", args)
 	if err != nil {
 		return err
 	}

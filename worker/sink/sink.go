@@ -55,11 +55,7 @@ var (
 
 // New is the worker.Factory of the sink type.
 func New(info worker.Info) (worker.Impl, error) {
-	log := info.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Worker{info: info, log: log, byActor: map[string]int64{}}, nil
+	return &Worker{info: info, log: info.Log(), byActor: map[string]int64{}}, nil
 }
 
 // Configure opens the sample consumer; a reconfigure replaces it.

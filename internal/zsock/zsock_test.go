@@ -1,0 +1,251 @@
+package zsock
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	zmq "github.com/pebbe/zmq4"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func TestConfigure(t *testing.T) {
+	cases := []struct {
+		name string
+		t    zmq.Type
+		o    Options
+		// wanted values; ZMQ's defaults where the option is left alone
+		linger         time.Duration
+		maxMsg         int64
+		sndHWM, rcvHWM int
+		immediate, v6  bool
+	}{
+		{"defaults", zmq.PULL, Options{}, 0, -1, 1000, 1000, false, false},
+		{"bound", zmq.PULL, Options{MaxMsgSize: 1 << 20, RecvHWM: 64, IPv6: true}, 0, 1 << 20, 1000, 64, false, true},
+		{"connecting", zmq.PUSH, Options{Linger: 2 * time.Second, SendHWM: 8, Immediate: true, IPv6: true},
+			2 * time.Second, -1, 8, 1000, true, true},
+		{"router", zmq.ROUTER, Options{MaxMsgSize: 100, SendHWM: 4, RouterMandatory: true}, 0, 100, 4, 1000, false, false},
+		{"zero HWMs untouched", zmq.DEALER, Options{Linger: time.Second}, time.Second, -1, 1000, 1000, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := New(c.t, c.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got, _ := s.GetType(); got != c.t {
+				t.Errorf("type %v, want %v", got, c.t)
+			}
+			linger, _ := s.GetLinger()
+			maxMsg, _ := s.GetMaxmsgsize()
+			snd, _ := s.GetSndhwm()
+			rcv, _ := s.GetRcvhwm()
+			imm, _ := s.GetImmediate()
+			v6, _ := s.GetIpv6()
+			if linger != c.linger || maxMsg != c.maxMsg || snd != c.sndHWM || rcv != c.rcvHWM || imm != c.immediate || v6 != c.v6 {
+				t.Errorf("LINGER %v MAXMSGSIZE %d SNDHWM %d RCVHWM %d IMMEDIATE %v IPV6 %v, want %v %d %d %d %v %v",
+					linger, maxMsg, snd, rcv, imm, v6, c.linger, c.maxMsg, c.sndHWM, c.rcvHWM, c.immediate, c.v6)
+			}
+		})
+	}
+}
+
+func TestBindRandomPort(t *testing.T) {
+	ln, err := net.Listen("tcp6", "[::1]:0")
+	haveV6 := err == nil
+	if haveV6 {
+		ln.Close()
+	}
+	cases := []struct {
+		host    string
+		ipv6    bool
+		v6      bool // needs IPv6 loopback
+		want    string
+		wantErr bool
+	}{
+		{"127.0.0.1", false, false, "127.0.0.1:", false},
+		// With IPV6 an IPv4 host is bound dual-stack and reported mapped:
+		// why bound sockets set IPV6 only for IPv6 hosts.
+		{"127.0.0.1", true, true, "[::ffff:127.0.0.1]:", false},
+		{"::1", true, true, "[::1]:", false},
+		{"[::1]", true, true, "[::1]:", false},
+		{"::1", false, true, "", true},
+		{"not a host", false, false, "", true},
+	}
+	for _, c := range cases {
+		t.Run(c.host, func(t *testing.T) {
+			if c.v6 && !haveV6 {
+				t.Skip("no IPv6 loopback")
+			}
+			s, err := New(zmq.PULL, Options{IPv6: c.ipv6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			addr, err := BindRandomPort(s, c.host)
+			if c.wantErr {
+				if err == nil {
+					t.Fatalf("bound %s, want an error", addr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(addr, c.want) || len(addr) == len(c.want) || strings.HasSuffix(addr, ":0") {
+				t.Fatalf("address %q, want %q and a port", addr, c.want)
+			}
+			// The address connects: a message gets through.
+			push, err := New(zmq.PUSH, Options{IPv6: c.ipv6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer push.Close()
+			if err := push.Connect(Endpoint(addr)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := push.Send("hi", 0); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := s.Recv(0); err != nil || got != "hi" {
+				t.Fatalf("received %q, %v", got, err)
+			}
+		})
+	}
+}
+
+func TestEndpoint(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"127.0.0.1:5555", "tcp://127.0.0.1:5555"},
+		{"[::1]:5555", "tcp://[::1]:5555"},
+		{"tcp://10.0.0.1:1", "tcp://10.0.0.1:1"},
+		{"ipc:///tmp/x", "ipc:///tmp/x"},
+		{"inproc://a", "inproc://a"},
+	}
+	for _, c := range cases {
+		if got := Endpoint(c.in); got != c.want {
+			t.Errorf("Endpoint(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestErrno(t *testing.T) {
+	cases := []struct {
+		name              string
+		err               error
+		eagain, unreached bool
+	}{
+		{"nil", nil, false, false},
+		{"other", errors.New("boom"), false, false},
+		{"EAGAIN", zmq.Errno(syscall.EAGAIN), true, false},
+		{"EHOSTUNREACH", zmq.Errno(syscall.EHOSTUNREACH), false, true},
+		{"ETERM", zmq.ETERM, false, false},
+	}
+	for _, c := range cases {
+		if got := IsEAGAIN(c.err); got != c.eagain {
+			t.Errorf("%s: IsEAGAIN = %v", c.name, got)
+		}
+		if got := IsHostUnreachable(c.err); got != c.unreached {
+			t.Errorf("%s: IsHostUnreachable = %v", c.name, got)
+		}
+	}
+	// And as a socket reports it.
+	s, err := New(zmq.PULL, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.RecvBytes(zmq.DONTWAIT); !IsEAGAIN(err) {
+		t.Errorf("receive on an empty socket: %v, want EAGAIN", err)
+	}
+}
+
+func TestDecoder(t *testing.T) {
+	one, _ := msgpack.Marshal(map[string]int{"a": 1}) // 4 bytes
+	two := append(append([]byte(nil), one...), one...)
+	cases := []struct {
+		name      string
+		frame     []byte
+		decodeErr bool
+		finishErr string
+	}{
+		{"one value", one, false, ""},
+		{"trailing value", two, false, "4 trailing bytes after the message"},
+		{"truncated", one[:len(one)-1], true, ""},
+		{"empty", nil, true, ""},
+	}
+	d := NewDecoder() // reused on purpose
+	for _, c := range cases {
+		var v map[string]int
+		err := d.Reset(c.frame).Decode(&v)
+		if (err != nil) != c.decodeErr {
+			t.Errorf("%s: Decode error %v, want error %v", c.name, err, c.decodeErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if v["a"] != 1 {
+			t.Errorf("%s: decoded %v", c.name, v)
+		}
+		err = d.Finish()
+		if (err == nil) != (c.finishErr == "") || (err != nil && err.Error() != c.finishErr) {
+			t.Errorf("%s: Finish = %v, want %q", c.name, err, c.finishErr)
+		}
+	}
+}
+
+func TestOrDefault(t *testing.T) {
+	cases := []struct{ v, def, want time.Duration }{
+		{0, time.Second, time.Second},
+		{time.Millisecond, time.Second, time.Millisecond},
+		{-1, time.Second, -1},
+	}
+	for _, c := range cases {
+		if got := OrDefault(c.v, c.def); got != c.want {
+			t.Errorf("OrDefault(%v, %v) = %v", c.v, c.def, got)
+		}
+	}
+	if OrDefault("", "x") != "x" || OrDefault("y", "x") != "y" {
+		t.Error("OrDefault on strings")
+	}
+	if LoggerOr(nil) != slog.Default() {
+		t.Error("LoggerOr(nil) is not the default logger")
+	}
+	l := slog.New(slog.DiscardHandler)
+	if LoggerOr(l) != l {
+		t.Error("LoggerOr(l) is not l")
+	}
+}
+
+func TestRateLog(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	r := RateLog{Interval: time.Hour}
+	steps := []struct {
+		interval time.Duration // set before the call
+		wantLine string        // "" = suppressed
+	}{
+		{time.Hour, "msg=bad n=0\n"},
+		{time.Hour, ""},
+		{time.Hour, ""},
+		{time.Nanosecond, "msg=bad n=3 suppressed=2\n"},
+		{time.Nanosecond, "msg=bad n=4\n"},
+	}
+	for i, s := range steps {
+		buf.Reset()
+		r.Interval = s.interval
+		time.Sleep(time.Microsecond)
+		r.Warn(log, "bad", "n", i)
+		got := buf.String()
+		if s.wantLine == "" && got != "" || s.wantLine != "" && !strings.HasSuffix(got, "level=WARN "+s.wantLine) {
+			t.Errorf("step %d: logged %q, want %q", i, got, s.wantLine)
+		}
+	}
+}

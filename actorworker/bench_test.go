@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/actorworker"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/worker"
 )
 
@@ -16,7 +17,7 @@ import (
 func BenchmarkActorInline(b *testing.B) {
 	for _, ring := range []int{1, 2, 8} {
 		b.Run(fmt.Sprint("ring=", ring), func(b *testing.B) {
-			repo := newRepo(b)
+			repo := workertest.Repo(b)
 			impl, err := actorworker.New(worker.Info{Name: "actor/0", Type: actorworker.TypeName, Trial: testTrial, Repo: repo, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				b.Fatal(err)

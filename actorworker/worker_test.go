@@ -14,6 +14,7 @@ import (
 	"github.com/distrl/distrl/actorworker"
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/policyworker"
@@ -24,44 +25,18 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	for name, f := range map[string]worker.Factory{
+	workertest.MustRegister(map[string]worker.Factory{
 		actorworker.TypeName:  actorworker.New,
 		policyworker.TypeName: policyworker.New,
-	} {
-		if err := worker.RegisterType(name, f); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-	}
+	})
 	os.Exit(m.Run())
 }
 
 var testTrial = names.NewTrial("unit", "actorworker")
 
-// newRepo is an in-memory name resolve, closed after the test's workers
-// and streams (cleanups run last-in first-out).
-func newRepo(t testing.TB) nameresolve.Repository {
-	repo := nameresolve.NewMemory()
-	t.Cleanup(func() { repo.Close() })
-	return repo
-}
+func testLogger(t testing.TB) *slog.Logger { return workertest.Logger(t, slog.LevelInfo) }
 
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t testing.TB) context.Context { return workertest.Ctx(t, 20*time.Second) }
 
 // cluster is workers running in-process, driven through a control panel.
 type cluster struct {
@@ -70,27 +45,17 @@ type cluster struct {
 }
 
 func newCluster(t *testing.T) *cluster {
-	repo := newRepo(t)
-	p := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
-	t.Cleanup(func() { p.Close() })
-	return &cluster{repo: repo, panel: p}
+	repo := workertest.Repo(t)
+	return &cluster{repo: repo, panel: workertest.Panel(t, repo, testTrial)}
 }
 
 // start runs worker typ/index until the test ends and returns its name.
 func (c *cluster) start(t *testing.T, typ string, index int) string {
 	t.Helper()
-	w, err := worker.New(context.Background(), worker.Options{
+	return workertest.Start(t, worker.Options{
 		Trial: testTrial, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
 		IdleWait: 20 * time.Millisecond, Logger: testLogger(t),
-	})
-	if err != nil {
-		t.Fatalf("start %s/%d: %v", typ, index, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return w.Name()
+	}).Name()
 }
 
 func (c *cluster) request(t *testing.T, name, cmd string, kwargs any) {
@@ -424,7 +389,7 @@ func trajectories(batches []*api.SampleBatch) map[string]*trajectory {
 }
 
 func TestSockets(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	for _, c := range []struct {
 		inference string
 		want      int
@@ -456,7 +421,7 @@ func rawArgs(t testing.TB, kwargs map[string]any) rpc.Args {
 }
 
 func TestPollBeforeConfigure(t *testing.T) {
-	impl, err := actorworker.New(worker.Info{Name: "actor/0", Type: actorworker.TypeName, Trial: testTrial, Repo: newRepo(t)})
+	impl, err := actorworker.New(worker.Info{Name: "actor/0", Type: actorworker.TypeName, Trial: testTrial, Repo: workertest.Repo(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

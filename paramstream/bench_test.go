@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/paramstream"
 	zmq "github.com/pebbe/zmq4"
 )
@@ -30,7 +31,7 @@ var benchSizes = []struct {
 func BenchmarkPublishFetch(b *testing.B) {
 	for _, sz := range benchSizes {
 		b.Run(sz.name, func(b *testing.B) {
-			repo := newRepo(b)
+			repo := workertest.Repo(b)
 			pub, err := paramstream.NewPublisher(ctxT(b), paramstream.PublisherOptions{
 				Repo: repo, Trial: testTrial, Logger: quietLogger(),
 			})
@@ -85,7 +86,7 @@ func BenchmarkPublishFetch(b *testing.B) {
 func BenchmarkCacheRead(b *testing.B) {
 	for _, sz := range benchSizes {
 		b.Run(sz.name, func(b *testing.B) {
-			repo := newRepo(b)
+			repo := workertest.Repo(b)
 			pub := startPublisher(b, repo, func(o *paramstream.PublisherOptions) { o.Logger = quietLogger() })
 			s := newSubscriber(b, repo, func(o *paramstream.SubscriberOptions) { o.Logger = quietLogger() })
 			pub.publish(b, 1, paramsFor(1, sz.n))
@@ -112,7 +113,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // BenchmarkPollNothingNew is what following parameters adds to every
 // batch a policy worker serves: a Poll that finds nothing new.
 func BenchmarkPollNothingNew(b *testing.B) {
-	repo := newRepo(b)
+	repo := workertest.Repo(b)
 	pub := startPublisher(b, repo, func(o *paramstream.PublisherOptions) { o.Logger = quietLogger() })
 	s := newSubscriber(b, repo, func(o *paramstream.SubscriberOptions) { o.Logger = quietLogger() })
 	pub.publish(b, 1, paramsFor(1, 16))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/paramstream"
 	zmq "github.com/pebbe/zmq4"
@@ -53,7 +54,7 @@ func recvTimeout(t *testing.T, s *zmq.Socket) [][]byte {
 // requests; the publisher counts, refuses or drops them and goes on
 // serving.
 func TestPublisherSurvivesMalformedRequests(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub := startPublisher(t, repo, nil)
 	pub.publish(t, 2, paramsFor(2, 16))
 	client := newSocket(t, zmq.DEALER)
@@ -155,7 +156,7 @@ func setRecord(t *testing.T, repo nameresolve.Repository, rec paramstream.Record
 // counted, and a good reply afterwards is used.
 func TestSubscriberSurvivesMalformedMessages(t *testing.T) {
 	const n = 8
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	key := testTrial.Params(paramstream.DefaultPolicy)
 	// A record nobody can parse is ignored.
 	if err := repo.Add(ctxT(t), key, "{not json", nameresolve.AddOptions{}); err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/paramstream"
 )
@@ -39,7 +40,7 @@ func TestOneFetchPerNode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			repo := newRepo(t)
+			repo := workertest.Repo(t)
 			pub := startPublisher(t, repo, nil)
 			shared := t.TempDir()
 			var fs []*follower
@@ -98,7 +99,7 @@ func TestCorruptCacheFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			repo := newRepo(t)
+			repo := workertest.Repo(t)
 			pub := startPublisher(t, repo, nil)
 			dir := t.TempDir()
 			mod := func(o *paramstream.SubscriberOptions) { o.CacheDir = dir }
@@ -145,7 +146,7 @@ func TestCorruptCacheFile(t *testing.T) {
 // timeouts, no more.
 func TestStuckLockHolder(t *testing.T) {
 	const timeout = 150 * time.Millisecond
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub := startPublisher(t, repo, nil)
 	dir := t.TempDir()
 	lock, err := os.OpenFile(filepath.Join(dir, "fetch.lock"), os.O_RDWR|os.O_CREATE, 0o600)
@@ -168,7 +169,7 @@ func TestStuckLockHolder(t *testing.T) {
 // TestFetchTimeout: a publisher that never answers makes Fetch fail with
 // ErrUnavailable once ctx ends, and Warning say so.
 func TestFetchTimeout(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub, err := paramstream.NewPublisher(ctxT(t), paramstream.PublisherOptions{Repo: repo, Trial: testTrial})
 	if err != nil {
 		t.Fatal(err)

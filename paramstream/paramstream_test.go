@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/paramstream"
 )
 
@@ -15,7 +16,7 @@ import (
 // version in order, the latter jumps straight to the newest.
 func TestFollowNewest(t *testing.T) {
 	const n = 4610 // a CartPole [64, 64] actor-critic
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub := startPublisher(t, repo, nil)
 	var eager []*follower
 	for range 3 {
@@ -54,7 +55,7 @@ func TestSizes(t *testing.T) {
 		for _, noCache := range []bool{false, true} {
 			name := map[bool]string{false: "cache", true: "nocache"}[noCache]
 			t.Run(name+"/"+strconv.Itoa(n), func(t *testing.T) {
-				repo := newRepo(t)
+				repo := workertest.Repo(t)
 				pub := startPublisher(t, repo, nil)
 				dir := t.TempDir()
 				mod := func(o *paramstream.SubscriberOptions) { o.CacheDir, o.NoCache = dir, noCache }
@@ -79,7 +80,7 @@ func TestSizes(t *testing.T) {
 // from v5 with Fetch, and Poll then has nothing new for it.
 func TestLateJoiner(t *testing.T) {
 	const n = 100
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub := startPublisher(t, repo, nil)
 	for v := int64(1); v <= 5; v++ {
 		pub.publish(t, v, paramsFor(v, n))
@@ -107,7 +108,7 @@ func TestLateJoiner(t *testing.T) {
 // TestNoPublisher: without a record Fetch fails at once and Poll has
 // nothing; when a publisher appears the subscriber follows it.
 func TestNoPublisher(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	s := newSubscriber(t, repo, nil)
 	start := time.Now()
 	if _, err := s.Fetch(ctxT(t)); !errors.Is(err, paramstream.ErrNoPublisher) {
@@ -141,7 +142,7 @@ func TestPublisherRestart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			const n = 64
-			repo := newRepo(t)
+			repo := workertest.Repo(t)
 			a := startPublisher(t, repo, nil)
 			subs := []*follower{
 				newFollower(newSubscriber(t, repo, nil), n),
@@ -196,7 +197,7 @@ func TestPublisherRestart(t *testing.T) {
 }
 
 func TestPublishRejectsStaleVersions(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub := startPublisher(t, repo, nil)
 	pub.publish(t, 3, paramsFor(3, 4))
 	for _, v := range []int64{3, 2, -1} {
@@ -209,7 +210,7 @@ func TestPublishRejectsStaleVersions(t *testing.T) {
 }
 
 func TestRecordContents(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub := startPublisher(t, repo, func(o *paramstream.PublisherOptions) { o.Policy = "blue" })
 	key := testTrial.Params("blue")
 	if _, err := repo.Get(ctxT(t), key); err == nil {
@@ -235,7 +236,7 @@ func TestRecordContents(t *testing.T) {
 }
 
 func TestClosed(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub, err := paramstream.NewPublisher(ctxT(t), paramstream.PublisherOptions{Repo: repo, Trial: testTrial})
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +262,7 @@ func TestClosed(t *testing.T) {
 }
 
 func TestOptionsValidation(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	if _, err := paramstream.NewPublisher(ctxT(t), paramstream.PublisherOptions{}); err == nil {
 		t.Error("NewPublisher without a Repo succeeded")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
@@ -25,7 +26,7 @@ var benchBatches = []int{1, 8, 64, 512}
 func BenchmarkPolicyWorker(b *testing.B) {
 	for _, n := range benchBatches {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
-			repo := newRepo(b)
+			repo := workertest.Repo(b)
 			f := startWorker(b, repo, 0, worker.DefaultIdleWait, slog.New(slog.DiscardHandler))
 			f.do(b, worker.CmdConfigure, map[string]any{"env": env.CartPoleName, "max_batch": 512}, nil)
 			f.do(b, worker.CmdStart, nil, nil)

@@ -7,12 +7,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/policy"
@@ -23,10 +23,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if err := worker.RegisterType(policyworker.TypeName, policyworker.New); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	workertest.MustRegister(map[string]worker.Factory{policyworker.TypeName: policyworker.New})
 	// The tests build local policies for CartPole to compare against.
 	if err := env.Register(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -37,25 +34,8 @@ func TestMain(m *testing.M) {
 
 var testTrial = names.NewTrial("unit", "policyworker")
 
-// newRepo is an in-memory name resolve, closed after the test's workers
-// and clients (cleanups run last-in first-out).
-func newRepo(t testing.TB) nameresolve.Repository {
-	repo := nameresolve.NewMemory()
-	t.Cleanup(func() { repo.Close() })
-	return repo
-}
-
 // testLogger sends logs to the test's log, shown on failure or with -v.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return workertest.Logger(t, slog.LevelInfo) }
 
 // fixture is a policy worker running in-process and a control panel
 // connected to it.
@@ -69,37 +49,19 @@ type fixture struct {
 // tick; the socket wake-up makes its length irrelevant to latency.
 func startWorker(t testing.TB, repo nameresolve.Repository, index int, idleWait time.Duration, log *slog.Logger) *fixture {
 	t.Helper()
-	w, err := worker.New(context.Background(), worker.Options{
+	r := workertest.StartChecked(t, worker.Options{
 		Trial: testTrial, Type: policyworker.TypeName, Index: index, Host: "127.0.0.1",
 		Repo: repo, IdleWait: idleWait, Logger: log,
 	})
-	if err != nil {
-		t.Fatalf("start policy worker: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("policy worker: %v", err)
-		}
-	})
-	panel := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
-	t.Cleanup(func() { panel.Close() })
-	return &fixture{repo: repo, panel: panel, name: w.Name()}
+	return &fixture{repo: repo, panel: workertest.Panel(t, repo, testTrial), name: r.Name()}
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	return startWorker(t, newRepo(t), 0, 10*time.Millisecond, testLogger(t))
+	return startWorker(t, workertest.Repo(t), 0, 10*time.Millisecond, testLogger(t))
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t testing.TB) context.Context { return workertest.Ctx(t, 10*time.Second) }
 
 // do sends a command and fails the test if it fails.
 func (f *fixture) do(t testing.TB, cmd string, kwargs, reply any) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policyworker"
@@ -119,7 +120,7 @@ func answersWith(t *testing.T, f *fixture, version int64, params []float32) {
 // publisher publishes, and match a local policy with those parameters; an
 // explicit load_params holds until the next published version.
 func TestFollowsPublishedParams(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub := startPublisher(t, repo)
 	f := startWorker(t, repo, 0, 10*time.Millisecond, testLogger(t))
 	f.configure(t, map[string]any{
@@ -151,7 +152,7 @@ func TestFollowsPublishedParams(t *testing.T) {
 // newest at once; a second one on the same node reads it from the node
 // cache instead of the network.
 func TestStartsFromNewestPublished(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub := startPublisher(t, repo)
 	n := numParams(t, cartPoleConfig(t, 3))
 	for v := int64(1); v <= 4; v++ {
@@ -178,7 +179,7 @@ func TestStartsFromNewestPublished(t *testing.T) {
 // TestFollowParamsOff: with follow_params false nothing published is
 // loaded.
 func TestFollowParamsOff(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub := startPublisher(t, repo)
 	n := numParams(t, cartPoleConfig(t, 3))
 	pub.put(t, 1, randomParams(n, 1))
@@ -200,7 +201,7 @@ func TestFollowParamsOff(t *testing.T) {
 // (a trainer configured differently) is not loaded; the worker says so
 // and keeps serving.
 func TestPublishedParamsThatDoNotFit(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	pub := startPublisher(t, repo)
 	f := startWorker(t, repo, 0, 10*time.Millisecond, testLogger(t))
 	f.configure(t, map[string]any{"env": env.CartPoleName, "seed": 3, "deterministic": true, "param_cache_dir": t.TempDir()})

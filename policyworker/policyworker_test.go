@@ -11,6 +11,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/policyworker"
@@ -343,7 +344,7 @@ func TestBadObservationDoesNotStopWorker(t *testing.T) {
 // than the test's patience: it can only answer quickly if a request on the
 // inference socket wakes it.
 func TestIdleWorkerWakesOnRequest(t *testing.T) {
-	f := startWorker(t, newRepo(t), 0, 30*time.Second, testLogger(t))
+	f := startWorker(t, workertest.Repo(t), 0, 30*time.Second, testLogger(t))
 	f.configure(t, map[string]any{"env": env.CartPoleName})
 	f.do(t, worker.CmdStart, nil, nil)
 	c := newClient(t, f.repo, 4, 5*time.Second)

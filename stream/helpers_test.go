@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/etcdserver"
@@ -27,29 +27,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func newRepo(t testing.TB) nameresolve.Repository {
-	repo := nameresolve.NewMemory()
-	t.Cleanup(func() { repo.Close() })
-	return repo
-}
-
 // testLogger sends logs to the test's log, shown on failure or with -v.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
+func testLogger(t testing.TB) *slog.Logger { return workertest.Logger(t, slog.LevelDebug) }
 
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t testing.TB) context.Context { return workertest.Ctx(t, 10*time.Second) }
 
 // ---- embedded etcd, started by the first test that needs it ----
 

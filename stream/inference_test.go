@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/stream"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
@@ -24,7 +25,7 @@ func TestRemoteInferenceRoundTrip(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			repo := newRepo(t)
+			repo := workertest.Repo(t)
 			srv := newServer(t, repo, 0, nil)
 			c := newClient(t, repo, 0)
 			next := 0
@@ -48,7 +49,7 @@ func TestRemoteInferenceRoundTrip(t *testing.T) {
 }
 
 func TestInferenceServerBatchesManyClients(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, nil)
 	const nClients, perClient = 4, 5
 	var clients []stream.InferenceClient
@@ -83,7 +84,7 @@ func TestInferenceServerBatchesManyClients(t *testing.T) {
 }
 
 func TestInferenceSpreadsOverServers(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	servers := []*server{newServer(t, repo, 0, nil), newServer(t, repo, 1, nil)}
 	c := newClient(t, repo, 0)
 	clients := []stream.InferenceClient{c}
@@ -121,7 +122,7 @@ func TestInferenceServerMaxRows(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%v/max=%d", tc.sizes, tc.maxRows), func(t *testing.T) {
-			repo := newRepo(t)
+			repo := workertest.Repo(t)
 			srv := newServer(t, repo, 0, nil)
 			c := newClient(t, repo, 0)
 			var ps []pending
@@ -153,7 +154,7 @@ func TestInferenceServerMaxRows(t *testing.T) {
 
 func TestInferenceFailover(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	a := newServer(t, repo, 0, nil)
 	c := newClient(t, repo, timeout)
 	clients := []stream.InferenceClient{c}
@@ -215,7 +216,7 @@ func TestInferenceFailover(t *testing.T) {
 }
 
 func TestInferenceQueuedUntilServerRegisters(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	c := newClient(t, repo, 0)
 	ps := post(t, c, 1, 2, 3)
 	if err := c.Flush(ctxT(t)); err != nil {
@@ -236,7 +237,7 @@ func TestInferenceQueuedUntilServerRegisters(t *testing.T) {
 
 func TestInferenceLateReplyDropped(t *testing.T) {
 	const timeout = 200 * time.Millisecond
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, nil)
 	c := newClient(t, repo, timeout)
 	ps := post(t, c, 1)
@@ -299,7 +300,7 @@ func TestInferenceServerDropsMalformed(t *testing.T) {
 		{"two frames", [][]byte{good, good}},
 		{"empty frame", [][]byte{{}}},
 	}
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, nil)
 	dealer, err := zmq.NewSocket(zmq.DEALER)
 	if err != nil {
@@ -347,7 +348,7 @@ func TestInferenceServerDropsMalformed(t *testing.T) {
 }
 
 func TestInferenceServerTakesObsDimFromFirstRequest(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, func(o *stream.InferenceServerOptions) { o.ObsDim = 0 })
 	c := newClient(t, repo, 0)
 	drive(t, []stream.InferenceClient{c}, []*server{srv}, post(t, c, 1, 2))
@@ -374,7 +375,7 @@ func TestInferenceServerTakesObsDimFromFirstRequest(t *testing.T) {
 }
 
 func TestRespondRejectsMisalignedInference(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, nil)
 	c := newClient(t, repo, 0)
 	post(t, c, 1, 2)
@@ -406,7 +407,7 @@ func TestRespondRejectsMisalignedInference(t *testing.T) {
 }
 
 func TestContinuousActions(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, nil)
 	c := newClient(t, repo, 0)
 	ps := post(t, c, 1, 2, 3)
@@ -445,7 +446,7 @@ func TestContinuousActions(t *testing.T) {
 }
 
 func TestPostChecksObservationLength(t *testing.T) {
-	c := newClient(t, newRepo(t), 0)
+	c := newClient(t, workertest.Repo(t), 0)
 	if _, err := c.Post(make([]float32, obsDim+1)); err == nil {
 		t.Error("Post accepted an observation of the wrong length")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/stream"
 	zmq "github.com/pebbe/zmq4"
@@ -104,7 +105,7 @@ func collect(t *testing.T, want int, cs ...*stream.SampleConsumer) [][]*api.Samp
 }
 
 func TestSampleStreamToTwoConsumers(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	cs := []*stream.SampleConsumer{newConsumer(t, repo, 0, 0), newConsumer(t, repo, 1, 0)}
 	p := newProducer(t, repo, 0)
 	sent := map[string]*api.SampleBatch{}
@@ -161,7 +162,7 @@ func TestSampleStreamToTwoConsumers(t *testing.T) {
 }
 
 func TestSampleBackpressureWithoutConsumer(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	p := newProducer(t, repo, 0)
 	b := makeBatch(t, "actor/0", 0, 10, 3)
 	if err := p.Post(b); !errors.Is(err, stream.ErrBackpressure) {
@@ -184,7 +185,7 @@ func TestSampleBackpressureWithoutConsumer(t *testing.T) {
 
 func TestSampleBackpressureSlowConsumer(t *testing.T) {
 	const hwm = 2
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	c := newConsumer(t, repo, 0, hwm)
 	p := newProducer(t, repo, hwm)
 	// Batches of ~64 KiB, so kernel socket buffers (a few MiB on loopback)
@@ -231,7 +232,7 @@ func TestSampleBackpressureSlowConsumer(t *testing.T) {
 }
 
 func TestSampleConsumerDropsMalformed(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	c := newConsumer(t, repo, 0, 0)
 	push, err := zmq.NewSocket(zmq.PUSH)
 	if err != nil {
@@ -274,7 +275,7 @@ func TestSampleConsumerDropsMalformed(t *testing.T) {
 }
 
 func TestSampleProducerRejects(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	newConsumer(t, repo, 0, 0)
 	p, err := stream.NewSampleProducer(ctxT(t), stream.SampleProducerOptions{
 		Repo: repo, Trial: testTrial, MaxMsgSize: 1024, Logger: testLogger(t),

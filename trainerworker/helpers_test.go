@@ -1,19 +1,18 @@
 package trainerworker_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/actorworker"
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/paramstream"
@@ -24,46 +23,18 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	for name, f := range map[string]worker.Factory{
+	workertest.MustRegister(map[string]worker.Factory{
 		trainerworker.TypeName: trainerworker.New,
 		policyworker.TypeName:  policyworker.New,
 		actorworker.TypeName:   actorworker.New,
-	} {
-		if err := worker.RegisterType(name, f); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-	}
+	})
 	os.Exit(m.Run())
 }
 
 var testTrial = names.NewTrial("unit", "trainerworker")
 
-// newRepo is an in-memory name resolve, closed after the test's workers
-// and streams (cleanups run last-in first-out).
-func newRepo(t testing.TB) nameresolve.Repository {
-	repo := nameresolve.NewMemory()
-	t.Cleanup(func() { repo.Close() })
-	return repo
-}
-
 // testLogger sends logs to the test's log, shown on failure or with -v.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func ctxT(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func testLogger(t testing.TB) *slog.Logger { return workertest.Logger(t, slog.LevelInfo) }
 
 // cluster is workers running in-process on one in-memory name resolve,
 // driven through a control panel.
@@ -73,56 +44,23 @@ type cluster struct {
 }
 
 func newCluster(t testing.TB) *cluster {
-	repo := newRepo(t)
-	p := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
-	t.Cleanup(func() { p.Close() })
-	return &cluster{repo: repo, panel: p}
+	repo := workertest.Repo(t)
+	return &cluster{repo: repo, panel: workertest.Panel(t, repo, testTrial)}
 }
 
-// running is a worker's loop on a goroutine of its own.
-type running struct {
-	name   string
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error // what Run returned; read after done
-}
-
-// start runs worker typ/index until the test ends (or stop) and returns it.
-// A worker that ends in ERROR fails the test.
-func (c *cluster) start(t testing.TB, typ string, index int) *running {
+// start runs worker typ/index until the test ends (or its Stop) and returns
+// it. A worker that ends in ERROR fails the test.
+func (c *cluster) start(t testing.TB, typ string, index int) *workertest.Running {
 	t.Helper()
-	w, err := worker.New(context.Background(), worker.Options{
+	return workertest.StartChecked(t, worker.Options{
 		Trial: testTrial, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
 		IdleWait: 20 * time.Millisecond, Logger: testLogger(t),
 	})
-	if err != nil {
-		t.Fatalf("start %s/%d: %v", typ, index, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{name: w.Name(), cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		r.err = w.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		if err := r.stop(); err != nil {
-			t.Errorf("%s: %v", r.name, err)
-		}
-	})
-	return r
-}
-
-// stop ends the worker as an interrupt does (its Close runs), waits for
-// its loop to return and returns what Run did. It may be called again.
-func (r *running) stop() error {
-	r.cancel()
-	<-r.done
-	return r.err
 }
 
 func (c *cluster) request(t testing.TB, name, cmd string, kwargs, reply any) {
 	t.Helper()
-	if err := c.panel.Request(ctxT(t, 20*time.Second), name, cmd, kwargs, reply); err != nil {
+	if err := c.panel.Request(workertest.Ctx(t, 20*time.Second), name, cmd, kwargs, reply); err != nil {
 		t.Fatalf("%s %s: %v", name, cmd, err)
 	}
 }
@@ -199,7 +137,7 @@ type producer struct {
 
 func newProducer(t testing.TB, repo nameresolve.Repository) *producer {
 	t.Helper()
-	p, err := stream.NewSampleProducer(ctxT(t, 10*time.Second), stream.SampleProducerOptions{
+	p, err := stream.NewSampleProducer(workertest.Ctx(t, 10*time.Second), stream.SampleProducerOptions{
 		Repo: repo, Trial: testTrial, Logger: testLogger(t),
 	})
 	if err != nil {
@@ -258,7 +196,7 @@ func cartPoleBatch(rng *rand.Rand, n int, v int64) *api.SampleBatch {
 // newSubscriber follows the default policy's parameters.
 func newSubscriber(t testing.TB, repo nameresolve.Repository) *paramstream.Subscriber {
 	t.Helper()
-	s, err := paramstream.NewSubscriber(ctxT(t, 10*time.Second), paramstream.SubscriberOptions{
+	s, err := paramstream.NewSubscriber(workertest.Ctx(t, 10*time.Second), paramstream.SubscriberOptions{
 		Repo: repo, Trial: testTrial, NoCache: true, Logger: testLogger(t),
 	})
 	if err != nil {
@@ -273,7 +211,7 @@ func fetchVersion(t testing.TB, s *paramstream.Subscriber, want int64) *paramstr
 	t.Helper()
 	var got *paramstream.Params
 	waitFor(t, 20*time.Second, fmt.Sprintf("fetch version >= %d", want), func() error {
-		p, err := s.Fetch(ctxT(t, 5*time.Second))
+		p, err := s.Fetch(workertest.Ctx(t, 5*time.Second))
 		if err != nil {
 			return err
 		}

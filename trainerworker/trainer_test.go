@@ -13,6 +13,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/trainerworker"
@@ -44,11 +45,11 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 	tr := c.start(t, trainerworker.TypeName, 0)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := c.panel.Request(ctxT(t, 10*time.Second), tr.name, worker.CmdConfigure, tt.cfg, nil)
+			err := c.panel.Request(workertest.Ctx(t, 10*time.Second), tr.Name(), worker.CmdConfigure, tt.cfg, nil)
 			if !errors.Is(err, rpc.ErrBadArguments) {
 				t.Errorf("configure: got %v, want bad_arguments", err)
 			}
-			if s := c.status(t, tr.name); s.State != worker.StateReady {
+			if s := c.status(t, tr.Name()); s.State != worker.StateReady {
 				t.Errorf("state %s after a rejected configure, want %s", s.State, worker.StateReady)
 			}
 		})
@@ -61,9 +62,9 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 func TestPublishesVersionZeroAtConfigure(t *testing.T) {
 	c := newCluster(t)
 	tr := c.start(t, trainerworker.TypeName, 0)
-	c.request(t, tr.name, worker.CmdConfigure, map[string]any{"seed": 7}, nil)
+	c.request(t, tr.Name(), worker.CmdConfigure, map[string]any{"seed": 7}, nil)
 	// The publisher answers fetches from Poll, that is once started.
-	c.request(t, tr.name, worker.CmdStart, nil, nil)
+	c.request(t, tr.Name(), worker.CmdStart, nil, nil)
 	p := fetchVersion(t, newSubscriber(t, c.repo), 0)
 	cfg, err := policy.ConfigForEnv(env.CartPoleName, nil)
 	if err != nil {
@@ -84,7 +85,7 @@ func TestPublishesVersionZeroAtConfigure(t *testing.T) {
 func TestTrainsAndPublishes(t *testing.T) {
 	c := newCluster(t)
 	tr := c.start(t, trainerworker.TypeName, 0)
-	c.run(t, tr.name, map[string]any{"batch_steps": 100, "ppo": map[string]any{"minibatch_size": 50}})
+	c.run(t, tr.Name(), map[string]any{"batch_steps": 100, "ppo": map[string]any{"minibatch_size": 50}})
 	prod := newProducer(t, c.repo)
 	sub := newSubscriber(t, c.repo)
 	v0 := fetchVersion(t, sub, 0)
@@ -96,7 +97,7 @@ func TestTrainsAndPublishes(t *testing.T) {
 		prod.post(t, cartPoleBatch(rng, 50, v))
 		prod.post(t, cartPoleBatch(rng, 50, v))
 		waitFor(t, 20*time.Second, fmt.Sprintf("version %d", v+1), func() error {
-			if s := c.trainerStats(t, tr.name); s.Version != v+1 {
+			if s := c.trainerStats(t, tr.Name()); s.Version != v+1 {
 				return fmt.Errorf("version %d (%+v)", s.Version, s)
 			}
 			return nil
@@ -105,7 +106,7 @@ func TestTrainsAndPublishes(t *testing.T) {
 	prod.post(t, cartPoleBatch(rng, 30, 3))
 	var s trainerStats
 	waitFor(t, 10*time.Second, "the leftover batch", func() error {
-		if s = c.trainerStats(t, tr.name); s.BufferSteps != 30 {
+		if s = c.trainerStats(t, tr.Name()); s.BufferSteps != 30 {
 			return fmt.Errorf("buffer_steps %d", s.BufferSteps)
 		}
 		return nil
@@ -138,13 +139,13 @@ func TestTrainsAndPublishes(t *testing.T) {
 func TestStalenessBound(t *testing.T) {
 	c := newCluster(t)
 	tr := c.start(t, trainerworker.TypeName, 0)
-	c.run(t, tr.name, map[string]any{"batch_steps": 100, "max_staleness": 2})
+	c.run(t, tr.Name(), map[string]any{"batch_steps": 100, "max_staleness": 2})
 	prod := newProducer(t, c.repo)
 	rng := rand.New(rand.NewPCG(3, 4))
 	for v := range int64(4) { // to version 4
 		prod.post(t, cartPoleBatch(rng, 100, v))
 		waitFor(t, 20*time.Second, fmt.Sprintf("version %d", v+1), func() error {
-			if s := c.trainerStats(t, tr.name); s.Version != v+1 {
+			if s := c.trainerStats(t, tr.Name()); s.Version != v+1 {
 				return fmt.Errorf("version %d", s.Version)
 			}
 			return nil
@@ -163,11 +164,11 @@ func TestStalenessBound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint("policy_version=", tt.version), func(t *testing.T) {
-			before := c.trainerStats(t, tr.name)
+			before := c.trainerStats(t, tr.Name())
 			prod.post(t, cartPoleBatch(rng, 10, tt.version))
 			var after trainerStats
 			waitFor(t, 10*time.Second, "the batch", func() error {
-				if after = c.trainerStats(t, tr.name); after.Samples != before.Samples+10 {
+				if after = c.trainerStats(t, tr.Name()); after.Samples != before.Samples+10 {
 					return fmt.Errorf("samples %d", after.Samples)
 				}
 				return nil
@@ -192,7 +193,7 @@ func TestStalenessBound(t *testing.T) {
 func TestRejectsUnusableBatches(t *testing.T) {
 	c := newCluster(t)
 	tr := c.start(t, trainerworker.TypeName, 0)
-	c.run(t, tr.name, map[string]any{"batch_steps": 40})
+	c.run(t, tr.Name(), map[string]any{"batch_steps": 40})
 	prod := newProducer(t, c.repo)
 	rng := rand.New(rand.NewPCG(5, 6))
 	otherPolicy := cartPoleBatch(rng, 10, 0)
@@ -206,13 +207,13 @@ func TestRejectsUnusableBatches(t *testing.T) {
 	}
 	prod.post(t, cartPoleBatch(rng, 40, 0))
 	waitFor(t, 20*time.Second, "one update", func() error {
-		s := c.trainerStats(t, tr.name)
+		s := c.trainerStats(t, tr.Name())
 		if s.Version != 1 || s.Rejected != 3 {
 			return fmt.Errorf("version %d rejected %d", s.Version, s.Rejected)
 		}
 		return nil
 	})
-	if st := c.status(t, tr.name); st.State != worker.StateRunning {
+	if st := c.status(t, tr.Name()); st.State != worker.StateRunning {
 		t.Fatalf("state %s: %s", st.State, st.Error)
 	}
 }
@@ -223,20 +224,20 @@ func TestMaxUpdatesCompletes(t *testing.T) {
 	c := newCluster(t)
 	dir := t.TempDir()
 	tr := c.start(t, trainerworker.TypeName, 0)
-	c.run(t, tr.name, map[string]any{"batch_steps": 20, "max_updates": 2, "checkpoint_dir": dir, "checkpoint_every": 100})
+	c.run(t, tr.Name(), map[string]any{"batch_steps": 20, "max_updates": 2, "checkpoint_dir": dir, "checkpoint_every": 100})
 	prod := newProducer(t, c.repo)
 	rng := rand.New(rand.NewPCG(7, 8))
 	for v := range int64(2) {
 		prod.post(t, cartPoleBatch(rng, 20, v))
 		waitFor(t, 20*time.Second, fmt.Sprintf("version %d", v+1), func() error {
-			if s := c.trainerStats(t, tr.name); s.Version != v+1 {
+			if s := c.trainerStats(t, tr.Name()); s.Version != v+1 {
 				return fmt.Errorf("version %d", s.Version)
 			}
 			return nil
 		})
 	}
 	waitFor(t, 10*time.Second, "COMPLETED", func() error {
-		if s := c.status(t, tr.name); s.State != worker.StateCompleted {
+		if s := c.status(t, tr.Name()); s.State != worker.StateCompleted {
 			return fmt.Errorf("state %s", s.State)
 		}
 		return nil
@@ -273,14 +274,14 @@ func TestCheckpointResume(t *testing.T) {
 	dir := t.TempDir()
 	cfg := map[string]any{"batch_steps": 50, "checkpoint_dir": dir, "checkpoint_every": 1, "seed": 3}
 	tr := c.start(t, trainerworker.TypeName, 0)
-	c.run(t, tr.name, cfg)
+	c.run(t, tr.Name(), cfg)
 	prod := newProducer(t, c.repo)
 	rng := rand.New(rand.NewPCG(9, 10))
-	trainTo(t, c, tr.name, prod, rng, 50, 5)
-	before := c.trainerStats(t, tr.name)
+	trainTo(t, c, tr.Name(), prod, rng, 50, 5)
+	before := c.trainerStats(t, tr.Name())
 	sub := newSubscriber(t, c.repo)
 	published := fetchVersion(t, sub, 5)
-	if err := tr.stop(); err != nil {
+	if err := tr.Stop(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -309,8 +310,8 @@ func TestCheckpointResume(t *testing.T) {
 	}
 
 	tr2 := c.start(t, trainerworker.TypeName, 0)
-	c.run(t, tr2.name, cfg)
-	s := c.trainerStats(t, tr2.name)
+	c.run(t, tr2.Name(), cfg)
+	s := c.trainerStats(t, tr2.Name())
 	if s.Version != 5 || s.ResumedFrom != 5 || s.Updates != 5 || s.Trained != before.Trained {
 		t.Fatalf("resumed trainer: %+v, want version, resumed_from and updates 5", s)
 	}
@@ -318,8 +319,8 @@ func TestCheckpointResume(t *testing.T) {
 	if p.Version != 5 || !slices.Equal(p.Data, ckpt.Learner.Params) {
 		t.Fatalf("resumed trainer publishes version %d; equal to the checkpoint: %v", p.Version, slices.Equal(p.Data, ckpt.Learner.Params))
 	}
-	trainTo(t, c, tr2.name, prod, rng, 50, 7)
-	if s := c.trainerStats(t, tr2.name); s.CkptVersion != 7 {
+	trainTo(t, c, tr2.Name(), prod, rng, 50, 7)
+	if s := c.trainerStats(t, tr2.Name()); s.CkptVersion != 7 {
 		t.Errorf("checkpoint_version %d after resuming and training to 7", s.CkptVersion)
 	}
 }
@@ -354,17 +355,17 @@ func TestResumeSkipsCorruptNewest(t *testing.T) {
 			dir := t.TempDir()
 			cfg := map[string]any{"batch_steps": 30, "checkpoint_dir": dir, "checkpoint_every": 1}
 			tr := c.start(t, trainerworker.TypeName, 0)
-			c.run(t, tr.name, cfg)
-			trainTo(t, c, tr.name, newProducer(t, c.repo), rand.New(rand.NewPCG(11, 12)), 30, 3)
-			if err := tr.stop(); err != nil {
+			c.run(t, tr.Name(), cfg)
+			trainTo(t, c, tr.Name(), newProducer(t, c.repo), rand.New(rand.NewPCG(11, 12)), 30, 3)
+			if err := tr.Stop(); err != nil {
 				t.Fatal(err)
 			}
 			if err := tt.damage(filepath.Join(dir, trainerworker.CheckpointName(3))); err != nil {
 				t.Fatal(err)
 			}
 			tr2 := c.start(t, trainerworker.TypeName, 0)
-			c.run(t, tr2.name, cfg)
-			if s := c.trainerStats(t, tr2.name); s.Version != 2 || s.ResumedFrom != 2 {
+			c.run(t, tr2.Name(), cfg)
+			if s := c.trainerStats(t, tr2.Name()); s.Version != 2 || s.ResumedFrom != 2 {
 				t.Fatalf("version %d resumed_from %d, want 2 (the newest valid checkpoint)", s.Version, s.ResumedFrom)
 			}
 		})
@@ -377,14 +378,14 @@ func TestCheckpointMismatchRefused(t *testing.T) {
 	c := newCluster(t)
 	dir := t.TempDir()
 	tr := c.start(t, trainerworker.TypeName, 0)
-	c.run(t, tr.name, map[string]any{"hidden": []int{8}, "checkpoint_dir": dir, "batch_steps": 10})
-	trainTo(t, c, tr.name, newProducer(t, c.repo), rand.New(rand.NewPCG(1, 1)), 10, 1)
-	if err := tr.stop(); err != nil {
+	c.run(t, tr.Name(), map[string]any{"hidden": []int{8}, "checkpoint_dir": dir, "batch_steps": 10})
+	trainTo(t, c, tr.Name(), newProducer(t, c.repo), rand.New(rand.NewPCG(1, 1)), 10, 1)
+	if err := tr.Stop(); err != nil {
 		t.Fatal(err)
 	}
 
 	tr = c.start(t, trainerworker.TypeName, 0)
-	err := c.panel.Request(ctxT(t, 10*time.Second), tr.name, worker.CmdConfigure,
+	err := c.panel.Request(workertest.Ctx(t, 10*time.Second), tr.Name(), worker.CmdConfigure,
 		map[string]any{"hidden": []int{16}, "checkpoint_dir": dir}, nil)
 	if !errors.Is(err, rpc.ErrBadArguments) || !strings.Contains(err.Error(), "does not match") {
 		t.Fatalf("configure with another architecture: %v, want bad_arguments about the mismatch", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
@@ -21,15 +22,15 @@ func startEchoes(t *testing.T, repo nameresolve.Repository, n int) []string {
 	t.Helper()
 	out := make([]string, n)
 	for i := range out {
-		out[i] = startWorker(t, repo, echo.TypeName, i).w.Name()
+		out[i] = startWorker(t, repo, echo.TypeName, i).Name()
 	}
 	return out
 }
 
 func TestPanelRequests(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	workers := startEchoes(t, repo, 4)
-	panel := newPanel(t, repo)
+	panel := workertest.Panel(t, repo, testTrial)
 	ctx := ctxT(t)
 
 	t.Run("AutoConnect", func(t *testing.T) {
@@ -105,8 +106,8 @@ func TestPanelRequests(t *testing.T) {
 }
 
 func TestPanelConnectWaits(t *testing.T) {
-	repo := newRepo(t)
-	panel := newPanel(t, repo)
+	repo := workertest.Repo(t)
+	panel := workertest.Panel(t, repo, testTrial)
 	done := make(chan error, 1)
 	go func() { done <- panel.Connect(ctxT(t), "echo/0") }()
 	time.Sleep(50 * time.Millisecond)
@@ -122,9 +123,9 @@ func TestPanelConnectWaits(t *testing.T) {
 }
 
 func TestWorkerStatusLost(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	name := startEchoes(t, repo, 1)[0]
-	panel := newPanel(t, repo)
+	panel := workertest.Panel(t, repo, testTrial)
 	ctx := ctxT(t)
 	if err := panel.Request(ctx, name, "configure", nil, nil); err != nil {
 		t.Fatal(err)
@@ -148,17 +149,17 @@ func TestWorkerStatusLost(t *testing.T) {
 // follows the address records (and drops a connection whose request timed
 // out), so the stale connection to the old address is not used for long.
 func TestPanelFollowsMovedWorker(t *testing.T) {
-	repo := newRepo(t)
-	panel := newPanel(t, repo)
+	repo := workertest.Repo(t)
+	panel := workertest.Panel(t, repo, testTrial)
 	first := startWorker(t, repo, echo.TypeName, 0)
 	ctx := ctxT(t)
 	if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	first.cancel()
-	first.wait(t)
+	first.Cancel()
+	first.Wait(t, 10*time.Second)
 	second := startWorker(t, repo, echo.TypeName, 0)
-	if second.w.Addr() == first.w.Addr() {
+	if second.W.Addr() == first.W.Addr() {
 		t.Skip("the new worker got the old port; nothing moved")
 	}
 	// Short attempts: one that still went to the old address times out

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
@@ -114,90 +115,29 @@ func (s *scripted) Commands() map[string]rpc.Handler {
 }
 
 func TestMain(m *testing.M) {
-	for name, f := range map[string]worker.Factory{
+	workertest.MustRegister(map[string]worker.Factory{
 		"scripted":    func(worker.Info) (worker.Impl, error) { return &scripted{}, nil },
 		echo.TypeName: echo.New,
-	} {
-		if err := worker.RegisterType(name, f); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-	}
+	})
 	os.Exit(m.Run())
 }
 
 var testTrial = names.NewTrial("unit", "t1")
 
-// newRepo is an in-memory name resolve closed after the test's workers stopped.
-func newRepo(t *testing.T) nameresolve.Repository {
-	repo := nameresolve.NewMemory()
-	t.Cleanup(func() { repo.Close() })
-	return repo
-}
-
-// testLogger sends worker logs to the test's log, shown on failure or with -v.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-// running is a worker started in-process with its Run loop in a goroutine.
-type running struct {
-	w      *worker.Worker
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func startWorker(t *testing.T, repo nameresolve.Repository, typ string, index int) *running {
+func startWorker(t *testing.T, repo nameresolve.Repository, typ string, index int) *workertest.Running {
 	t.Helper()
 	return startWorkerIdle(t, repo, typ, index, 10*time.Millisecond)
 }
 
-func startWorkerIdle(t *testing.T, repo nameresolve.Repository, typ string, index int, idle time.Duration) *running {
+func startWorkerIdle(t *testing.T, repo nameresolve.Repository, typ string, index int, idle time.Duration) *workertest.Running {
 	t.Helper()
-	w, err := worker.New(context.Background(), worker.Options{
+	return workertest.Start(t, worker.Options{
 		Trial: testTrial, Type: typ, Index: index, Host: "127.0.0.1", Repo: repo,
-		IdleWait: idle, Logger: testLogger(t),
+		IdleWait: idle, Logger: workertest.Logger(t, slog.LevelDebug),
 	})
-	if err != nil {
-		t.Fatalf("start %s/%d: %v", typ, index, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{w: w, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-r.done })
-	return r
 }
 
-func (r *running) wait(t *testing.T) error {
-	t.Helper()
-	select {
-	case err := <-r.done:
-		r.done <- err // keep it for Cleanup
-		return err
-	case <-time.After(10 * time.Second):
-		t.Fatal("worker did not exit")
-		return nil
-	}
-}
-
-func newPanel(t *testing.T, repo nameresolve.Repository) *worker.ControlPanel {
-	p := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
-	t.Cleanup(func() { p.Close() })
-	return p
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return workertest.Ctx(t, 10*time.Second) }
 
 func TestLifecycleCommands(t *testing.T) {
 	type step struct {
@@ -254,9 +194,9 @@ func TestLifecycleCommands(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			repo := newRepo(t)
+			repo := workertest.Repo(t)
 			startWorker(t, repo, "scripted", i)
-			panel := newPanel(t, repo)
+			panel := workertest.Panel(t, repo, testTrial)
 			name := names.WorkerName("scripted", i)
 			for j, s := range c.steps {
 				var st worker.Status
@@ -309,10 +249,10 @@ func TestPollOutcomes(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			repo := newRepo(t)
+			repo := workertest.Repo(t)
 			r := startWorker(t, repo, "scripted", i)
-			panel := newPanel(t, repo)
-			name := r.w.Name()
+			panel := workertest.Panel(t, repo, testTrial)
+			name := r.Name()
 			for _, cmd := range []struct {
 				c  string
 				kw any
@@ -333,7 +273,7 @@ func TestPollOutcomes(t *testing.T) {
 			if err := panel.Request(ctxT(t), name, "exit", nil, nil); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.wait(t); !errors.Is(err, c.wantRun) && (err != nil || c.wantRun != nil) {
+			if err := r.Wait(t, 10*time.Second); !errors.Is(err, c.wantRun) && (err != nil || c.wantRun != nil) {
 				t.Fatalf("Run = %v, want %v", err, c.wantRun)
 			}
 			st = waitState(t, panel, name, c.wantState) // final record keeps the outcome
@@ -347,14 +287,14 @@ func TestPollOutcomes(t *testing.T) {
 }
 
 func TestStatsCountSamples(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	r := startWorker(t, repo, "scripted", 0)
-	panel := newPanel(t, repo)
+	panel := workertest.Panel(t, repo, testTrial)
 	ctx := ctxT(t)
-	if err := panel.Request(ctx, r.w.Name(), "configure", map[string]any{"samples_per_poll": 4}, nil); err != nil {
+	if err := panel.Request(ctx, r.Name(), "configure", map[string]any{"samples_per_poll": 4}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := panel.Request(ctx, r.w.Name(), "start", nil, nil); err != nil {
+	if err := panel.Request(ctx, r.Name(), "start", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -363,7 +303,7 @@ func TestStatsCountSamples(t *testing.T) {
 			Polls         int64  `msgpack:"polls"`
 			ScriptedPolls *int64 `msgpack:"scripted_polls"`
 		}
-		if err := panel.Request(ctx, r.w.Name(), "stats", nil, &stats); err != nil {
+		if err := panel.Request(ctx, r.Name(), "stats", nil, &stats); err != nil {
 			t.Fatal(err)
 		}
 		if stats.Samples != 4*stats.Polls {
@@ -380,7 +320,7 @@ func TestStatsCountSamples(t *testing.T) {
 }
 
 func TestDuplicateNameFails(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	first := startWorker(t, repo, echo.TypeName, 0)
 	_, err := worker.New(context.Background(), worker.Options{
 		Trial: testTrial, Type: echo.TypeName, Index: 0, Host: "127.0.0.1", Repo: repo,
@@ -388,13 +328,13 @@ func TestDuplicateNameFails(t *testing.T) {
 	if !errors.Is(err, worker.ErrNameTaken) {
 		t.Fatalf("second echo/0: err = %v, want ErrNameTaken", err)
 	}
-	if !strings.Contains(err.Error(), first.w.Addr()) {
-		t.Fatalf("error %q should name the live worker's address %s", err, first.w.Addr())
+	if !strings.Contains(err.Error(), first.W.Addr()) {
+		t.Fatalf("error %q should name the live worker's address %s", err, first.W.Addr())
 	}
 }
 
 func TestUnknownType(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	_, err := worker.New(context.Background(), worker.Options{Trial: testTrial, Type: "nope", Repo: repo, Host: "127.0.0.1"})
 	if err == nil || !strings.Contains(err.Error(), "echo") {
 		t.Fatalf("err = %v, want it to list the known types", err)
@@ -402,14 +342,14 @@ func TestUnknownType(t *testing.T) {
 }
 
 func TestCancelInterrupts(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	r := startWorker(t, repo, echo.TypeName, 0)
-	panel := newPanel(t, repo)
-	r.cancel()
-	if err := r.wait(t); err != nil {
+	panel := workertest.Panel(t, repo, testTrial)
+	r.Cancel()
+	if err := r.Wait(t, 10*time.Second); err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
-	st := waitState(t, panel, r.w.Name(), worker.StateInterrupted)
+	st := waitState(t, panel, r.Name(), worker.StateInterrupted)
 	if st.PID != os.Getpid() {
 		t.Fatalf("status pid %d", st.PID)
 	}
@@ -418,15 +358,15 @@ func TestCancelInterrupts(t *testing.T) {
 // An idle worker sleeps on its type's sockets too: input there wakes it
 // although its idle wait is far longer than the test may take.
 func TestIdleWorkerWakesOnItsSockets(t *testing.T) {
-	repo := newRepo(t)
+	repo := workertest.Repo(t)
 	r := startWorkerIdle(t, repo, "scripted", 0, time.Hour)
-	panel := newPanel(t, repo)
+	panel := workertest.Panel(t, repo, testTrial)
 	ctx := ctxT(t)
 	addr := "inproc://scripted-wake"
-	if err := panel.Request(ctx, r.w.Name(), "configure", map[string]any{"pull_addr": addr}, nil); err != nil {
+	if err := panel.Request(ctx, r.Name(), "configure", map[string]any{"pull_addr": addr}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := panel.Request(ctx, r.w.Name(), "start", nil, nil); err != nil {
+	if err := panel.Request(ctx, r.Name(), "start", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	push, err := zmq.NewSocket(zmq.PUSH)
@@ -445,7 +385,7 @@ func TestIdleWorkerWakesOnItsSockets(t *testing.T) {
 	// No request goes to the worker from here on: only the pushed message can wake it,
 	// and the status record it then writes carries the warning.
 	for {
-		st, err := panel.WorkerStatus(ctx, r.w.Name())
+		st, err := panel.WorkerStatus(ctx, r.Name())
 		if err == nil && st.Warning == "received 1" {
 			return
 		}

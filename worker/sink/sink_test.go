@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/stream"
@@ -20,47 +20,24 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if err := worker.RegisterType(sink.TypeName, sink.New); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	workertest.MustRegister(map[string]worker.Factory{sink.TypeName: sink.New})
 	os.Exit(m.Run())
 }
 
 var testTrial = names.NewTrial("sinktest", "t1")
 
-type testWriter struct{ t *testing.T }
+func testLogger(t *testing.T) *slog.Logger { return workertest.Logger(t, slog.LevelDebug) }
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return workertest.Ctx(t, 10*time.Second) }
 
 // startSink runs a sink worker in-process. Its idle wait is far longer than
 // the test, so batches are only seen in time if arrivals wake it.
 func startSink(t *testing.T, repo nameresolve.Repository, index int) {
 	t.Helper()
-	w, err := worker.New(ctxT(t), worker.Options{
+	workertest.Start(t, worker.Options{
 		Trial: testTrial, Type: sink.TypeName, Index: index, Host: "127.0.0.1", Repo: repo,
 		IdleWait: time.Minute, Logger: testLogger(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 }
 
 // batch is a 10-step batch of actor with an episode ending at steps 4 and 9.
@@ -92,11 +69,9 @@ type summary struct {
 }
 
 func TestSinkCountsWhatArrives(t *testing.T) {
-	repo := nameresolve.NewMemory()
-	defer repo.Close()
+	repo := workertest.Repo(t)
 	startSink(t, repo, 0)
-	panel := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
-	defer panel.Close()
+	panel := workertest.Panel(t, repo, testTrial)
 	name := names.WorkerName(sink.TypeName, 0)
 	for _, cmd := range []string{"configure", "start"} {
 		var kwargs any
@@ -177,11 +152,9 @@ func TestSinkCountsWhatArrives(t *testing.T) {
 }
 
 func TestSinkConfigErrors(t *testing.T) {
-	repo := nameresolve.NewMemory()
-	defer repo.Close()
+	repo := workertest.Repo(t)
 	startSink(t, repo, 1)
-	panel := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
-	defer panel.Close()
+	panel := workertest.Panel(t, repo, testTrial)
 	name := names.WorkerName(sink.TypeName, 1)
 	cases := []struct {
 		name   string

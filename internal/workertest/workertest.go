@@ -1,0 +1,143 @@
+package workertest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/worker"
+)
+
+// MustRegister registers worker types, for a test binary's TestMain to
+// call before m.Run. On an error it prints it and exits: no test runs yet
+// that could fail.
+func MustRegister(types map[string]worker.Factory) {
+	for name, f := range types {
+		if err := worker.RegisterType(name, f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+}
+
+// Repo is an in-memory name resolve closed when the test ends, after
+// whatever the test starts on it later (cleanups run last-in first-out).
+func Repo(t testing.TB) *nameresolve.Memory {
+	repo := nameresolve.NewMemory()
+	t.Cleanup(func() { repo.Close() })
+	return repo
+}
+
+// Logger sends logs at level and above to the test's log, shown on failure
+// or with -v. Whatever logs to it must stop before the test's cleanups are
+// over (t.Log panics after that); a worker given it through Start is
+// stopped by Start's cleanup.
+func Logger(t testing.TB, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// Ctx is a context cancelled after d or when the test ends.
+func Ctx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Panel is a control panel for trial's workers on repo, closed when the
+// test ends.
+func Panel(t testing.TB, repo nameresolve.Repository, trial names.Trial) *worker.ControlPanel {
+	p := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// Running is a worker started in-process with its Run loop on a goroutine
+// of its own.
+type Running struct {
+	// W is the worker. Only what does not change while it runs (Name,
+	// Addr) may be read from other goroutines.
+	W      *worker.Worker
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // what Run returned; read after done
+}
+
+// Start creates the worker of opts (worker.New) and runs its loop until the
+// test ends or the worker stops; the test's cleanup cancels the loop and
+// waits for it. What Run returns is the test's to check (Stop, Wait);
+// StartChecked fails the test on it instead.
+func Start(t testing.TB, opts worker.Options) *Running {
+	t.Helper()
+	return start(t, opts, false)
+}
+
+// StartChecked is Start for a worker that must not end in error: if its
+// Run returns an error, the test fails at cleanup.
+func StartChecked(t testing.TB, opts worker.Options) *Running {
+	t.Helper()
+	return start(t, opts, true)
+}
+
+func start(t testing.TB, opts worker.Options, check bool) *Running {
+	t.Helper()
+	w, err := worker.New(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("start %s/%d: %v", opts.Type, opts.Index, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Running{W: w, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.err = w.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		if err := r.Stop(); err != nil && check {
+			t.Errorf("worker %s: %v", r.Name(), err)
+		}
+	})
+	return r
+}
+
+// Name is the worker's name, "{type}/{index}".
+func (r *Running) Name() string { return r.W.Name() }
+
+// Cancel ends the worker's loop as an interrupt does (its Close runs); it
+// does not wait. It may be called again.
+func (r *Running) Cancel() { r.cancel() }
+
+// Done is closed once the worker's loop has returned.
+func (r *Running) Done() <-chan struct{} { return r.done }
+
+// Stop cancels the worker's loop, waits for it to return and returns what
+// Run did. It may be called again.
+func (r *Running) Stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
+}
+
+// Wait waits up to d for the worker's loop to return (on its own or after
+// Cancel) and returns what Run did; the test fails if it has not by then.
+func (r *Running) Wait(t testing.TB, d time.Duration) error {
+	t.Helper()
+	select {
+	case <-r.done:
+		return r.err
+	case <-time.After(d):
+		t.Fatalf("worker %s did not exit within %v", r.Name(), d)
+		return nil
+	}
+}

@@ -17,7 +17,8 @@ type Metrics struct {
 	// processes that were restarted since.
 	EnvSteps int64 `json:"env_steps"`
 	Episodes int64 `json:"episodes"`
-	// StepsPerS is the env step rate since the previous line.
+	// StepsPerS is the env step rate since the previous line (that
+	// line's rate when it is less than minRateWindow old).
 	StepsPerS float64 `json:"steps_per_s"`
 	// MeanReturn is the trainer's if it reports one, else the actors'
 	// mean over their last (up to 20) episodes, weighted by how many each
@@ -114,6 +115,9 @@ func number(v any) (float64, bool) {
 // and how many must have ended before a target return can stop a trial.
 const returnWindow = 20
 
+// minRateWindow is the shortest interval a steps/s figure is computed over.
+const minRateWindow = 250 * time.Millisecond
+
 // sample is what the controller knows of one worker at a metrics poll.
 type sample struct {
 	name  string
@@ -191,8 +195,13 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 	}
 	m.PolicyLag = lag
 	if prev != nil {
-		if dt := now.Sub(prev.Time).Seconds(); dt > 0 {
-			m.StepsPerS = max(float64(m.EnvSteps-prev.EnvSteps), 0) / dt
+		switch dt := now.Sub(prev.Time); {
+		case dt >= minRateWindow:
+			m.StepsPerS = max(float64(m.EnvSteps-prev.EnvSteps), 0) / dt.Seconds()
+		default:
+			// A line right after the previous one (the last, at a stop)
+			// would divide a few steps by a few milliseconds.
+			m.StepsPerS = prev.StepsPerS
 		}
 	} else if elapsed > 0 {
 		m.StepsPerS = float64(m.EnvSteps) / elapsed.Seconds()

@@ -45,6 +45,12 @@ func TestAggregate(t *testing.T) {
 			steps: 600, episodes: 8, ret: -1, version: -1, stepsPerS: 200,
 		},
 		{
+			name:    "a line right after the previous keeps its rate",
+			samples: []sample{actor("actor/0", 1010, 0, 0)},
+			prev:    &Metrics{Time: t0.Add(-10 * time.Millisecond), EnvSteps: 1000, StepsPerS: 321},
+			steps:   1010, ret: -1, version: -1, stepsPerS: 321,
+		},
+		{
 			name: "the trainer's figures win over the actors' and policy workers'",
 			samples: []sample{
 				actor("actor/0", 10, 30, 1),

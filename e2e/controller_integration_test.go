@@ -468,6 +468,13 @@ func TestStartCartPolePPOSurvivesKills(t *testing.T) {
 	if err != nil || len(ckpts) == 0 {
 		t.Fatalf("no checkpoints in the trial directory: %v", err)
 	}
+	out, code := runRlctl(t, nil, "plot", "cartpole-ppo", "t5", "--workdir", work)
+	if code != 0 {
+		t.Fatalf("rlctl plot: exit %d: %s", code, out)
+	}
+	if b, err := os.ReadFile(strings.TrimSpace(out)); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("rlctl plot wrote %q: not a PNG (%v)", strings.TrimSpace(out), err)
+	}
 	t.Logf("solved to %.1f with 2 restarts in %.1fs, version %d, %d env steps", last.MeanReturn, last.ElapsedS, last.Version, last.EnvSteps)
 	assertWorkersGone(t, readRecord(t, dir))
 }

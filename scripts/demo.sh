@@ -59,15 +59,18 @@ for w in 'sink/*' 'policy/*' 'actor/*'; do "$RLCTL" request "$w" start >/dev/nul
 echo started
 duration=${DURATION:-10}
 printf '\n%8s %12s %10s %12s %10s %12s\n' elapsed env_steps steps/s episodes batch_mean sink_batches
-prev=0
-for t in $(seq "$duration"); do
+begin=$(date +%s.%N); prev=0; prev_t=$begin
+while :; do
   sleep 1
-  steps=$("$RLCTL" request 'actor/*' stats | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(v["env_steps"] for v in d.values()))' 2>/dev/null || echo 0)
-  eps=$("$RLCTL" request 'actor/*' stats | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(v["episodes"] for v in d.values()))' 2>/dev/null || echo 0)
+  read -r steps eps < <("$RLCTL" request 'actor/*' stats | python3 -c 'import json,sys; d=json.load(sys.stdin).values(); d=list(d); print(sum(v["env_steps"] for v in d), sum(v["episodes"] for v in d))' 2>/dev/null || echo "0 0")
+  now=$(date +%s.%N)
   mb=$("$RLCTL" request policy/0 stats | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["mean_batch"],1))' 2>/dev/null || echo -)
   sb=$("$RLCTL" request sink/0 summary | python3 -c 'import json,sys; print(json.load(sys.stdin)["batches"])' 2>/dev/null || echo -)
-  printf '%7ss %12s %10s %12s %10s %12s\n' "$t" "$steps" "$((steps - prev))" "$eps" "$mb" "$sb"
-  prev=$steps
+  # The rate is over the time that really passed: the requests above take time too.
+  read -r el rate < <(python3 -c "print(f'{$now-$begin:.1f}', int(($steps-$prev)/($now-$prev_t)))")
+  printf '%7ss %12s %10s %12s %10s %12s\n' "$el" "$steps" "$rate" "$eps" "$mb" "$sb"
+  prev=$steps; prev_t=$now
+  python3 -c "import sys; sys.exit(0 if $now-$begin >= $duration else 1)" && break
 done
 step rlctl ls; "$RLCTL" ls
 step "rlctl request '*' exit"; "$RLCTL" request '*' exit >/dev/null && echo "exit sent"

@@ -478,3 +478,29 @@ func TestStartCartPolePPOSurvivesKills(t *testing.T) {
 	t.Logf("solved to %.1f with 2 restarts in %.1fs, version %d, %d env steps", last.MeanReturn, last.ElapsedS, last.Version, last.EnvSteps)
 	assertWorkersGone(t, readRecord(t, dir))
 }
+
+// Past its restarts a failing worker ends the trial: exit code 1, with a
+// message naming the worker and why, and no process left behind.
+func TestStartFailsPastMaxRestarts(t *testing.T) {
+	work := t.TempDir()
+	p := start(t, "rlctl-start", noNameServer, "start", "cartpole-sink", "t6", "--workdir", work,
+		"--set", "stop.env_steps=0", "--set", "stop.max_restarts=0", "--set", "metrics_interval=300ms")
+	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	dir := filepath.Join(work, "cartpole-sink", "t6")
+	rec := readRecord(t, dir)
+	if err := syscall.Kill(rec.Workers["actor/1"], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t, 60*time.Second); code != 1 {
+		t.Fatalf("rlctl start exited with %d, want 1:\n%s", code, readFile(t, p.log))
+	}
+	out := readFile(t, p.log)
+	if !strings.Contains(out, "actor/1") || !strings.Contains(out, "failed after 0 restarts") {
+		t.Fatalf("the output should name actor/1 and why the trial failed:\n%s", out)
+	}
+	rec = readRecord(t, dir)
+	if rec.State != "failed" {
+		t.Errorf("controller.json state %q, want failed", rec.State)
+	}
+	assertWorkersGone(t, rec)
+}

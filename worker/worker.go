@@ -219,6 +219,10 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 	w.stats.samples += res.Samples
 	w.stats.batches += res.Batches
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// The loop is being stopped (SIGTERM, cancel) and the slice of work
+		// was cut short by it: an interruption, not a failure of the work.
+		w.log.Debug("poll cut short by shutdown", "err", err)
 	case err != nil:
 		w.fail(fmt.Errorf("poll: %w", err))
 	case res.Done:

@@ -34,6 +34,9 @@ type scriptConfig struct {
 	PanicAfter     int   `msgpack:"panic_after"` // polls; 0 = never
 	DoneAfter      int   `msgpack:"done_after"`  // polls; 0 = never
 	RejectConfig   bool  `msgpack:"reject_config"`
+	// BlockPoll: a poll waits for the loop's context to end and returns its
+	// error, as a poll cut short by a shutdown does.
+	BlockPoll bool `msgpack:"block_poll"`
 	// PullAddr: bind a PULL socket there; polls count what arrives and
 	// report it as the warning, so a test can see the worker woke up.
 	PullAddr string `msgpack:"pull_addr"`
@@ -76,8 +79,12 @@ func (s *scripted) Warning() string {
 	return fmt.Sprintf("received %d", s.received)
 }
 
-func (s *scripted) Poll(context.Context) (worker.PollResult, error) {
+func (s *scripted) Poll(ctx context.Context) (worker.PollResult, error) {
 	s.polls++
+	if s.cfg.BlockPoll {
+		<-ctx.Done()
+		return worker.PollResult{}, fmt.Errorf("flush: %w", ctx.Err())
+	}
 	for s.pull != nil {
 		if _, err := s.pull.Recv(zmq.DONTWAIT); err != nil {
 			break
@@ -394,4 +401,26 @@ func TestIdleWorkerWakesOnItsSockets(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A poll cut short by the worker's own shutdown is an interruption, not a
+// failure: Run returns nil and the final state is INTERRUPTED.
+func TestShutdownDuringPollIsNotFailure(t *testing.T) {
+	repo := workertest.Repo(t)
+	r := startWorker(t, repo, "scripted", 0)
+	panel := workertest.Panel(t, repo, testTrial)
+	ctx := ctxT(t)
+	if err := panel.Request(ctx, r.Name(), "configure", map[string]any{"block_poll": true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := panel.Request(ctx, r.Name(), "start", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, panel, r.Name(), worker.StateRunning)
+	time.Sleep(20 * time.Millisecond) // let the loop enter the blocking poll
+	r.Cancel()
+	if err := r.Wait(t, 10*time.Second); err != nil {
+		t.Fatalf("Run after a cancel during poll: %v", err)
+	}
+	waitState(t, panel, r.Name(), worker.StateInterrupted)
 }

@@ -8,10 +8,19 @@ import (
 	"os/signal"
 	"syscall"
 
+	zmq "github.com/pebbe/zmq4"
 	"github.com/urfave/cli/v2"
 )
 
+// maxSockets lifts libzmq's default cap of 1023 sockets per process: a
+// controller keeps one connection per worker, and would otherwise stop
+// near a thousand workers. (Go already raises the open-file limit.)
+const maxSockets = 16384
+
 func main() {
+	if err := raiseSocketLimit(); err != nil {
+		fmt.Fprintln(os.Stderr, "rlctl:", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newApp().RunContext(ctx, os.Args); err != nil {
@@ -25,6 +34,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "rlctl:", err)
 		os.Exit(1)
 	}
+}
+
+// raiseSocketLimit must run before the first ZeroMQ socket is made.
+func raiseSocketLimit() error {
+	if err := zmq.SetMaxSockets(maxSockets); err != nil {
+		return fmt.Errorf("raise the ZeroMQ socket limit to %d: %w", maxSockets, err)
+	}
+	return nil
 }
 
 func newApp() *cli.App {

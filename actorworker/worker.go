@@ -1,6 +1,7 @@
 package actorworker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,13 +80,13 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 	if err := worker.DecodeConfig(args, "actor config", &cfg); err != nil {
 		return cfg, nil, err
 	}
-	cfg.Env = orDefault(cfg.Env, DefaultEnv)
-	cfg.Policy = orDefault(cfg.Policy, DefaultPolicy)
-	cfg.Inference = orDefault(cfg.Inference, InferenceRemote)
-	cfg.SampleStream = orDefault(cfg.SampleStream, DefaultStream)
-	cfg.RingSize = orDefault(cfg.RingSize, DefaultRingSize)
-	cfg.SampleSteps = orDefault(cfg.SampleSteps, DefaultSampleSteps)
-	cfg.MaxPollSteps = orDefault(cfg.MaxPollSteps, DefaultMaxPollSteps)
+	cfg.Env = cmp.Or(cfg.Env, DefaultEnv)
+	cfg.Policy = cmp.Or(cfg.Policy, DefaultPolicy)
+	cfg.Inference = cmp.Or(cfg.Inference, InferenceRemote)
+	cfg.SampleStream = cmp.Or(cfg.SampleStream, DefaultStream)
+	cfg.RingSize = cmp.Or(cfg.RingSize, DefaultRingSize)
+	cfg.SampleSteps = cmp.Or(cfg.SampleSteps, DefaultSampleSteps)
+	cfg.MaxPollSteps = cmp.Or(cfg.MaxPollSteps, DefaultMaxPollSteps)
 	if cfg.Seed == nil {
 		s := int64(index)
 		cfg.Seed = &s
@@ -122,12 +123,7 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 		return cfg, nil, badConfig("inline policy: %v", err)
 	}
 	pc.Seed, pc.Deterministic = *cfg.Seed, cfg.Deterministic
-	if cfg.Hidden != nil {
-		pc.Hidden = cfg.Hidden
-	}
-	if cfg.Activation != "" {
-		pc.Activation = cfg.Activation
-	}
+	pc = pc.WithShape(cfg.Hidden, cfg.Activation)
 	p, err := policy.New(pc)
 	if err != nil {
 		return cfg, nil, badConfig("inline policy: %v", err)
@@ -137,15 +133,6 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 
 func badConfig(format string, args ...any) error {
 	return rpc.Errorf(rpc.ErrTypeBadArguments, "actor config: "+format, args...)
-}
-
-// orDefault returns v, or def when v is the zero value.
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // ActorWorker is the implementation of the "actor" worker type.

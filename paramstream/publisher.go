@@ -2,6 +2,7 @@ package paramstream
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,9 +97,9 @@ type Publisher struct {
 // then there is nothing to fetch. ctx is accepted for symmetry with the
 // other constructors; binding does not block.
 func NewPublisher(ctx context.Context, opts PublisherOptions) (*Publisher, error) {
-	opts.Policy = zsock.OrDefault(opts.Policy, DefaultPolicy)
-	opts.Host = zsock.OrDefault(opts.Host, DefaultHost)
-	opts.TTL = zsock.OrDefault(opts.TTL, DefaultTTL)
+	opts.Policy = cmp.Or(opts.Policy, DefaultPolicy)
+	opts.Host = cmp.Or(opts.Host, DefaultHost)
+	opts.TTL = cmp.Or(opts.TTL, DefaultTTL)
 	switch {
 	case opts.Repo == nil:
 		return nil, errors.New("paramstream: PublisherOptions.Repo is required")

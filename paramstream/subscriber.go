@@ -1,6 +1,7 @@
 package paramstream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -140,10 +141,10 @@ type pendingFetch struct {
 // Nothing is fetched until Poll or Fetch; the cache directory is created
 // on first use.
 func NewSubscriber(ctx context.Context, opts SubscriberOptions) (*Subscriber, error) {
-	opts.Policy = zsock.OrDefault(opts.Policy, DefaultPolicy)
-	opts.FetchTimeout = zsock.OrDefault(opts.FetchTimeout, DefaultFetchTimeout)
-	opts.MaxMsgSize = zsock.OrDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
-	opts.CacheDir = zsock.OrDefault(opts.CacheDir, DefaultCacheDir(opts.Trial, opts.Policy))
+	opts.Policy = cmp.Or(opts.Policy, DefaultPolicy)
+	opts.FetchTimeout = cmp.Or(opts.FetchTimeout, DefaultFetchTimeout)
+	opts.MaxMsgSize = cmp.Or(opts.MaxMsgSize, DefaultMaxMsgSize)
+	opts.CacheDir = cmp.Or(opts.CacheDir, DefaultCacheDir(opts.Trial, opts.Policy))
 	switch {
 	case opts.Repo == nil:
 		return nil, errors.New("paramstream: SubscriberOptions.Repo is required")

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -37,6 +38,16 @@ type Config struct {
 	// Deterministic takes the most likely action (the argmax of the logits,
 	// or the Gaussian mean) instead of sampling, as for evaluation.
 	Deterministic bool `msgpack:"deterministic"`
+}
+
+// WithShape overrides the hidden layers and the activation where a worker's
+// configuration gives them: nil hidden and "" activation keep c's.
+func (c Config) WithShape(hidden []int, activation nn.Activation) Config {
+	if hidden != nil {
+		c.Hidden = hidden
+	}
+	c.Activation = cmp.Or(activation, c.Activation)
+	return c
 }
 
 // spec returns the network spec of c with the defaults filled in.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -414,5 +415,27 @@ func TestInferReusesOutput(t *testing.T) {
 	}
 	if !out.Actions.IsZero() || out.ContActions.Len() != 16 {
 		t.Fatalf("after a Gaussian Infer: Actions %v, ContActions %v", out.Actions.Shape, out.ContActions.Shape)
+	}
+}
+
+func TestConfigWithShape(t *testing.T) {
+	base := policy.Config{ObsDim: 4, ActionDim: 2, Hidden: []int{64, 64}, Activation: nn.Tanh}
+	cases := []struct {
+		name   string
+		hidden []int
+		act    nn.Activation
+		want   policy.Config
+	}{
+		{"nothing given keeps both", nil, "", base},
+		{"hidden given", []int{8}, "", policy.Config{ObsDim: 4, ActionDim: 2, Hidden: []int{8}, Activation: nn.Tanh}},
+		{"empty hidden is a linear policy", []int{}, nn.ReLU, policy.Config{ObsDim: 4, ActionDim: 2, Hidden: []int{}, Activation: nn.ReLU}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := base.WithShape(c.hidden, c.act)
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("got %+v, want %+v", got, c.want)
+			}
+		})
 	}
 }

@@ -263,12 +263,7 @@ func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 				"the policy's shape is unknown: give env, or obs_dim, action_dim and head")
 		}
 	}
-	if cfg.Hidden != nil {
-		pcfg.Hidden = cfg.Hidden
-	}
-	if cfg.Activation != "" {
-		pcfg.Activation = cfg.Activation
-	}
+	pcfg = pcfg.WithShape(cfg.Hidden, cfg.Activation)
 	pcfg.Seed, pcfg.Deterministic = cfg.Seed, cfg.Deterministic
 	return cfg, pcfg, nil
 }

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -148,8 +149,8 @@ type RemoteInferenceClient struct {
 // succeeds with no policy worker registered: requests wait (see Flush).
 // ctx bounds the initial name-resolve lookup.
 func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) (*RemoteInferenceClient, error) {
-	opts.Policy = zsock.OrDefault(opts.Policy, DefaultPolicy)
-	opts.Timeout = zsock.OrDefault(opts.Timeout, DefaultInferenceTimeout)
+	opts.Policy = cmp.Or(opts.Policy, DefaultPolicy)
+	opts.Timeout = cmp.Or(opts.Timeout, DefaultInferenceTimeout)
 	log := zsock.LoggerOr(opts.Logger).With("policy", opts.Policy)
 	switch {
 	case opts.Repo == nil:

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,9 +87,9 @@ type SampleProducer struct {
 // opts.Stream, and to those that register later. ctx bounds the initial
 // name-resolve lookup.
 func NewSampleProducer(ctx context.Context, opts SampleProducerOptions) (*SampleProducer, error) {
-	opts.Stream = zsock.OrDefault(opts.Stream, DefaultStream)
-	opts.SendHWM = zsock.OrDefault(opts.SendHWM, DefaultSendHWM)
-	opts.MaxMsgSize = zsock.OrDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
+	opts.Stream = cmp.Or(opts.Stream, DefaultStream)
+	opts.SendHWM = cmp.Or(opts.SendHWM, DefaultSendHWM)
+	opts.MaxMsgSize = cmp.Or(opts.MaxMsgSize, DefaultMaxMsgSize)
 	log := zsock.LoggerOr(opts.Logger).With("stream", opts.Stream)
 	switch {
 	case opts.Repo == nil:
@@ -253,11 +254,11 @@ type SampleConsumer struct {
 // registers it as consumer opts.Index of opts.Stream. ctx bounds the
 // registration.
 func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*SampleConsumer, error) {
-	opts.Stream = zsock.OrDefault(opts.Stream, DefaultStream)
-	opts.Host = zsock.OrDefault(opts.Host, DefaultHost)
-	opts.TTL = zsock.OrDefault(opts.TTL, DefaultTTL)
-	opts.RecvHWM = zsock.OrDefault(opts.RecvHWM, DefaultRecvHWM)
-	opts.MaxMsgSize = zsock.OrDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
+	opts.Stream = cmp.Or(opts.Stream, DefaultStream)
+	opts.Host = cmp.Or(opts.Host, DefaultHost)
+	opts.TTL = cmp.Or(opts.TTL, DefaultTTL)
+	opts.RecvHWM = cmp.Or(opts.RecvHWM, DefaultRecvHWM)
+	opts.MaxMsgSize = cmp.Or(opts.MaxMsgSize, DefaultMaxMsgSize)
 	log := zsock.LoggerOr(opts.Logger).With("stream", opts.Stream)
 	switch {
 	case opts.Repo == nil:

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,10 +109,10 @@ type InferenceServer struct {
 // registers it for opts.Policy under opts.Index. ctx bounds the
 // registration.
 func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*InferenceServer, error) {
-	opts.Policy = zsock.OrDefault(opts.Policy, DefaultPolicy)
-	opts.Host = zsock.OrDefault(opts.Host, DefaultHost)
-	opts.TTL = zsock.OrDefault(opts.TTL, DefaultTTL)
-	opts.MaxMsgSize = zsock.OrDefault(opts.MaxMsgSize, DefaultMaxMsgSize)
+	opts.Policy = cmp.Or(opts.Policy, DefaultPolicy)
+	opts.Host = cmp.Or(opts.Host, DefaultHost)
+	opts.TTL = cmp.Or(opts.TTL, DefaultTTL)
+	opts.MaxMsgSize = cmp.Or(opts.MaxMsgSize, DefaultMaxMsgSize)
 	log := zsock.LoggerOr(opts.Logger).With("policy", opts.Policy)
 	switch {
 	case opts.Repo == nil:

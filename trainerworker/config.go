@@ -1,6 +1,7 @@
 package trainerworker
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -90,12 +91,12 @@ func parseConfig(args rpc.Args) (settings, error) {
 	if err := worker.DecodeConfig(args, "trainer config", cfg); err != nil {
 		return s, err
 	}
-	cfg.Policy = orDefault(cfg.Policy, DefaultPolicy)
-	cfg.Env = orDefault(cfg.Env, DefaultEnv)
-	cfg.SampleStream = orDefault(cfg.SampleStream, stream.DefaultStream)
-	cfg.BatchSteps = orDefault(cfg.BatchSteps, DefaultBatchSteps)
-	cfg.PublishEvery = orDefault(cfg.PublishEvery, DefaultPublishEvery)
-	cfg.CheckpointEvery = orDefault(cfg.CheckpointEvery, DefaultCheckpointEvery)
+	cfg.Policy = cmp.Or(cfg.Policy, DefaultPolicy)
+	cfg.Env = cmp.Or(cfg.Env, DefaultEnv)
+	cfg.SampleStream = cmp.Or(cfg.SampleStream, stream.DefaultStream)
+	cfg.BatchSteps = cmp.Or(cfg.BatchSteps, DefaultBatchSteps)
+	cfg.PublishEvery = cmp.Or(cfg.PublishEvery, DefaultPublishEvery)
+	cfg.CheckpointEvery = cmp.Or(cfg.CheckpointEvery, DefaultCheckpointEvery)
 	s.staleness = DefaultMaxStaleness
 	if cfg.MaxStaleness != nil {
 		s.staleness = *cfg.MaxStaleness
@@ -120,12 +121,7 @@ func parseConfig(args rpc.Args) (settings, error) {
 	if err != nil {
 		return s, badConfig("%v", err)
 	}
-	if cfg.Hidden != nil {
-		pc.Hidden = cfg.Hidden
-	}
-	if cfg.Activation != "" {
-		pc.Activation = cfg.Activation
-	}
+	pc = pc.WithShape(cfg.Hidden, cfg.Activation)
 	pc.Seed = cfg.Seed
 	s.policy = pc
 
@@ -144,15 +140,6 @@ func parseConfig(args rpc.Args) (settings, error) {
 
 func badConfig(format string, args ...any) error {
 	return rpc.Errorf(rpc.ErrTypeBadArguments, "trainer config: "+format, args...)
-}
-
-// orDefault returns v, or def when v is the zero value.
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // configHash fingerprints what a checkpoint's parameters mean: the policy

@@ -1,19 +1,10 @@
 package zsock
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 )
-
-// OrDefault returns v, or def if v is the zero value: how options fill in
-// their defaults.
-func OrDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
 
 // LoggerOr returns l, or slog.Default() if l is nil.
 func LoggerOr(l *slog.Logger) *slog.Logger {
@@ -37,7 +28,7 @@ type RateLog struct {
 // than Interval ago, in which case it only counts it.
 func (r *RateLog) Warn(log *slog.Logger, msg string, args ...any) {
 	now := time.Now()
-	if !r.last.IsZero() && now.Sub(r.last) < OrDefault(r.Interval, time.Second) {
+	if !r.last.IsZero() && now.Sub(r.last) < cmp.Or(r.Interval, time.Second) {
 		r.suppressed++
 		return
 	}

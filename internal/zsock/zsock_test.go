@@ -201,29 +201,6 @@ func TestDecoder(t *testing.T) {
 	}
 }
 
-func TestOrDefault(t *testing.T) {
-	cases := []struct{ v, def, want time.Duration }{
-		{0, time.Second, time.Second},
-		{time.Millisecond, time.Second, time.Millisecond},
-		{-1, time.Second, -1},
-	}
-	for _, c := range cases {
-		if got := OrDefault(c.v, c.def); got != c.want {
-			t.Errorf("OrDefault(%v, %v) = %v", c.v, c.def, got)
-		}
-	}
-	if OrDefault("", "x") != "x" || OrDefault("y", "x") != "y" {
-		t.Error("OrDefault on strings")
-	}
-	if LoggerOr(nil) != slog.Default() {
-		t.Error("LoggerOr(nil) is not the default logger")
-	}
-	l := slog.New(slog.DiscardHandler)
-	if LoggerOr(l) != l {
-		t.Error("LoggerOr(l) is not l")
-	}
-}
-
 func TestRateLog(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))

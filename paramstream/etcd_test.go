@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/distrl/distrl/internal/etcdtest"
 	"github.com/distrl/distrl/paramstream"
 )
 
@@ -15,7 +16,7 @@ func TestFollowThroughEtcd(t *testing.T) {
 		t.Skip("starts etcd")
 	}
 	const n = 256
-	repo := etcdRepo(t)
+	repo := etcdtest.Repo(t)
 	a := startPublisher(t, repo, nil)
 	f := newFollower(newSubscriber(t, repo, nil), n)
 	for v := int64(1); v <= 2; v++ {

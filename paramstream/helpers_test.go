@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/etcdtest"
 	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
-	"github.com/distrl/distrl/nameresolve/etcd"
-	"github.com/distrl/distrl/nameresolve/etcdserver"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/paramstream"
 	zmq "github.com/pebbe/zmq4"
@@ -28,7 +27,7 @@ func TestMain(m *testing.M) {
 		os.Exit(helperMain())
 	}
 	code := m.Run()
-	stopEtcd()
+	etcdtest.Stop()
 	os.Exit(code)
 }
 
@@ -224,50 +223,5 @@ func eventually(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// ---- embedded etcd, started by the first test that needs it ----
-
-var (
-	etcdOnce sync.Once
-	etcdSrv  *etcdserver.Server
-	etcdDir  string
-	etcdErr  error
-)
-
-func etcdEndpoint(t testing.TB) string {
-	t.Helper()
-	etcdOnce.Do(func() {
-		etcdDir, etcdErr = os.MkdirTemp("", "paramstream-etcd-test-")
-		if etcdErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		etcdSrv, etcdErr = etcdserver.Start(ctx, etcdserver.Config{Dir: etcdDir, ClientAddr: "127.0.0.1:0"})
-	})
-	if etcdErr != nil {
-		t.Fatalf("embedded etcd: %v", etcdErr)
-	}
-	return etcdSrv.Endpoint()
-}
-
-func etcdRepo(t testing.TB) nameresolve.Repository {
-	t.Helper()
-	r, err := etcd.Open(ctxT(t), etcd.Config{Endpoints: []string{etcdEndpoint(t)}})
-	if err != nil {
-		t.Fatalf("open etcd: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
-}
-
-func stopEtcd() {
-	if etcdSrv != nil {
-		etcdSrv.Close()
-	}
-	if etcdDir != "" {
-		os.RemoveAll(etcdDir)
 	}
 }

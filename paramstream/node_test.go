@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/etcdtest"
 	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/paramstream"
@@ -216,7 +217,7 @@ func TestSharedCacheAcrossProcesses(t *testing.T) {
 		n        = 4610
 		v        = 3
 	)
-	repo := etcdRepo(t)
+	repo := etcdtest.Repo(t)
 	pub := startPublisher(t, repo, func(o *paramstream.PublisherOptions) {
 		o.Trial.Trial = "multiproc" // apart from the other etcd test's records
 	})
@@ -231,7 +232,7 @@ func TestSharedCacheAcrossProcesses(t *testing.T) {
 	for range children {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(),
-			helperEnv+"=1", helperEtcd+"="+etcdEndpoint(t), helperDir+"="+dir,
+			helperEnv+"=1", helperEtcd+"="+etcdtest.Endpoint(t), helperDir+"="+dir,
 			helperVersion+"="+strconv.Itoa(v), helperLen+"="+strconv.Itoa(n))
 		go func() {
 			out, err := cmd.CombinedOutput()

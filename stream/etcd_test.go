@@ -4,13 +4,14 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/distrl/distrl/internal/etcdtest"
 	"github.com/distrl/distrl/stream"
 )
 
 // TestDiscoveryThroughEtcd runs both streams on a real (embedded) etcd:
 // leases, prefix Find and Watch as deployed.
 func TestDiscoveryThroughEtcd(t *testing.T) {
-	repo := etcdRepo(t)
+	repo := etcdtest.Repo(t)
 
 	// Samples: the producer starts first and finds the consumer through
 	// the watch.

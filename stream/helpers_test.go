@@ -5,15 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/etcdtest"
 	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
-	"github.com/distrl/distrl/nameresolve/etcd"
-	"github.com/distrl/distrl/nameresolve/etcdserver"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/stream"
 	zmq "github.com/pebbe/zmq4"
@@ -23,7 +21,7 @@ var testTrial = names.NewTrial("streamtest", "t1")
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	stopEtcd()
+	etcdtest.Stop()
 	os.Exit(code)
 }
 
@@ -31,46 +29,6 @@ func TestMain(m *testing.M) {
 func testLogger(t testing.TB) *slog.Logger { return workertest.Logger(t, slog.LevelDebug) }
 
 func ctxT(t testing.TB) context.Context { return workertest.Ctx(t, 10*time.Second) }
-
-// ---- embedded etcd, started by the first test that needs it ----
-
-var (
-	etcdOnce sync.Once
-	etcdSrv  *etcdserver.Server
-	etcdDir  string
-	etcdErr  error
-)
-
-func etcdRepo(t *testing.T) nameresolve.Repository {
-	t.Helper()
-	etcdOnce.Do(func() {
-		etcdDir, etcdErr = os.MkdirTemp("", "stream-etcd-test-")
-		if etcdErr != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		etcdSrv, etcdErr = etcdserver.Start(ctx, etcdserver.Config{Dir: etcdDir, ClientAddr: "127.0.0.1:0"})
-	})
-	if etcdErr != nil {
-		t.Fatalf("embedded etcd: %v", etcdErr)
-	}
-	r, err := etcd.Open(ctxT(t), etcd.Config{Endpoints: []string{etcdSrv.Endpoint()}})
-	if err != nil {
-		t.Fatalf("open etcd: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
-}
-
-func stopEtcd() {
-	if etcdSrv != nil {
-		etcdSrv.Close()
-	}
-	if etcdDir != "" {
-		os.RemoveAll(etcdDir)
-	}
-}
 
 // ---- inference ----
 

@@ -96,7 +96,14 @@ func (l *Local) StopAll(ctx context.Context) error {
 			continue
 		case <-ctx.Done():
 		}
-		if h.Kill() == nil {
+		// select picks at random among ready cases: one that exited just as
+		// ctx ended must not be counted as killed.
+		select {
+		case <-h.done:
+			continue
+		default:
+		}
+		if h.cmd.Process.Kill() == nil {
 			killed++
 		}
 		<-h.done // SIGKILL cannot be refused

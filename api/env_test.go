@@ -18,8 +18,15 @@ func (e *stubEnv) Agents() []string                 { return []string{"agent_0"}
 func (e *stubEnv) Close() error                     { e.closed = true; return nil }
 
 func TestEnvRegistry(t *testing.T) {
-	// The registry is global; use names no other test registers.
+	// The registry is global; use names no other test registers, and take
+	// them out again so the test can run more than once (-count).
 	const name = "api-test-stub"
+	t.Cleanup(func() {
+		registry.mu.Lock()
+		defer registry.mu.Unlock()
+		delete(registry.factories, name)
+		delete(registry.factories, "api-test-returns-nil")
+	})
 	factory := func(cfg map[string]any) (Env, error) {
 		if err := Config(cfg).CheckKeys("ok"); err != nil {
 			return nil, err

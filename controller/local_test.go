@@ -16,7 +16,7 @@ import (
 // signalled; with --index 1 it ignores SIGTERM, so StopAll must kill it.
 const fakeWorker = `#!/bin/sh
 echo "args: $*"
-if [ "$5" = 1 ]; then trap '' TERM; fi
+if [ "$5" = 1 ]; then trap '' TERM; echo "ignoring TERM"; fi
 exec sleep 30
 `
 
@@ -44,20 +44,24 @@ func TestLocalScheduler(t *testing.T) {
 		}
 		hs = append(hs, h)
 	}
-	// The log has the start marker and the worker's own output.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, _ := os.ReadFile(filepath.Join(dir, "logs", "echo-0.log"))
-		if strings.Contains(string(b), "args: worker --type echo --index 0 --ttl 3s") && strings.Contains(string(b), "=== ") {
-			break
+	// The log has the start marker and the worker's own output; worker 1
+	// says when its trap is in place, so StopAll's SIGTERM cannot beat it.
+	waitLog := func(name, want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, _ := os.ReadFile(filepath.Join(dir, "logs", name))
+			if strings.Contains(string(b), want) && strings.Contains(string(b), "=== ") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %q", name, b)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log: %q", b)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	// Give the shell time to install its trap before StopAll's SIGTERM.
-	time.Sleep(200 * time.Millisecond)
+	waitLog("echo-0.log", "args: worker --type echo --index 0 --ttl 3s")
+	waitLog("echo-1.log", "ignoring TERM")
 	sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	err = l.StopAll(sctx)

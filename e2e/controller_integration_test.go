@@ -479,6 +479,38 @@ func TestStartCartPolePPOSurvivesKills(t *testing.T) {
 	assertWorkersGone(t, readRecord(t, dir))
 }
 
+// spread-ppo, the multi-agent experiment: three agents of each
+// simple_spread share one policy, and the trainer learns from all their
+// steps through the process pipeline.
+func TestStartSpreadPPOTrains(t *testing.T) {
+	work := t.TempDir()
+	p := start(t, "rlctl-start", noNameServer, "start", "spread-ppo", "t7", "--workdir", work,
+		"--set", "stop.env_steps=15000", "--set", "stop.wall_time=3m", "--set", "metrics_interval=300ms")
+	if code := p.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
+	}
+	dir := filepath.Join(work, "spread-ppo", "t7")
+	lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
+	if len(lines) == 0 {
+		t.Fatal("no metrics lines")
+	}
+	last := lines[len(lines)-1]
+	// Version 2 needs two updates of 1024 agent steps: at least 683 env
+	// steps of three agents each reached the trainer whole.
+	if last.Version < 2 || last.EnvSteps < 15000 || last.Episodes == 0 {
+		t.Fatalf("last metrics: version %d, env steps %d, episodes %d", last.Version, last.EnvSteps, last.Episodes)
+	}
+	var trained float64
+	for _, l := range lines {
+		n, _ := l.Workers["trainer/0"]["samples_trained"].(float64) // JSON numbers
+		trained = max(trained, n)
+	}
+	if trained < 2048 {
+		t.Fatalf("trainer trained on %.0f agent steps, want at least 2048", trained)
+	}
+	assertWorkersGone(t, readRecord(t, dir))
+}
+
 // Past its restarts a failing worker ends the trial: exit code 1, with a
 // message naming the worker and why, and no process left behind.
 func TestStartFailsPastMaxRestarts(t *testing.T) {

@@ -191,11 +191,16 @@ type Future struct {
 func (f *Future) Done() <-chan struct{} { return f.done }
 
 // Wait blocks until the result is in (or ctx ends) and decodes it into reply.
+// A result already in wins over an ended ctx.
 func (f *Future) Wait(ctx context.Context, reply any) error {
 	select {
 	case <-f.done:
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if f.err != nil || reply == nil {
 		return f.err

@@ -59,6 +59,15 @@ func TestPanelRequests(t *testing.T) {
 				t.Fatalf("future %d: %+v, %v", i, got, err)
 			}
 		}
+		// A result already in is returned even under an ended context.
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		for i, f := range futures {
+			var got echoArgs
+			if err := f.Wait(ended, &got); err != nil || got.N != i {
+				t.Fatalf("future %d after cancel: %+v, %v", i, got, err)
+			}
+		}
 	})
 	t.Run("GroupRequestEach", func(t *testing.T) {
 		kw := make([]any, len(workers))

@@ -21,68 +21,52 @@ func benchTensor() Tensor[float32] {
 	return x
 }
 
-func BenchmarkTensorEncodeBin4096(b *testing.B) {
-	x := benchTensor()
+// benchEncode encodes v with a reused encoder, as a producer does.
+func benchEncode(b *testing.B, v any) {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
 	b.SetBytes(benchElems * 4)
 	for b.Loop() {
 		buf.Reset()
-		if err := enc.Encode(x); err != nil {
+		if err := enc.Encode(v); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func BenchmarkTensorDecodeBin4096(b *testing.B) {
-	in, err := msgpack.Marshal(benchTensor())
+// benchDecode decodes the encoding of v into into with a reused decoder,
+// as a consumer does.
+func benchDecode(b *testing.B, v, into any) {
+	in, err := msgpack.Marshal(v)
 	if err != nil {
 		b.Fatal(err)
 	}
 	r := bytes.NewReader(in)
 	dec := msgpack.NewDecoder(r)
-	var x Tensor[float32]
 	b.SetBytes(benchElems * 4)
 	for b.Loop() {
 		r.Reset(in)
 		dec.Reset(r)
-		if err := dec.Decode(&x); err != nil {
+		if err := dec.Decode(into); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+func BenchmarkTensorEncodeBin4096(b *testing.B) { benchEncode(b, benchTensor()) }
+
+func BenchmarkTensorDecodeBin4096(b *testing.B) {
+	var x Tensor[float32]
+	benchDecode(b, benchTensor(), &x)
 }
 
 // BenchmarkFloatsAsMsgpackArray4096 encodes the values as a msgpack array,
 // the slow way the bin encoding replaces.
-func BenchmarkFloatsAsMsgpackArray4096(b *testing.B) {
-	x := benchTensor().Data
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	b.SetBytes(benchElems * 4)
-	for b.Loop() {
-		buf.Reset()
-		if err := enc.Encode(x); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkFloatsAsMsgpackArray4096(b *testing.B) { benchEncode(b, benchTensor().Data) }
 
 // BenchmarkFloatsAsMsgpackArrayDecode4096 decodes such an array, the
 // counterpart of BenchmarkTensorDecodeBin4096.
 func BenchmarkFloatsAsMsgpackArrayDecode4096(b *testing.B) {
-	in, err := msgpack.Marshal(benchTensor().Data)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := bytes.NewReader(in)
-	dec := msgpack.NewDecoder(r)
 	x := make([]float32, 0, benchElems)
-	b.SetBytes(benchElems * 4)
-	for b.Loop() {
-		r.Reset(in)
-		dec.Reset(r)
-		if err := dec.Decode(&x); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchDecode(b, benchTensor().Data, &x)
 }

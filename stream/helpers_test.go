@@ -208,3 +208,22 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// rawSocket connects a plain zmq socket of type typ to a stream endpoint
+// (host:port), for sending what the stream's own clients never would. It
+// is closed, discarding anything unsent, when the test ends.
+func rawSocket(t *testing.T, typ zmq.Type, addr string) *zmq.Socket {
+	t.Helper()
+	sock, err := zmq.NewSocket(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sock.Close() })
+	if err := sock.SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sock.Connect("tcp://" + addr); err != nil {
+		t.Fatal(err)
+	}
+	return sock
+}

@@ -302,15 +302,7 @@ func TestInferenceServerDropsMalformed(t *testing.T) {
 	}
 	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, nil)
-	dealer, err := zmq.NewSocket(zmq.DEALER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dealer.Close()
-	dealer.SetLinger(0)
-	if err := dealer.Connect("tcp://" + srv.Addr()); err != nil {
-		t.Fatal(err)
-	}
+	dealer := rawSocket(t, zmq.DEALER, srv.Addr())
 	for _, tc := range cases {
 		var parts []any
 		for _, f := range tc.frames {
@@ -352,15 +344,7 @@ func TestInferenceServerTakesObsDimFromFirstRequest(t *testing.T) {
 	srv := newServer(t, repo, 0, func(o *stream.InferenceServerOptions) { o.ObsDim = 0 })
 	c := newClient(t, repo, 0)
 	drive(t, []stream.InferenceClient{c}, []*server{srv}, post(t, c, 1, 2))
-	dealer, err := zmq.NewSocket(zmq.DEALER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dealer.Close()
-	dealer.SetLinger(0)
-	if err := dealer.Connect("tcp://" + srv.Addr()); err != nil {
-		t.Fatal(err)
-	}
+	dealer := rawSocket(t, zmq.DEALER, srv.Addr())
 	bad := rawRequest(t, map[string]any{
 		"ids": api.Tensor[int64]{Shape: []int{1}, Data: []int64{1}},
 		"obs": api.NewTensor[float32](1, obsDim+2),

@@ -234,14 +234,7 @@ func TestSampleBackpressureSlowConsumer(t *testing.T) {
 func TestSampleConsumerDropsMalformed(t *testing.T) {
 	repo := workertest.Repo(t)
 	c := newConsumer(t, repo, 0, 0)
-	push, err := zmq.NewSocket(zmq.PUSH)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer push.Close()
-	if err := push.Connect("tcp://" + c.Addr()); err != nil {
-		t.Fatal(err)
-	}
+	push := rawSocket(t, zmq.PUSH, c.Addr())
 	good := makeBatch(t, "actor/9", 1, 8, 2)
 	enc := func(v any) []byte {
 		b, err := msgpack.Marshal(v)

@@ -27,9 +27,9 @@ var rows = []row{
 	{"rpc Do, 64 in flight vs raw DEALER/ROUTER pipelined (req/s)", "rpc.BenchmarkDo64 req/s", "rpc.BenchmarkRawDealerRouterPipelined req/s", true},
 	{"group request to 64 workers vs 64 sequential (median ms)", "worker.BenchmarkGroupRequest/64 p50-ms", "worker.BenchmarkSequentialRequests/64 p50-ms", false},
 	{"group request to 256 workers vs 256 sequential (median ms)", "worker.BenchmarkGroupRequest/256 p50-ms", "worker.BenchmarkSequentialRequests/256 p50-ms", false},
-	{"name resolve add, embedded etcd (median)", "etcd.BenchmarkEtcdAdd p50-µs", "", false},
-	{"name resolve get, embedded etcd (median)", "etcd.BenchmarkEtcdGet p50-µs", "", false},
-	{"name resolve wait for a key added later (median)", "etcd.BenchmarkEtcdWait/added p50-µs", "", false},
+	{"name resolve add, embedded etcd (median)", "etcd.BenchmarkEtcdAdd p50-us", "", false},
+	{"name resolve get, embedded etcd (median)", "etcd.BenchmarkEtcdGet p50-us", "", false},
+	{"name resolve wait for a key added later (median)", "etcd.BenchmarkEtcdWait/added p50-us", "", false},
 
 	// Data plane, end to end (package e2e): environment steps/s of actor
 	// processes stepping CartPole-v1 with a policy worker process answering

@@ -3,32 +3,26 @@ package etcd_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/benchutil"
 	"github.com/distrl/distrl/nameresolve"
 )
 
-// latencies records per-operation times and reports their p50 and p99.
-type latencies []time.Duration
-
-func (l *latencies) time(op func()) {
-	start := time.Now()
-	op()
-	*l = append(*l, time.Since(start))
-}
-
-func (l latencies) report(b *testing.B) {
-	if len(l) == 0 {
-		return
+// timeEach runs op once per benchmark iteration, with the iteration's
+// index, and reports the latencies' p50 and p99.
+func timeEach(b *testing.B, op func(i int) error) {
+	var lat benchutil.Latencies
+	lat.Start(0)
+	for i := 0; b.Loop(); i++ {
+		lat.Time(func() {
+			if err := op(i); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
-	slices.Sort(l)
-	at := func(q float64) float64 {
-		return float64(l[int(q*float64(len(l)-1))].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(at(0.50), "p50-µs")
-	b.ReportMetric(at(0.99), "p99-µs")
+	lat.Report(b, "us")
 }
 
 // benchPrefix returns a key space unique to this benchmark run, cleared afterwards.
@@ -45,18 +39,9 @@ func BenchmarkEtcdAdd(b *testing.B) {
 	r := open(b)
 	prefix := benchPrefix(b, r)
 	opts := nameresolve.AddOptions{TTL: 10 * time.Second}
-	var lat latencies
-	i := 0
-	for b.Loop() {
-		key := prefix + fmt.Sprint(i)
-		i++
-		lat.time(func() {
-			if err := r.Add(ctx, key, "127.0.0.1:1234", opts); err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
-	lat.report(b)
+	timeEach(b, func(i int) error {
+		return r.Add(ctx, prefix+fmt.Sprint(i), "127.0.0.1:1234", opts)
+	})
 }
 
 func BenchmarkEtcdGet(b *testing.B) {
@@ -66,15 +51,10 @@ func BenchmarkEtcdGet(b *testing.B) {
 	if err := r.Add(ctx, key, "127.0.0.1:1234", nameresolve.AddOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	var lat latencies
-	for b.Loop() {
-		lat.time(func() {
-			if _, err := r.Get(ctx, key); err != nil {
-				b.Fatal(err)
-			}
-		})
-	}
-	lat.report(b)
+	timeEach(b, func(int) error {
+		_, err := r.Get(ctx, key)
+		return err
+	})
 }
 
 // BenchmarkEtcdWait/present: the key exists, so Wait is one Get.
@@ -91,38 +71,25 @@ func BenchmarkEtcdWait(b *testing.B) {
 		if err := r.Add(ctx, key, "v", nameresolve.AddOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		var lat latencies
-		for b.Loop() {
-			lat.time(func() {
-				if _, err := r.Wait(ctx, key); err != nil {
-					b.Fatal(err)
-				}
-			})
-		}
-		lat.report(b)
+		timeEach(b, func(int) error {
+			_, err := r.Wait(ctx, key)
+			return err
+		})
 	})
 	b.Run("added", func(b *testing.B) {
 		waiter, adder := open(b), open(b)
 		prefix := benchPrefix(b, adder)
-		var lat latencies
-		i := 0
-		for b.Loop() {
+		timeEach(b, func(i int) error {
 			key := prefix + fmt.Sprint(i)
-			i++
-			lat.time(func() {
-				got := make(chan error, 1)
-				go func() {
-					_, err := waiter.Wait(ctx, key)
-					got <- err
-				}()
-				if err := adder.Add(ctx, key, "v", nameresolve.AddOptions{}); err != nil {
-					b.Fatal(err)
-				}
-				if err := <-got; err != nil {
-					b.Fatal(err)
-				}
-			})
-		}
-		lat.report(b)
+			got := make(chan error, 1)
+			go func() {
+				_, err := waiter.Wait(ctx, key)
+				got <- err
+			}()
+			if err := adder.Add(ctx, key, "v", nameresolve.AddOptions{}); err != nil {
+				return err
+			}
+			return <-got
+		})
 	})
 }

@@ -96,7 +96,11 @@ func CategoricalEntropy(logits []float32) float32 {
 	if len(logits) == 0 {
 		return float32(math.NaN())
 	}
-	lse := logSumExp(logits)
+	return float32(entropy(logits, logSumExp(logits)))
+}
+
+// entropy is the categorical entropy of logits whose log-sum-exp is lse.
+func entropy(logits []float32, lse float64) float64 {
 	var h float64
 	for _, v := range logits {
 		lp := float64(v) - lse
@@ -106,7 +110,7 @@ func CategoricalEntropy(logits []float32) float32 {
 			h -= p * lp
 		}
 	}
-	return float32(h)
+	return h
 }
 
 // CategoricalLogProbGrad adds scale · ∂log p(a)/∂logits to dLogits, that
@@ -136,13 +140,7 @@ func CategoricalEntropyGrad(logits []float32, scale float32, dLogits []float32) 
 		return
 	}
 	lse := logSumExp(logits)
-	var h float64
-	for _, v := range logits {
-		lp := float64(v) - lse
-		if p := math.Exp(lp); p != 0 {
-			h -= p * lp
-		}
-	}
+	h := entropy(logits, lse)
 	s := float64(scale)
 	for j, v := range logits {
 		lp := float64(v) - lse

@@ -3,29 +3,14 @@ package rpc
 import (
 	"context"
 	"encoding/binary"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/benchutil"
 	zmq "github.com/pebbe/zmq4"
 )
-
-// reportLatency reports the median and 99th percentile of samples and the
-// overall rate of ops operations over elapsed.
-func reportLatency(b *testing.B, samples []time.Duration, ops int, elapsed time.Duration, rateUnit string) {
-	if len(samples) == 0 || elapsed <= 0 {
-		return
-	}
-	slices.Sort(samples)
-	pct := func(p float64) float64 {
-		return float64(samples[int(p*float64(len(samples)-1))].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(pct(0.50), "p50-us")
-	b.ReportMetric(pct(0.99), "p99-us")
-	b.ReportMetric(float64(ops)/elapsed.Seconds(), rateUnit)
-}
 
 func benchSocket(b *testing.B, typ zmq.Type) *zmq.Socket {
 	b.Helper()
@@ -88,22 +73,21 @@ func BenchmarkRawREQREP(b *testing.B) {
 	if err := c.Connect(ep); err != nil {
 		b.Fatal(err)
 	}
-	samples := make([]time.Duration, 0, b.N)
+	var lat benchutil.Latencies
 	b.ResetTimer()
-	start := time.Now()
+	lat.Start(b.N)
 	for range b.N {
-		t0 := time.Now()
-		if _, err := c.SendBytes(req, 0); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.RecvBytes(0); err != nil {
-			b.Fatal(err)
-		}
-		samples = append(samples, time.Since(t0))
+		lat.Time(func() {
+			if _, err := c.SendBytes(req, 0); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.RecvBytes(0); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
-	elapsed := time.Since(start)
 	b.StopTimer()
-	reportLatency(b, samples, b.N, elapsed, "req/s")
+	lat.ReportRate(b, "us", b.N, "req/s")
 }
 
 func BenchmarkRawDealerRouterPipelined(b *testing.B) {
@@ -121,7 +105,7 @@ func BenchmarkRawDealerRouterPipelined(b *testing.B) {
 		b.Fatal(err)
 	}
 	sent := make([]time.Time, b.N)
-	samples := make([]time.Duration, 0, b.N)
+	var lat benchutil.Latencies
 	var id [8]byte
 	send := func(i int) {
 		binary.BigEndian.PutUint64(id[:], uint64(i))
@@ -131,7 +115,7 @@ func BenchmarkRawDealerRouterPipelined(b *testing.B) {
 		}
 	}
 	b.ResetTimer()
-	start := time.Now()
+	lat.Start(b.N)
 	next := 0
 	for ; next < min(inFlight, b.N); next++ {
 		send(next)
@@ -141,35 +125,33 @@ func BenchmarkRawDealerRouterPipelined(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		samples = append(samples, time.Since(sent[binary.BigEndian.Uint64(msg[0])]))
+		lat.Record(time.Since(sent[binary.BigEndian.Uint64(msg[0])]))
 		if next < b.N {
 			send(next)
 			next++
 		}
 	}
-	elapsed := time.Since(start)
 	b.StopTimer()
-	reportLatency(b, samples, b.N, elapsed, "req/s")
+	lat.ReportRate(b, "us", b.N, "req/s")
 }
 
 func BenchmarkClientRequest(b *testing.B) {
 	s := startServer(b, ServerOptions{})
 	c := dial(b, s.Addr(), ClientOptions{})
 	ctx := context.Background()
-	samples := make([]time.Duration, 0, b.N)
+	var lat benchutil.Latencies
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	lat.Start(b.N)
 	for range b.N {
-		t0 := time.Now()
-		if err := c.Request(ctx, "ping", nil, nil); err != nil {
-			b.Fatal(err)
-		}
-		samples = append(samples, time.Since(t0))
+		lat.Time(func() {
+			if err := c.Request(ctx, "ping", nil, nil); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
-	elapsed := time.Since(start)
 	b.StopTimer()
-	reportLatency(b, samples, b.N, elapsed, "req/s")
+	lat.ReportRate(b, "us", b.N, "req/s")
 }
 
 // BenchmarkDo64 measures one Do over 64 servers, each with its own Serve
@@ -183,21 +165,18 @@ func BenchmarkDo64(b *testing.B) {
 	}
 	ctx := context.Background()
 	Do(ctx, calls) // connect everything before timing
-	samples := make([]time.Duration, 0, b.N)
+	var lat benchutil.Latencies
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	lat.Start(b.N)
 	for range b.N {
-		t0 := time.Now()
-		Do(ctx, calls)
-		samples = append(samples, time.Since(t0))
+		lat.Time(func() { Do(ctx, calls) })
 		for _, c := range calls {
 			if c.Err != nil {
 				b.Fatal(c.Err)
 			}
 		}
 	}
-	elapsed := time.Since(start)
 	b.StopTimer()
-	reportLatency(b, samples, b.N*n, elapsed, "req/s")
+	lat.ReportRate(b, "us", b.N*n, "req/s")
 }

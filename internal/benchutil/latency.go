@@ -41,6 +41,12 @@ func (l *Latencies) Percentile(p float64) time.Duration {
 
 // Report adds p50 and p99 in unit ("us" or "ms") and ops/s to b's metrics.
 func (l *Latencies) Report(b *testing.B, unit string) {
+	l.ReportRate(b, unit, len(l.samples), "ops/s")
+}
+
+// ReportRate is Report for a benchmark whose timed operation is a batch:
+// the rate is ops operations since Start, reported in rateUnit.
+func (l *Latencies) ReportRate(b *testing.B, unit string, ops int, rateUnit string) {
 	div := float64(time.Microsecond)
 	if unit == "ms" {
 		div = float64(time.Millisecond)
@@ -48,6 +54,6 @@ func (l *Latencies) Report(b *testing.B, unit string) {
 	b.ReportMetric(float64(l.Percentile(50))/div, "p50-"+unit)
 	b.ReportMetric(float64(l.Percentile(99))/div, "p99-"+unit)
 	if el := time.Since(l.begin).Seconds(); el > 0 {
-		b.ReportMetric(float64(len(l.samples))/el, "ops/s")
+		b.ReportMetric(float64(ops)/el, rateUnit)
 	}
 }

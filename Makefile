@@ -6,7 +6,10 @@ GO           ?= go
 BIN          := bin
 RLCTL        := $(BIN)/rlctl
 # python3-zmq and python3-msgpack let the protocol test run docs/protocol.md's Python client.
-APT_PACKAGES := libzmq3-dev pkg-config python3-zmq python3-msgpack
+# slurmctld, slurmd, slurm-client and munge: the SLURM tests run a real
+# multi-node cluster (scripts/slurmcluster.sh; as root, else they skip).
+APT_PACKAGES := libzmq3-dev pkg-config python3-zmq python3-msgpack \
+                slurmctld slurmd slurm-client munge iproute2 util-linux
 STATICCHECK_VERSION := v0.8.2
 GOBIN        := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m

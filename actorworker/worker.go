@@ -135,8 +135,8 @@ func badConfig(format string, args ...any) error {
 	return rpc.Errorf(rpc.ErrTypeBadArguments, "actor config: "+format, args...)
 }
 
-// ActorWorker is the implementation of the "actor" worker type.
-type ActorWorker struct {
+// Worker is the implementation of the "actor" worker type.
+type Worker struct {
 	info worker.Info
 	log  *slog.Logger
 
@@ -155,20 +155,20 @@ type ActorWorker struct {
 }
 
 var (
-	_ worker.Impl        = (*ActorWorker)(nil)
-	_ worker.SocketOwner = (*ActorWorker)(nil)
-	_ worker.Reporter    = (*ActorWorker)(nil)
+	_ worker.Impl        = (*Worker)(nil)
+	_ worker.SocketOwner = (*Worker)(nil)
+	_ worker.Reporter    = (*Worker)(nil)
 )
 
 // New is the worker.Factory of the actor type.
 func New(info worker.Info) (worker.Impl, error) {
-	return &ActorWorker{info: info, log: info.Log()}, nil
+	return &Worker{info: info, log: info.Log()}, nil
 }
 
 // Configure builds the environments, the inference client and the sample
 // producer. A worker configured again drops what it had; a bad
 // configuration is rejected before that, leaving the worker as it was.
-func (w *ActorWorker) Configure(ctx context.Context, args rpc.Args) error {
+func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	cfg, inline, err := parseConfig(args, w.info.Index)
 	if err != nil {
 		return err
@@ -188,7 +188,7 @@ func (w *ActorWorker) Configure(ctx context.Context, args rpc.Args) error {
 
 // build creates everything cfg describes; on error the caller closes what
 // was made. inline is the policy for inline inference, nil for remote.
-func (w *ActorWorker) build(ctx context.Context, cfg Config, inline api.Policy) error {
+func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error {
 	envs := make([]api.Env, 0, cfg.RingSize)
 	defer func() {
 		if w.ring == nil { // not handed over to targets
@@ -250,7 +250,7 @@ func (w *ActorWorker) build(ctx context.Context, cfg Config, inline api.Policy) 
 // none was), and flushes the requests posted meanwhile as one message.
 // Samples in the result are agent steps; a poll that did nothing is idle,
 // so the worker sleeps on the inference socket until replies arrive.
-func (w *ActorWorker) Poll(ctx context.Context) (worker.PollResult, error) {
+func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if w.ring == nil {
 		return worker.PollResult{}, errors.New("actor: polled before configure")
 	}
@@ -308,7 +308,7 @@ func (w *ActorWorker) Poll(ctx context.Context) (worker.PollResult, error) {
 
 // startEpisodes resets every environment and sends the first requests, so
 // that (inline) the first poll can step already.
-func (w *ActorWorker) startEpisodes(ctx context.Context) error {
+func (w *Worker) startEpisodes(ctx context.Context) error {
 	for i, t := range w.ring.Targets() {
 		if err := t.Reset(EnvSeed(*w.cfg.Seed, i, 0)); err != nil {
 			return err
@@ -321,7 +321,7 @@ func (w *ActorWorker) startEpisodes(ctx context.Context) error {
 	return nil
 }
 
-func (w *ActorWorker) drain() {
+func (w *Worker) drain() {
 	w.draining = true
 	w.log.Info("actor: max_env_steps reached; sending what is left", "max_env_steps", w.cfg.MaxEnvSteps)
 	for _, t := range w.ring.Targets() {
@@ -329,7 +329,7 @@ func (w *ActorWorker) drain() {
 	}
 }
 
-func (w *ActorWorker) allDone() bool {
+func (w *Worker) allDone() bool {
 	for _, t := range w.ring.Targets() {
 		if !t.AllDone() {
 			return false
@@ -339,7 +339,7 @@ func (w *ActorWorker) allDone() bool {
 }
 
 // totals sums the targets' counters; Version is the newest.
-func (w *ActorWorker) totals() TargetStats {
+func (w *Worker) totals() TargetStats {
 	var s TargetStats
 	if w.ring == nil {
 		return s
@@ -357,7 +357,7 @@ func (w *ActorWorker) totals() TargetStats {
 	return s
 }
 
-func (w *ActorWorker) addEpisode(e api.EpisodeStat) {
+func (w *Worker) addEpisode(e api.EpisodeStat) {
 	w.recent[w.recentNext] = e
 	w.recentNext = (w.recentNext + 1) % episodeWindow
 	w.recentLen = min(w.recentLen+1, episodeWindow)
@@ -367,7 +367,7 @@ func (w *ActorWorker) addEpisode(e api.EpisodeStat) {
 // the last 20 finished episodes as the first agent of each environment saw
 // them (the same for every agent of a shared-reward environment);
 // steps_per_s is environment steps per second since the first poll.
-func (w *ActorWorker) Stats() map[string]any {
+func (w *Worker) Stats() map[string]any {
 	s := w.totals()
 	var ret, length float64
 	for i := range w.recentLen {
@@ -405,7 +405,7 @@ func (w *ActorWorker) Stats() map[string]any {
 
 // Sockets is the inference client's socket, so an idle actor wakes as soon
 // as a reply arrives. Inline inference has none.
-func (w *ActorWorker) Sockets() []*zmq.Socket {
+func (w *Worker) Sockets() []*zmq.Socket {
 	if w.client == nil {
 		return nil
 	}
@@ -418,7 +418,7 @@ func (w *ActorWorker) Sockets() []*zmq.Socket {
 // Warning merges the inference client's and the sample producer's
 // warnings: an actor whose policy worker or trainer is missing keeps
 // retrying, and says so.
-func (w *ActorWorker) Warning() string {
+func (w *Worker) Warning() string {
 	var msgs []string
 	if w.client != nil {
 		if m := w.client.Warning(); m != "" {
@@ -435,7 +435,7 @@ func (w *ActorWorker) Warning() string {
 
 // Close releases the environments and both streams. The worker can be
 // configured again afterwards.
-func (w *ActorWorker) Close() error {
+func (w *Worker) Close() error {
 	var errs []error
 	if w.ring != nil {
 		for _, t := range w.ring.Targets() {

@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/distrl/distrl/echoworker"
 	"github.com/distrl/distrl/internal/benchutil"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/worker"
-	"github.com/distrl/distrl/worker/echo"
 )
 
 // startBenchEchoes runs n echo workers in this process, each with its own
@@ -24,7 +24,7 @@ func startBenchEchoes(b *testing.B, n int) (*worker.ControlPanel, []string) {
 	done := make(chan struct{}, n)
 	for i := range names {
 		w, err := worker.New(ctx, worker.Options{
-			Trial: testTrial, Type: echo.TypeName, Index: i, Host: "127.0.0.1", Repo: repo, Logger: quiet,
+			Trial: testTrial, Type: echoworker.TypeName, Index: i, Host: "127.0.0.1", Repo: repo, Logger: quiet,
 		})
 		if err != nil {
 			b.Fatal(err)

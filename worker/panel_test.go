@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/echoworker"
 	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
-	"github.com/distrl/distrl/worker/echo"
 )
 
 type echoArgs struct {
@@ -22,7 +22,7 @@ func startEchoes(t *testing.T, repo nameresolve.Repository, n int) []string {
 	t.Helper()
 	out := make([]string, n)
 	for i := range out {
-		out[i] = startWorker(t, repo, echo.TypeName, i).Name()
+		out[i] = startWorker(t, repo, echoworker.TypeName, i).Name()
 	}
 	return out
 }
@@ -160,14 +160,14 @@ func TestWorkerStatusLost(t *testing.T) {
 func TestPanelFollowsMovedWorker(t *testing.T) {
 	repo := workertest.Repo(t)
 	panel := workertest.Panel(t, repo, testTrial)
-	first := startWorker(t, repo, echo.TypeName, 0)
+	first := startWorker(t, repo, echoworker.TypeName, 0)
 	ctx := ctxT(t)
 	if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	first.Cancel()
 	first.Wait(t, 10*time.Second)
-	second := startWorker(t, repo, echo.TypeName, 0)
+	second := startWorker(t, repo, echoworker.TypeName, 0)
 	if second.W.Addr() == first.W.Addr() {
 		t.Skip("the new worker got the old port; nothing moved")
 	}

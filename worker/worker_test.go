@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/echoworker"
 	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
-	"github.com/distrl/distrl/worker/echo"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -123,8 +123,8 @@ func (s *scripted) Commands() map[string]rpc.Handler {
 
 func TestMain(m *testing.M) {
 	workertest.MustRegister(map[string]worker.Factory{
-		"scripted":    func(worker.Info) (worker.Impl, error) { return &scripted{}, nil },
-		echo.TypeName: echo.New,
+		"scripted":          func(worker.Info) (worker.Impl, error) { return &scripted{}, nil },
+		echoworker.TypeName: echoworker.New,
 	})
 	os.Exit(m.Run())
 }
@@ -328,9 +328,9 @@ func TestStatsCountSamples(t *testing.T) {
 
 func TestDuplicateNameFails(t *testing.T) {
 	repo := workertest.Repo(t)
-	first := startWorker(t, repo, echo.TypeName, 0)
+	first := startWorker(t, repo, echoworker.TypeName, 0)
 	_, err := worker.New(context.Background(), worker.Options{
-		Trial: testTrial, Type: echo.TypeName, Index: 0, Host: "127.0.0.1", Repo: repo,
+		Trial: testTrial, Type: echoworker.TypeName, Index: 0, Host: "127.0.0.1", Repo: repo,
 	})
 	if !errors.Is(err, worker.ErrNameTaken) {
 		t.Fatalf("second echo/0: err = %v, want ErrNameTaken", err)
@@ -350,7 +350,7 @@ func TestUnknownType(t *testing.T) {
 
 func TestCancelInterrupts(t *testing.T) {
 	repo := workertest.Repo(t)
-	r := startWorker(t, repo, echo.TypeName, 0)
+	r := startWorker(t, repo, echoworker.TypeName, 0)
 	panel := workertest.Panel(t, repo, testTrial)
 	r.Cancel()
 	if err := r.Wait(t, 10*time.Second); err != nil {

@@ -5,19 +5,19 @@ import (
 	"fmt"
 
 	"github.com/distrl/distrl/actorworker"
+	"github.com/distrl/distrl/echoworker"
 	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/sinkworker"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker"
-	"github.com/distrl/distrl/worker/echo"
-	"github.com/distrl/distrl/worker/sink"
 	"github.com/urfave/cli/v2"
 )
 
 // registerWorkerTypes makes every built-in worker type startable by name.
 func registerWorkerTypes() error {
 	for name, f := range map[string]worker.Factory{
-		echo.TypeName:          echo.New,
-		sink.TypeName:          sink.New,
+		echoworker.TypeName:    echoworker.New,
+		sinkworker.TypeName:    sinkworker.New,
 		policyworker.TypeName:  policyworker.New,
 		actorworker.TypeName:   actorworker.New,
 		trainerworker.TypeName: trainerworker.New,

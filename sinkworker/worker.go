@@ -1,4 +1,4 @@
-package sink
+package sinkworker
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package sink is the "sink" worker type: a sample consumer that validates
+// Package sinkworker is the "sink" worker type: a sample consumer that validates
 // and counts what actors send (batches, steps, episodes, returns, per-actor
 // batch counts) and throws it away. It stands in for a trainer, so the
 // actor side of a deployment can be run and measured before any learning
@@ -12,4 +12,4 @@
 //
 // Besides the standard commands it answers "summary" with the same figures
 // as its stats.
-package sink
+package sinkworker

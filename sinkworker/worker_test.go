@@ -1,4 +1,4 @@
-package sink_test
+package sinkworker_test
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/sinkworker"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
-	"github.com/distrl/distrl/worker/sink"
 	zmq "github.com/pebbe/zmq4"
 )
 
 func TestMain(m *testing.M) {
-	workertest.MustRegister(map[string]worker.Factory{sink.TypeName: sink.New})
+	workertest.MustRegister(map[string]worker.Factory{sinkworker.TypeName: sinkworker.New})
 	os.Exit(m.Run())
 }
 
@@ -35,7 +35,7 @@ func ctxT(t *testing.T) context.Context { return workertest.Ctx(t, 10*time.Secon
 func startSink(t *testing.T, repo nameresolve.Repository, index int) {
 	t.Helper()
 	workertest.Start(t, worker.Options{
-		Trial: testTrial, Type: sink.TypeName, Index: index, Host: "127.0.0.1", Repo: repo,
+		Trial: testTrial, Type: sinkworker.TypeName, Index: index, Host: "127.0.0.1", Repo: repo,
 		IdleWait: time.Minute, Logger: testLogger(t),
 	})
 }
@@ -72,7 +72,7 @@ func TestSinkCountsWhatArrives(t *testing.T) {
 	repo := workertest.Repo(t)
 	startSink(t, repo, 0)
 	panel := workertest.Panel(t, repo, testTrial)
-	name := names.WorkerName(sink.TypeName, 0)
+	name := names.WorkerName(sinkworker.TypeName, 0)
 	for _, cmd := range []string{"configure", "start"} {
 		var kwargs any
 		if cmd == "configure" {
@@ -155,7 +155,7 @@ func TestSinkConfigErrors(t *testing.T) {
 	repo := workertest.Repo(t)
 	startSink(t, repo, 1)
 	panel := workertest.Panel(t, repo, testTrial)
-	name := names.WorkerName(sink.TypeName, 1)
+	name := names.WorkerName(sinkworker.TypeName, 1)
 	cases := []struct {
 		name   string
 		kwargs map[string]any

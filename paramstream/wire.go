@@ -115,7 +115,10 @@ func newDecoder() *decoder {
 
 // decode reads exactly one msgpack value from frame into v.
 func (d *decoder) decode(frame []byte, v any) error {
-	dec := d.frame.Reset(frame)
+	dec, err := d.frame.Reset(frame)
+	if err != nil {
+		return err
+	}
 	// Reset clears the flag, so it is set for every message.
 	dec.DisallowUnknownFields(true)
 	if err := dec.Decode(v); err != nil {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
+	"github.com/distrl/distrl/internal/msgpackcheck"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
@@ -108,8 +110,17 @@ func encodeRequest(e *encoder, command string, kwargs any) error {
 	return nil
 }
 
+// MaxCommandLen is the longest command name, in bytes, that a server
+// accepts; a longer one is a bad_request, rejected before it is copied.
+const MaxCommandLen = 256
+
 // decodeRequest parses a [command, kwargs] payload. Args alias payload.
+// The payload is checked before anything is decoded, so that lengths and
+// counts it claims cannot make the decoder allocate more than its size.
 func decodeRequest(payload []byte) (string, Args, *Error) {
+	if err := msgpackcheck.Check(payload); err != nil {
+		return "", Args{}, Errorf(ErrTypeBadRequest, "request is not one well-formed msgpack value: %v", err)
+	}
 	r := bytes.NewReader(payload)
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)
@@ -121,15 +132,23 @@ func decodeRequest(payload []byte) (string, Args, *Error) {
 	if err != nil || n != 2 {
 		return "", Args{}, Errorf(ErrTypeBadRequest, "request must be a msgpack array [command, kwargs]")
 	}
-	command, err := dec.DecodeString()
-	if err != nil {
-		return "", Args{}, Errorf(ErrTypeBadRequest, "command must be a string: %v", err)
+	n, err = dec.DecodeBytesLen() // str or bin
+	if err != nil || n < 0 {
+		return "", Args{}, Errorf(ErrTypeBadRequest, "command must be a string")
+	}
+	if n > MaxCommandLen {
+		return "", Args{}, Errorf(ErrTypeBadRequest, "command name of %d bytes, the limit is %d", n, MaxCommandLen)
+	}
+	start := len(payload) - r.Len()
+	command := string(payload[start : start+n])
+	if _, err := r.Seek(int64(n), io.SeekCurrent); err != nil {
+		return "", Args{}, Errorf(ErrTypeBadRequest, "command: %v", err)
 	}
 	code, err := dec.PeekCode()
 	if err != nil || (code != msgpcode.Nil && !isMapCode(code)) {
 		return "", Args{}, Errorf(ErrTypeBadRequest, "kwargs of %q must be a map or nil", command)
 	}
-	start := len(payload) - r.Len()
+	start = len(payload) - r.Len()
 	if err := dec.Skip(); err != nil {
 		return "", Args{}, Errorf(ErrTypeBadRequest, "kwargs of %q: %v", command, err)
 	}
@@ -199,6 +218,9 @@ func decodeReply(payload []byte, reply any) error {
 // value (aliasing payload) or the remote error. It walks the map by hand
 // because a struct decode cannot tell {"ok": nil} from a missing "ok".
 func splitReply(payload []byte) (msgpack.RawMessage, *Error, error) {
+	if err := msgpackcheck.Check(payload); err != nil {
+		return nil, nil, err
+	}
 	r := bytes.NewReader(payload)
 	dec := msgpack.GetDecoder()
 	defer msgpack.PutDecoder(dec)

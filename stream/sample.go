@@ -325,7 +325,11 @@ func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
 }
 
 func (c *SampleConsumer) decode(frame []byte, b *api.SampleBatch) error {
-	if err := c.dec.Reset(frame).Decode(b); err != nil {
+	dec, err := c.dec.Reset(frame)
+	if err != nil {
+		return err
+	}
+	if err := dec.Decode(b); err != nil {
 		return err
 	}
 	if err := c.dec.Finish(); err != nil {

@@ -62,7 +62,10 @@ func encodePair(e *msgpack.Encoder, keyA string, encA func(*msgpack.Encoder) err
 // values.
 func decodePair(d *zsock.Decoder, frame []byte, keyA string, decA func(*msgpack.Decoder) error,
 	keyB string, decB func(*msgpack.Decoder) error) error {
-	dec := d.Reset(frame)
+	dec, err := d.Reset(frame)
+	if err != nil {
+		return err
+	}
 	n, err := dec.DecodeMapLen()
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/distrl/distrl/algo/ppo"
+	"github.com/distrl/distrl/internal/msgpackcheck"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -132,6 +133,11 @@ func DecodeCheckpoint(data []byte) (*Checkpoint, error) {
 	payload := data[headerSize:]
 	if got := crc32.Checksum(payload, crcTable); got != sum {
 		return nil, fmt.Errorf("%w: CRC %08x, header says %08x", ErrCorruptCheckpoint, got, sum)
+	}
+	// The CRC guards against damage, not against a crafted file: check
+	// every length before the decoder trusts it.
+	if err := msgpackcheck.Check(payload); err != nil {
+		return nil, fmt.Errorf("%w: payload: %w", ErrCorruptCheckpoint, err)
 	}
 	var c Checkpoint
 	dec := msgpack.NewDecoder(bytes.NewReader(payload))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/distrl/distrl/internal/msgpackcheck"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -21,12 +22,19 @@ func NewDecoder() *Decoder {
 	return d
 }
 
-// Reset points the decoder at frame and returns it. Reset clears the
+// Reset points the decoder at frame and returns it, after checking that
+// frame is one well-formed msgpack value whose lengths and counts fit in
+// it (see package msgpackcheck): a peer's header then cannot make the
+// decoder allocate more than the frame's size. A frame that fails the
+// check is an error and the decoder is not reset. Reset clears the
 // decoder's flags (DisallowUnknownFields among them).
-func (d *Decoder) Reset(frame []byte) *msgpack.Decoder {
+func (d *Decoder) Reset(frame []byte) (*msgpack.Decoder, error) {
+	if err := msgpackcheck.Check(frame); err != nil {
+		return nil, err
+	}
 	d.rd.Reset(frame)
 	d.dec.Reset(&d.rd)
-	return d.dec
+	return d.dec, nil
 }
 
 // Finish reports trailing bytes after the message: a frame holds exactly

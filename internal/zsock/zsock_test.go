@@ -170,34 +170,44 @@ func TestDecoder(t *testing.T) {
 	one, _ := msgpack.Marshal(map[string]int{"a": 1}) // 4 bytes
 	two := append(append([]byte(nil), one...), one...)
 	cases := []struct {
-		name      string
-		frame     []byte
-		decodeErr bool
-		finishErr string
+		name     string
+		frame    []byte
+		resetErr bool // rejected by the check before decoding
 	}{
-		{"one value", one, false, ""},
-		{"trailing value", two, false, "4 trailing bytes after the message"},
-		{"truncated", one[:len(one)-1], true, ""},
-		{"empty", nil, true, ""},
+		{"one value", one, false},
+		{"trailing value", two, true},
+		{"truncated", one[:len(one)-1], true},
+		{"empty", nil, true},
+		{"bin32 claiming 4 GB", []byte{0x81, 0xa1, 'a', 0xc6, 0xff, 0xff, 0xff, 0xff, 0}, true},
 	}
 	d := NewDecoder() // reused on purpose
 	for _, c := range cases {
-		var v map[string]int
-		err := d.Reset(c.frame).Decode(&v)
-		if (err != nil) != c.decodeErr {
-			t.Errorf("%s: Decode error %v, want error %v", c.name, err, c.decodeErr)
+		dec, err := d.Reset(c.frame)
+		if (err != nil) != c.resetErr {
+			t.Errorf("%s: Reset error %v, want error %v", c.name, err, c.resetErr)
 			continue
 		}
 		if err != nil {
 			continue
 		}
-		if v["a"] != 1 {
-			t.Errorf("%s: decoded %v", c.name, v)
+		var v map[string]int
+		if err := dec.Decode(&v); err != nil || v["a"] != 1 {
+			t.Errorf("%s: decoded %v, %v", c.name, v, err)
 		}
-		err = d.Finish()
-		if (err == nil) != (c.finishErr == "") || (err != nil && err.Error() != c.finishErr) {
-			t.Errorf("%s: Finish = %v, want %q", c.name, err, c.finishErr)
+		if err := d.Finish(); err != nil {
+			t.Errorf("%s: Finish = %v", c.name, err)
 		}
+	}
+	// Finish reports what the caller left unread.
+	dec, err := d.Reset([]byte{0x92, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dec.DecodeArrayLen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Finish(); err == nil || err.Error() != "2 trailing bytes after the message" {
+		t.Errorf("Finish after reading a header = %v", err)
 	}
 }
 

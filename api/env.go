@@ -77,6 +77,7 @@ var (
 var registry struct {
 	mu        sync.RWMutex
 	factories map[string]EnvFactory
+	batches   map[string]EnvBatchFactory
 }
 
 // RegisterEnv makes an environment available to [NewEnv] under name.

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/pyenv"
 )
 
 // Registry names of the built-in environments.
@@ -16,10 +17,14 @@ var registerOnce = sync.OnceValue(func() error {
 	if err := api.RegisterEnv(CartPoleName, newCartPoleEnv); err != nil {
 		return err
 	}
-	return api.RegisterEnv(SimpleSpreadName, newSimpleSpreadEnv)
+	if err := api.RegisterEnv(SimpleSpreadName, newSimpleSpreadEnv); err != nil {
+		return err
+	}
+	return pyenv.Register()
 })
 
 // Register adds the built-in environments to the api registry under
-// [CartPoleName] and [SimpleSpreadName]. Calling it again is a no-op that
+// [CartPoleName] and [SimpleSpreadName], and Python environments under
+// pyenv.Name ("python"). Calling it again is a no-op that
 // returns the first call's result.
 func Register() error { return registerOnce() }

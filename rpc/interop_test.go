@@ -8,27 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// pythonWithZMQ returns a Python interpreter that has pyzmq and msgpack, or
-// skips the test.
-func pythonWithZMQ(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("interop test in -short mode")
-	}
-	for _, py := range []string{"python3", "/usr/bin/python3"} {
-		path, err := exec.LookPath(py)
-		if err != nil {
-			continue
-		}
-		if exec.Command(path, "-c", "import zmq, msgpack").Run() == nil {
-			return path
-		}
-	}
-	t.Skip("no python3 with pyzmq and msgpack")
-	return ""
-}
+	"github.com/distrl/distrl/internal/pytest"
+)
 
 // docPythonClient extracts the Python client from docs/protocol.md, so the
 // documented example is the one tested.
@@ -53,7 +35,7 @@ func docPythonClient(t *testing.T) string {
 // TestPythonClient runs the documented pyzmq client against a Go server,
 // in plaintext and with CURVE.
 func TestPythonClient(t *testing.T) {
-	py := pythonWithZMQ(t)
+	py := pytest.Python(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "rpcclient.py"), []byte(docPythonClient(t)), 0o644); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,103 @@
+package pyenv
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/distrl/distrl/api"
+)
+
+// Name is the registry name of Python environments: `env: python` with
+// env_config {module, factory, kwargs, ...} (see [ParseConfig]).
+const Name = "python"
+
+// Register adds Python environments to the api registry under [Name]: as
+// an api.EnvBatch (one host for a whole batch, what actors use) and as a
+// single api.Env (one host each; what policy workers and trainers use to
+// read the spaces).
+func Register() error {
+	if err := api.RegisterEnv(Name, newEnv); err != nil {
+		return err
+	}
+	return api.RegisterEnvBatch(Name, newBatch)
+}
+
+func newBatch(ctx context.Context, cfg map[string]any, n int, log *slog.Logger) (api.EnvBatch, error) {
+	c, err := ParseConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return Start(ctx, c, n, log)
+}
+
+func newEnv(cfg map[string]any) (api.Env, error) {
+	c, err := ParseConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h, err := Start(context.Background(), c, 1, slog.Default())
+	if err != nil {
+		return nil, err
+	}
+	return &Env{h: h}, nil
+}
+
+// Env is one Python environment in a host of its own, as an api.Env.
+type Env struct {
+	h     *Host
+	live  bool
+	reset [1]api.EnvReset
+	step  [1]api.EnvStep
+}
+
+var _ api.Env = (*Env)(nil)
+
+// NewEnv starts a host for one environment.
+func NewEnv(ctx context.Context, cfg Config, log *slog.Logger) (*Env, error) {
+	h, err := Start(ctx, cfg, 1, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Env{h: h}, nil
+}
+
+// Reset starts an episode.
+func (e *Env) Reset(seed int64) ([][]float32, error) {
+	e.reset[0] = api.EnvReset{Seed: seed}
+	e.live = false
+	if err := e.h.Run(context.Background(), e.reset[:], nil); err != nil {
+		return nil, err
+	}
+	e.live = true
+	return e.reset[0].Obs, nil
+}
+
+// Step applies one action per agent.
+func (e *Env) Step(actions []api.Action) (api.Step, error) {
+	if !e.live {
+		return api.Step{}, fmt.Errorf("pyenv: Step: %w", api.ErrNeedsReset)
+	}
+	e.step[0] = api.EnvStep{Actions: actions}
+	if err := e.h.Run(context.Background(), nil, e.step[:]); err != nil {
+		return api.Step{}, err
+	}
+	s := e.step[0].Result
+	e.live = !s.Done()
+	return s, nil
+}
+
+// ObservationSpace is one agent's observation space.
+func (e *Env) ObservationSpace() api.Space { return e.h.ObservationSpace() }
+
+// ActionSpace is one agent's action space.
+func (e *Env) ActionSpace() api.Space { return e.h.ActionSpace() }
+
+// Agents returns the agent ids.
+func (e *Env) Agents() []string { return e.h.Agents() }
+
+// Host returns the host the environment runs in.
+func (e *Env) Host() *Host { return e.h }
+
+// Close stops the host.
+func (e *Env) Close() error { return e.h.Close() }

@@ -1,0 +1,88 @@
+"""Environments that fail in every way the Go side must report clearly."""
+
+import os
+import time
+
+from distrl.examples.cartpole import CartPole
+from distrl.spaces import Box, Discrete, MultiDiscrete
+
+
+class RaiseAtStep(CartPole):
+    def step(self, action):
+        if self.steps == 2:
+            raise ValueError("the pole broke at step 3")
+        return super().step(action)
+
+
+class HangAtStep(CartPole):
+    def step(self, action):
+        if self.steps == 2:
+            time.sleep(3600)
+        return super().step(action)
+
+
+class DieAtStep(CartPole):
+    def step(self, action):
+        if self.steps == 2:
+            os._exit(3)
+        return super().step(action)
+
+
+class MultiDiscreteActions(CartPole):
+    def __init__(self):
+        super().__init__()
+        self.action_space = MultiDiscrete([3, 3])
+
+
+class Dict:  # named like gymnasium's Dict space
+    pass
+
+
+class DictObservations(CartPole):
+    def __init__(self):
+        super().__init__()
+        self.observation_space = Dict()
+
+
+class MultiDiscreteObservations:
+    observation_space = MultiDiscrete([4, 5, 6])
+    action_space = Box(-1.0, 1.0, shape=(2,))
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        return [1, 2, 3], {}
+
+    def step(self, action):
+        self.t += 1
+        return [self.t % 4, 0, 5], float(sum(action)), False, self.t >= 3, {"norm": sum(a * a for a in action)}
+
+
+def raise_at_step():
+    return RaiseAtStep()
+
+
+def hang_at_step():
+    return HangAtStep()
+
+
+def die_at_step():
+    return DieAtStep()
+
+
+def multidiscrete_actions():
+    return MultiDiscreteActions()
+
+
+def dict_observations():
+    return DictObservations()
+
+
+def multidiscrete_observations():
+    return MultiDiscreteObservations()
+
+
+def factory_raises(**kwargs):
+    raise RuntimeError(f"no licence for {kwargs}")
+
+
+not_callable = 42

@@ -1,0 +1,76 @@
+import unittest
+
+from distrl import envhost, wire
+from distrl.examples import cartpole, spread
+from distrl.examples.gomath import PCG, sincos
+
+
+class GoMathTest(unittest.TestCase):
+    def test_pcg_matches_go(self):
+        # rand.New(rand.NewPCG(7, 0x9e3779b97f4a7c15)).Float64(), twice, from Go.
+        r = PCG(7, 0x9E3779B97F4A7C15)
+        self.assertEqual(r.float64(), 0.5437464358405968)
+        self.assertEqual(r.float64(), 0.5925997767599991)
+
+    def test_sincos_matches_go(self):
+        # math.Sincos(0.1234567) from Go.
+        self.assertEqual(sincos(0.1234567), (0.1231433268596996, 0.9923888960734724))
+        self.assertEqual(sincos(0.0), (0.0, 1.0))
+
+
+class HostTest(unittest.TestCase):
+    def init(self, module, n=2, **kwargs):
+        h = envhost.Host()
+        rep = h.handle({"op": "init", "module": module, "factory": "make_env", "kwargs": kwargs, "n": n})
+        return h, rep
+
+    def test_cartpole_batch(self):
+        h, rep = self.init("distrl.examples.cartpole", max_episode_steps=3)
+        self.assertEqual(rep["agents"], ["agent_0"])
+        self.assertEqual(rep["action_space"], {"kind": "Discrete", "n": 2, "start": 0})
+        self.assertEqual(rep["observation_space"]["shape"], [4])
+        out = h.handle({"op": "batch", "reset_envs": [0, 1], "seeds": [5, 5]})
+        obs, shape, _ = wire.decode(out["reset_obs"])
+        self.assertEqual(shape, [2, 1, 4])
+        self.assertEqual(obs[:4], obs[4:])  # same seed, same start
+        for t in range(3):
+            out = h.handle({"op": "batch", "step_envs": [1, 0], "actions": wire.encode([1, 0], [2, 1], "int64")})
+        step = out["step"]
+        self.assertEqual(wire.decode(step["truncated"])[0], [1, 1])  # max_episode_steps=3
+        self.assertEqual(wire.decode(step["rewards"])[0], [1.0, 1.0])
+        self.assertIn("x", step["info"])
+
+    def test_parallel_env(self):
+        h, rep = self.init("distrl.examples.spread", n=1, n_agents=2, max_cycles=2)
+        self.assertEqual(rep["agents"], ["agent_0", "agent_1"])
+        dim = envhost._space_size(rep["observation_space"])
+        h.handle({"op": "batch", "reset_envs": [0], "seeds": [1]})
+        out = h.handle({"op": "batch", "step_envs": [0], "actions": wire.encode([1, 2], [1, 2], "int64")})
+        self.assertEqual(wire.decode(out["step"]["obs"])[1], [1, 2, dim])
+        r = wire.decode(out["step"]["rewards"])[0]
+        self.assertEqual(r[0], r[1])  # shared reward
+
+    def test_errors(self):
+        h, _ = self.init("distrl.examples.cartpole")
+        cases = [
+            ({"op": "nope"}, "bad_request"),
+            ({"op": "init", "module": "x", "n": 1}, "bad_request"),  # twice
+            ({"op": "batch", "step_envs": [0], "actions": wire.encode([1.0], [1, 1], "float32")}, "bad_request"),
+            ({"op": "batch", "step_envs": [7], "actions": wire.encode([1], [1, 1], "int64")}, "bad_request"),
+            ({"op": "batch", "step_envs": [0], "actions": wire.encode([5], [1, 1], "int64")}, "env_error"),
+        ]
+        h.handle({"op": "batch", "reset_envs": [0], "seeds": [1]})
+        for msg, typ in cases:
+            with self.subTest(msg=msg):
+                with self.assertRaises(envhost.HostError) as cm:
+                    h.handle(msg)
+                self.assertEqual(cm.exception.type, typ)
+
+    def test_spaces_described(self):
+        self.assertEqual(envhost.describe_space(cartpole.Discrete(3, start=1)), {"kind": "Discrete", "n": 3, "start": 1})
+        self.assertEqual(envhost.describe_space(spread.Spread(2).action_space("agent_0"))["n"], 5)
+        self.assertEqual(envhost.describe_space(object()), {"kind": "object"})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -71,6 +71,11 @@ type Options struct {
 	WorkerArgs []string
 	// Host is where workers and the controller bind; DefaultHost if empty.
 	Host string
+	// RemoteWorkers: the workers run on other machines (a cluster
+	// scheduler). They get no --host and advertise the address of their
+	// interface that routes to the name server, and the name server must
+	// be an etcd that answers at a non-loopback address: no embedded one.
+	RemoteWorkers bool
 	// Curve is the experiment's key pair when workers run with CURVE.
 	Curve *rpc.CurveKeyPair
 	// Out receives progress; nil discards it. TTY redraws the status line
@@ -324,6 +329,9 @@ func (c *Controller) writeRecord() {
 // openNameResolve connects to the configured etcd, or runs an embedded one
 // when none answers.
 func (c *Controller) openNameResolve(ctx context.Context) error {
+	if c.opts.RemoteWorkers {
+		return c.openRemoteNameResolve(ctx)
+	}
 	if len(c.opts.NameResolve) > 0 && anyAnswers(ctx, c.opts.NameResolve) {
 		repo, err := etcd.Open(ctx, etcd.Config{Endpoints: c.opts.NameResolve, DialTimeout: etcdDialTimeout, Logger: c.log})
 		if err == nil {
@@ -354,6 +362,48 @@ func (c *Controller) openNameResolve(ctx context.Context) error {
 	c.record.NameResolve, c.record.EmbeddedEtcd = c.endpoint, true
 	c.out.event("name resolve: embedded etcd at %s (none answered at %s)", c.endpoint, strings.Join(c.opts.NameResolve, ","))
 	c.writeRecord()
+	return nil
+}
+
+// openRemoteNameResolve connects to the etcd of NameResolve, which workers
+// on other machines must reach: loopback is refused, and nothing is embedded.
+func (c *Controller) openRemoteNameResolve(ctx context.Context) error {
+	if err := CheckRemoteNameResolve(c.opts.NameResolve); err != nil {
+		return err
+	}
+	if !anyAnswers(ctx, c.opts.NameResolve) {
+		return fmt.Errorf("%w: nothing answers at %s (start one with `rlctl nameserver --listen ADDR` on a host the nodes reach)",
+			ErrNameResolve, strings.Join(c.opts.NameResolve, ","))
+	}
+	repo, err := etcd.Open(ctx, etcd.Config{Endpoints: c.opts.NameResolve, DialTimeout: etcdDialTimeout, Logger: c.log})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNameResolve, err)
+	}
+	c.repo, c.endpoint = repo, strings.Join(c.opts.NameResolve, ",")
+	c.out.event("name resolve: etcd at %s", c.endpoint)
+	c.record.NameResolve = c.endpoint
+	return nil
+}
+
+// CheckRemoteNameResolve refuses endpoints that workers on other machines
+// cannot reach: none, or a loopback address or name.
+func CheckRemoteNameResolve(endpoints []string) error {
+	if len(endpoints) == 0 {
+		return fmt.Errorf("%w: no etcd endpoint given", ErrNameResolve)
+	}
+	for _, ep := range endpoints {
+		host := ep
+		if i := strings.Index(host, "://"); i >= 0 {
+			host = host[i+3:]
+		}
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" || host == "" {
+			return fmt.Errorf("%w: %s is a loopback address, which workers on other nodes cannot reach "+
+				"(run `rlctl nameserver --listen ADDR:2379` on a host the nodes reach, and give --nameresolve ADDR:2379)", ErrNameResolve, ep)
+		}
+	}
 	return nil
 }
 
@@ -411,11 +461,27 @@ func (c *Controller) panelOptions() worker.PanelOptions {
 
 // workerArgs are the flags every worker of the trial gets.
 func (c *Controller) workerArgs() []string {
-	return append([]string{
-		"--nameresolve", c.endpoint,
-		"--experiment", c.trial.Experiment, "--trial", c.trial.Trial,
-		"--host", c.opts.Host, "--ttl", c.opts.WorkerTTL.String(),
-	}, c.opts.WorkerArgs...)
+	args := []string{"--nameresolve", c.endpoint, "--experiment", c.trial.Experiment, "--trial", c.trial.Trial}
+	if !c.opts.RemoteWorkers {
+		args = append(args, "--host", c.opts.Host)
+	}
+	args = append(args, "--ttl", c.opts.WorkerTTL.String())
+	return append(args, c.opts.WorkerArgs...)
+}
+
+// groupSpecs are the worker specs of every group, in start order.
+func groupSpecs(cfg *experiment.Config, dir TrialDir, args []string) [][]WorkerSpec {
+	var out [][]WorkerSpec
+	for _, typ := range cfg.Types() {
+		g := cfg.Workers[typ]
+		specs := make([]WorkerSpec, g.Count)
+		for i := range specs {
+			name := names.WorkerName(typ, i)
+			specs[i] = WorkerSpec{Type: typ, Index: i, Name: name, Args: args, LogPath: dir.Log(name), Resources: g.Resources}
+		}
+		out = append(out, specs)
+	}
+	return out
 }
 
 // workerConfig is the configure kwargs of one worker.
@@ -430,20 +496,16 @@ func (c *Controller) workerConfig(typ string, index int) map[string]any {
 // startWorkers launches every worker, waits for all to register, then
 // configures and starts them group by group in start order.
 func (c *Controller) startWorkers(ctx context.Context) error {
-	args := c.workerArgs()
-	for _, typ := range c.cfg.Types() {
-		g := c.cfg.Workers[typ]
-		for i := range g.Count {
-			name := names.WorkerName(typ, i)
-			spec := WorkerSpec{Type: typ, Index: i, Name: name, Args: args, LogPath: c.dir.Log(name), Resources: g.Resources}
-			h, err := c.opts.Scheduler.Start(ctx, spec)
-			if err != nil {
-				return err
-			}
-			m := &member{spec: spec, handle: h}
+	for _, specs := range groupSpecs(c.cfg, c.dir, c.workerArgs()) {
+		hs, err := startGroup(ctx, c.opts.Scheduler, specs)
+		for i, h := range hs {
+			m := &member{spec: specs[i], handle: h}
 			c.members = append(c.members, m)
-			c.byName[name] = m
-			c.record.Workers[name] = h.PID()
+			c.byName[m.spec.Name] = m
+			c.record.Workers[m.spec.Name] = h.PID()
+		}
+		if err != nil {
+			return err
 		}
 	}
 	c.writeRecord()

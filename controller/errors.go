@@ -11,6 +11,10 @@ import (
 // ErrControllerRunning: another controller is running the trial.
 var ErrControllerRunning = errors.New("controller: another controller is running this trial")
 
+// ErrNameResolve: the name server cannot serve the trial's workers (a
+// cluster trial needs an etcd every node reaches).
+var ErrNameResolve = errors.New("controller: name server")
+
 // WorkersAliveError: the trial's name records show live workers, so a new
 // run would fight them for their names. Stop them first (`rlctl stop`).
 type WorkersAliveError struct {

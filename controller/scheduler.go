@@ -52,3 +52,30 @@ type Scheduler interface {
 	// then by force when ctx ends. It returns once all have exited.
 	StopAll(ctx context.Context) error
 }
+
+// GroupScheduler is a Scheduler that starts a whole worker group at once,
+// as a SLURM job array does; the controller uses it when the scheduler has
+// it. Start still starts one worker (a restart).
+type GroupScheduler interface {
+	Scheduler
+	// StartGroup launches every worker of specs, all of one type, and
+	// returns their handles in the order of specs.
+	StartGroup(ctx context.Context, specs []WorkerSpec) ([]Handle, error)
+}
+
+// startGroup launches specs through the scheduler's StartGroup where it
+// has one, else one by one.
+func startGroup(ctx context.Context, s Scheduler, specs []WorkerSpec) ([]Handle, error) {
+	if gs, ok := s.(GroupScheduler); ok {
+		return gs.StartGroup(ctx, specs)
+	}
+	hs := make([]Handle, 0, len(specs))
+	for _, spec := range specs {
+		h, err := s.Start(ctx, spec)
+		if err != nil {
+			return hs, err
+		}
+		hs = append(hs, h)
+	}
+	return hs, nil
+}

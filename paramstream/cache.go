@@ -60,11 +60,14 @@ var errCorrupt = errors.New("corrupt parameter file")
 var errLocked = errors.New("fetch lock held elsewhere")
 
 // DefaultCacheDir is the node cache directory a Subscriber uses unless
-// told otherwise: $XDG_RUNTIME_DIR/distrl-params/{experiment}/{trial}/{policy},
+// told otherwise: $XDG_RUNTIME_DIR/distrl-params/{node}/{experiment}/{trial}/{policy},
 // or, without XDG_RUNTIME_DIR, the same under os.TempDir() in a directory
 // named distrl-params-{uid}, so that users of a shared node neither share
 // nor block each other's caches. XDG_RUNTIME_DIR is preferred because it
 // is private to the user and usually a tmpfs: the files live in memory.
+// {node} is NodeName(): were the temporary directory a shared filesystem
+// (or the nodes' processes see one /tmp, as network namespaces on one
+// host do), nodes still keep their own caches and lock files.
 func DefaultCacheDir(trial names.Trial, policy string) string {
 	root := os.Getenv("XDG_RUNTIME_DIR")
 	if root != "" {
@@ -72,7 +75,19 @@ func DefaultCacheDir(trial names.Trial, policy string) string {
 	} else {
 		root = filepath.Join(os.TempDir(), "distrl-params-"+strconv.Itoa(os.Getuid()))
 	}
-	return filepath.Join(root, pathComponent(trial.Experiment), pathComponent(trial.Trial), pathComponent(policy))
+	return filepath.Join(root, pathComponent(NodeName()), pathComponent(trial.Experiment), pathComponent(trial.Trial), pathComponent(policy))
+}
+
+// NodeName names this node for its cache directory: $SLURMD_NODENAME in
+// a SLURM job (SLURM's name of the node), else the host name.
+func NodeName() string {
+	if n := os.Getenv("SLURMD_NODENAME"); n != "" {
+		return n
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "localhost"
 }
 
 // pathComponent makes a name safe as one path component: separators are

@@ -52,12 +52,20 @@ func TestPathComponent(t *testing.T) {
 func TestDefaultCacheDir(t *testing.T) {
 	trial := names.NewTrial("exp", "t1")
 	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1234")
-	if got, want := DefaultCacheDir(trial, "pol"), "/run/user/1234/distrl-params/exp/t1/pol"; got != want {
+	t.Setenv("SLURMD_NODENAME", "node7")
+	if got, want := DefaultCacheDir(trial, "pol"), "/run/user/1234/distrl-params/node7/exp/t1/pol"; got != want {
 		t.Errorf("with XDG_RUNTIME_DIR: %q, want %q", got, want)
 	}
+	// Two nodes never share a directory, hence a lock file.
+	t.Setenv("SLURMD_NODENAME", "node8")
+	if got, want := DefaultCacheDir(trial, "pol"), "/run/user/1234/distrl-params/node8/exp/t1/pol"; got != want {
+		t.Errorf("on another node: %q, want %q", got, want)
+	}
 	t.Setenv("XDG_RUNTIME_DIR", "")
-	if got := DefaultCacheDir(trial, "pol"); !strings.HasPrefix(got, os.TempDir()) || !strings.HasSuffix(got, "/exp/t1/pol") {
-		t.Errorf("without XDG_RUNTIME_DIR: %q", got)
+	t.Setenv("SLURMD_NODENAME", "")
+	host, _ := os.Hostname()
+	if got := DefaultCacheDir(trial, "pol"); !strings.HasPrefix(got, os.TempDir()) || !strings.HasSuffix(got, "/"+pathComponent(host)+"/exp/t1/pol") {
+		t.Errorf("without XDG_RUNTIME_DIR, on host %s: %q", host, got)
 	}
 }
 

@@ -22,7 +22,8 @@
 //
 // Parameter vectors are large and every policy worker wants each version,
 // so subscribers on one machine share a node cache directory
-// (DefaultCacheDir: under $XDG_RUNTIME_DIR, usually a tmpfs) instead of
+// (DefaultCacheDir: under $XDG_RUNTIME_DIR, usually a tmpfs, one directory
+// per node name, $SLURMD_NODENAME in a SLURM job) instead of
 // each pulling over the network. No daemon is involved; the kernel
 // coordinates:
 //

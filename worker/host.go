@@ -1,6 +1,10 @@
 package worker
 
-import "net"
+import (
+	"fmt"
+	"net"
+	"strings"
+)
 
 // DefaultHost is the address a worker advertises when none is given: the
 // first non-loopback IPv4 address of an interface that is up, else
@@ -25,4 +29,26 @@ func DefaultHost() string {
 		}
 	}
 	return "127.0.0.1"
+}
+
+// RouteHost returns this machine's address on the interface that routes
+// to endpoint ("host:port", optionally with a scheme such as http://): the
+// address at which the machines that reach endpoint can most likely reach
+// this one. On a cluster that is the node's address on the network of the
+// name server; with a loopback endpoint it is loopback. It sends nothing:
+// connecting a UDP socket only picks the route.
+func RouteHost(endpoint string) (string, error) {
+	hostport := endpoint
+	if i := strings.Index(hostport, "://"); i >= 0 {
+		hostport = hostport[i+3:]
+	}
+	if _, _, err := net.SplitHostPort(hostport); err != nil {
+		hostport = net.JoinHostPort(hostport, "2379")
+	}
+	conn, err := net.Dial("udp", hostport)
+	if err != nil {
+		return "", fmt.Errorf("worker: no route to the name server %s: %w", endpoint, err)
+	}
+	defer conn.Close()
+	return conn.LocalAddr().(*net.UDPAddr).IP.String(), nil
 }

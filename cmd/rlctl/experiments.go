@@ -117,11 +117,11 @@ func checkTrialName(trial string) error {
 func interspersed(action func(c *cli.Context, args []string) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		bools := map[string]bool{}
-		known := map[string]bool{}
+		known := map[string]string{} // any name -> the flag's first name
 		for _, f := range c.Command.Flags {
 			_, isBool := f.(*cli.BoolFlag)
 			for _, n := range f.Names() {
-				known[n] = true
+				known[n] = f.Names()[0]
 				bools[n] = isBool
 			}
 		}
@@ -138,7 +138,8 @@ func interspersed(action func(c *cli.Context, args []string) error) cli.ActionFu
 				continue
 			}
 			name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-			if !known[name] {
+			canonical, ok := known[name]
+			if !ok {
 				return cli.Exit(fmt.Sprintf("flag provided but not defined: %s", a), 2)
 			}
 			switch {
@@ -151,7 +152,9 @@ func interspersed(action func(c *cli.Context, args []string) error) cli.ActionFu
 			default:
 				return cli.Exit(fmt.Sprintf("flag needs an argument: %s", a), 2)
 			}
-			if err := c.Set(name, value); err != nil {
+			// By its first name: global() looks the flag up by that name, so
+			// an alias (-n) set after the arguments would otherwise be lost.
+			if err := c.Set(canonical, value); err != nil {
 				return cli.Exit(fmt.Sprintf("%s: %v", a, err), 2)
 			}
 		}

@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/experiment"
+	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
 	"github.com/urfave/cli/v2"
 )
@@ -28,11 +30,19 @@ func startCommand() *cli.Command {
 		Description: "Runs every worker as a process, restarts failed ones, writes metrics.jsonl and logs to the\n" +
 			"trial directory, and stops at the experiment's stop condition or on Ctrl-C / SIGTERM / `rlctl stop`.\n" +
 			"Uses the etcd of --nameresolve, or runs an embedded one for the trial when none answers there.\n" +
-			"Exit code: 0 completed, 130 interrupted, 1 failed, 2 bad configuration.\n" +
+			"With --scheduler slurm every worker type is an sbatch job array (scripts, job ids and logs in the trial\n" +
+			"directory, which must be on a filesystem the nodes share) and --nameresolve must be an etcd the nodes reach.\n" +
+			"Exit code: 0 completed, 130 interrupted, 1 failed, 2 bad configuration or command line.\n" +
 			"Example: rlctl start cartpole-sink t1 --set stop.env_steps=20000 --set workers.actor.count=4",
 		Flags: withGlobal(
-			&cli.StringFlag{Name: "scheduler", Value: "local", Usage: "how workers run: local (child processes)"},
+			&cli.StringFlag{Name: "scheduler", Value: "local", Usage: "how workers run: local (child processes) or slurm (sbatch job arrays, one per worker type)"},
 			workdirFlag(),
+			&cli.StringFlag{Name: "host", EnvVars: []string{"RLCTL_HOST"}, Usage: "address the controller (and local workers) bind and advertise (default: 127.0.0.1; with slurm, this machine's address on the interface that routes to the name server)"},
+			&cli.StringFlag{Name: "partition", Usage: "slurm: the partition (sbatch --partition)"},
+			&cli.StringFlag{Name: "account", Usage: "slurm: the account (sbatch --account)"},
+			&cli.StringFlag{Name: "time", Usage: "slurm: the workers' time limit (sbatch --time), such as 2:00:00"},
+			&cli.StringSliceFlag{Name: "sbatch-arg", Usage: "slurm: one more sbatch option for every worker script (repeatable): --sbatch-arg=--qos=high"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "slurm: write and print the sbatch scripts, submit nothing"},
 			&cli.GenericFlag{Name: "set", Value: &setList{}, Usage: "override a configuration value, key a dotted path (repeatable): --set workers.actor.count=4"},
 		),
 		Action: interspersed(runStart),
@@ -62,13 +72,6 @@ func runStart(c *cli.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if s := c.String("scheduler"); s != "local" {
-		return cli.Exit(fmt.Sprintf("--scheduler %q: want local", s), exitUsage)
-	}
-	sched, err := controller.NewLocal("")
-	if err != nil {
-		return cli.Exit(err.Error(), exitFailed)
-	}
 	log, err := logger(c)
 	if err != nil {
 		return err
@@ -85,11 +88,35 @@ func runStart(c *cli.Context, args []string) error {
 		}
 		workerArgs = append(workerArgs, "--"+flagCurveKeys, abs)
 	}
-	res, err := controller.Run(c.Context, controller.Options{
-		Config: cfg, Trial: args[1], Dir: dir, Scheduler: sched, SchedulerName: "local",
+	opts := controller.Options{
+		Config: cfg, Trial: args[1], Dir: dir, Host: c.String("host"),
 		NameResolve: endpoints(global(c, flagNameResolve)), WorkerArgs: workerArgs, Curve: curve,
 		Out: os.Stdout, TTY: controller.IsTerminal(os.Stdout), Logger: log,
-	})
+	}
+	switch s := c.String("scheduler"); s {
+	case "local":
+		if c.Bool("dry-run") {
+			return cli.Exit("--dry-run: only with --scheduler slurm (the local scheduler has no scripts)", exitUsage)
+		}
+		sched, err := controller.NewLocal("")
+		if err != nil {
+			return cli.Exit(err.Error(), exitFailed)
+		}
+		opts.Scheduler, opts.SchedulerName = sched, "local"
+	case "slurm":
+		if err := slurmOptions(c, &opts, log); err != nil {
+			return err
+		}
+		if c.Bool("dry-run") {
+			if err := opts.Scheduler.(*controller.Slurm).DryRun(opts, os.Stdout); err != nil {
+				return cli.Exit(err.Error(), exitFailed)
+			}
+			return nil
+		}
+	default:
+		return cli.Exit(fmt.Sprintf("--scheduler %q: want local or slurm", s), exitUsage)
+	}
+	res, err := controller.Run(c.Context, opts)
 	switch res.Outcome {
 	case controller.Completed:
 		return nil
@@ -98,7 +125,42 @@ func runStart(c *cli.Context, args []string) error {
 	}
 	// The summary above has the whole story; stderr gets its first line.
 	msg, _, _ := strings.Cut(err.Error(), "\n")
+	if errors.Is(err, controller.ErrNameResolve) {
+		return cli.Exit(msg, exitUsage)
+	}
 	return cli.Exit(msg, exitFailed)
+}
+
+// slurmOptions sets opts up for the slurm scheduler and checks, submitting
+// nothing, that SLURM and the name server can take the trial: a bad
+// command line or cluster is one line and exit 2. (--dry-run skips the
+// SLURM check: it is for reading scripts anywhere.)
+func slurmOptions(c *cli.Context, opts *controller.Options, log *slog.Logger) error {
+	if err := controller.CheckRemoteNameResolve(opts.NameResolve); err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	if opts.Host == "" {
+		h, err := worker.RouteHost(opts.NameResolve[0])
+		if err != nil {
+			return cli.Exit(err.Error(), exitUsage)
+		}
+		opts.Host = h
+	}
+	sched, err := controller.NewSlurm(controller.SlurmOptions{
+		Partition: c.String("partition"), Account: c.String("account"), Time: c.String("time"),
+		SbatchArgs: c.StringSlice("sbatch-arg"), Logger: log,
+	}, opts.Dir, names.NewTrial(opts.Config.Name, opts.Trial))
+	if err != nil {
+		return cli.Exit(err.Error(), exitFailed)
+	}
+	opts.Scheduler, opts.SchedulerName, opts.RemoteWorkers = sched, "slurm", true
+	if c.Bool("dry-run") {
+		return nil
+	}
+	if err := sched.Check(c.Context, *opts); err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	return nil
 }
 
 // configError renders a configuration error, one field a line.

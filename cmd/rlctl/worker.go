@@ -36,7 +36,7 @@ func workerCommand() *cli.Command {
 		Flags: withGlobal(
 			&cli.StringFlag{Name: "type", Required: true, Usage: "worker type"},
 			&cli.IntFlag{Name: "index", Value: 0, Usage: "worker index: the worker is named TYPE/INDEX"},
-			&cli.StringFlag{Name: "host", EnvVars: []string{"RLCTL_HOST"}, Usage: "address to bind and advertise (default: this machine's address)"},
+			&cli.StringFlag{Name: "host", EnvVars: []string{"RLCTL_HOST"}, Usage: "address to bind and advertise (default: this machine's address on the interface that routes to the name server)"},
 			&cli.IntFlag{Name: "port", Value: 0, Usage: "port to bind (0: any free port)"},
 			&cli.DurationFlag{Name: "ttl", Value: worker.DefaultAddressTTL, Usage: "lease of the address record: how long it outlives a killed worker"},
 			&cli.DurationFlag{Name: "status-ttl", Value: worker.DefaultStatusTTL, Usage: "lease of the status record"},
@@ -59,7 +59,7 @@ func runWorker(c *cli.Context) error {
 	defer sess.Close()
 	w, err := worker.New(c.Context, worker.Options{
 		Trial: sess.trial, Type: c.String("type"), Index: c.Int("index"),
-		Host: c.String("host"), Port: c.Int("port"), Repo: sess.repo,
+		Host: workerHost(c, sess), Port: c.Int("port"), Repo: sess.repo,
 		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"),
 		Curve: sess.curve, Logger: sess.log,
 	})
@@ -73,4 +73,21 @@ func runWorker(c *cli.Context) error {
 		return err
 	}
 	return nil
+}
+
+// workerHost is --host, else the address of the interface that routes to
+// the name server: on a cluster node, the one the other nodes reach.
+func workerHost(c *cli.Context, sess *session) string {
+	if h := c.String("host"); h != "" {
+		return h
+	}
+	eps := endpoints(global(c, flagNameResolve))
+	if len(eps) > 0 {
+		h, err := worker.RouteHost(eps[0])
+		if err == nil {
+			return h
+		}
+		sess.log.Warn("advertising the first address of this machine", "err", err)
+	}
+	return worker.DefaultHost()
 }

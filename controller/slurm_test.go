@@ -1,0 +1,76 @@
+package controller
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/distrl/distrl/experiment"
+	"github.com/distrl/distrl/nameresolve/names"
+)
+
+func TestSlurmResources(t *testing.T) {
+	for _, tt := range []struct {
+		in   experiment.Resources
+		want []string
+	}{
+		{experiment.Resources{}, nil},
+		{experiment.Resources{CPUs: 0.5}, []string{"--cpus-per-task=1"}},
+		{experiment.Resources{CPUs: 2.5, Memory: "512Mi"}, []string{"--cpus-per-task=3", "--mem=512M"}},
+		{experiment.Resources{Memory: "1G"}, []string{"--mem=954M"}}, // 1e9 bytes, rounded up to MiB
+		{experiment.Resources{Memory: "2Gi", GPUs: 2}, []string{"--mem=2048M", "--gres=gpu:2"}},
+	} {
+		if got := slurmResources(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("slurmResources(%+v) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestSlurmScript(t *testing.T) {
+	dir := TrialDir("/shared/trials/exp/t1")
+	s, err := NewSlurm(SlurmOptions{Executable: "/opt/distrl/rlctl", Partition: "gpu", Account: "rl", Time: "1:00:00",
+		SbatchArgs: []string{"--qos=high"}}, dir, names.NewTrial("exp", "t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := WorkerSpec{Type: "actor", Index: 0, Name: "actor/0", Args: []string{"--nameresolve", "10.0.0.1:2379", "--log-level", "it's"},
+		Resources: experiment.Resources{CPUs: 1, Memory: "256Mi"}}
+	got := s.Script(spec, 8)
+	for _, want := range []string{
+		"#!/bin/sh\n",
+		"#SBATCH --job-name=distrl.exp.t1.actor\n",
+		"#SBATCH --array=0-7\n",
+		"#SBATCH --output=/shared/trials/exp/t1/logs/actor-%a.log\n",
+		"#SBATCH --cpus-per-task=1\n#SBATCH --mem=256M\n",
+		"#SBATCH --partition=gpu\n#SBATCH --account=rl\n#SBATCH --time=1:00:00\n#SBATCH --qos=high\n",
+		`exec /opt/distrl/rlctl worker --type actor --index "$SLURM_ARRAY_TASK_ID" --nameresolve 10.0.0.1:2379 --log-level 'it'\''s'` + "\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("script lacks %q:\n%s", want, got)
+		}
+	}
+	if s.ScriptPath("actor") != "/shared/trials/exp/t1/slurm/actor.sbatch" {
+		t.Errorf("script path %s", s.ScriptPath("actor"))
+	}
+}
+
+func TestCheckRemoteNameResolve(t *testing.T) {
+	for _, tt := range []struct {
+		eps []string
+		ok  bool
+	}{
+		{nil, false},
+		{[]string{"127.0.0.1:2379"}, false},
+		{[]string{"10.1.2.3:2379", "http://127.0.0.5:2379"}, false},
+		{[]string{"localhost:2379"}, false},
+		{[]string{"[::1]:2379"}, false},
+		{[]string{"10.1.2.3:2379"}, true},
+		{[]string{"http://head-node:2379", "10.1.2.4:2379"}, true},
+	} {
+		err := CheckRemoteNameResolve(tt.eps)
+		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrNameResolve)) {
+			t.Errorf("CheckRemoteNameResolve(%q) = %v, want ok=%v", tt.eps, err, tt.ok)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/slurmtest"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
@@ -37,6 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	slurmtest.TearDown()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -124,12 +126,18 @@ var trialSeq struct {
 
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
+	return newClusterAt(t, "127.0.0.1:0")
+}
+
+// newClusterAt is newCluster with the name server listening at listen.
+func newClusterAt(t testing.TB, listen string) *cluster {
+	t.Helper()
 	trialSeq.Lock()
 	trialSeq.n++
 	n := trialSeq.n
 	trialSeq.Unlock()
 	c := &cluster{t: t, dataDir: filepath.Join(t.TempDir(), "etcd"), trial: names.NewTrial("e2e", fmt.Sprintf("t%d", n))}
-	c.startNameServer("127.0.0.1:0")
+	c.startNameServer(listen)
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
 	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/paramstream"
@@ -257,5 +258,41 @@ func TestSubscriberSurvivesMalformedMessages(t *testing.T) {
 	}
 	if st.Stale != int64(len(staleReplies)) {
 		t.Errorf("stale %d, want %d", st.Stale, len(staleReplies))
+	}
+}
+
+// TestPublisherSurvivesHostileLengths: fetch requests of a few bytes whose
+// headers claim gigabytes are dropped as malformed without allocating what
+// they claim, and a good request after them is served.
+func TestPublisherSurvivesHostileLengths(t *testing.T) {
+	pub := startPublisher(t, workertest.Repo(t), nil)
+	pub.publish(t, 1, paramsFor(1, 8))
+	client := newSocket(t, zmq.DEALER)
+	if err := client.Connect("tcp://" + pub.pub.FetchAddr()); err != nil {
+		t.Fatal(err)
+	}
+	frames := mptest.InMaps("policy", "min_version")
+	alloc := mptest.Allocated(func() {
+		for _, f := range frames {
+			if _, err := client.SendBytes(f.Bytes, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := client.SendBytes(mustMarshal(t, map[string]any{"policy": "default", "min_version": 1}), 0); err != nil {
+			t.Fatal(err)
+		}
+		var reply struct {
+			Version int64 `msgpack:"version"`
+		}
+		if err := msgpack.Unmarshal(recvTimeout(t, client)[0], &reply); err != nil || reply.Version != 1 {
+			t.Errorf("good request after the hostile ones: version %d, %v", reply.Version, err)
+		}
+	})
+	t.Logf("%d hostile frames: %d bytes allocated", len(frames), alloc)
+	if alloc > mptest.AllocBound {
+		t.Errorf("allocated %d bytes for %d hostile frames, want at most %d", alloc, len(frames), mptest.AllocBound)
+	}
+	if st := pub.stats(t); st.Malformed != int64(len(frames)) || st.Served != 1 {
+		t.Errorf("stats %+v, want %d malformed and 1 served", st, len(frames))
 	}
 }

@@ -312,7 +312,7 @@ func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
 		}
 		c.stats.Bytes += int64(len(frame))
 		b := new(api.SampleBatch)
-		if err := c.decode(frame, b); err != nil {
+		if err := decodeSampleBatch(c.dec, frame, b); err != nil {
 			drops++
 			c.stats.Malformed++
 			c.malLog.Warn(c.log, "stream: dropped malformed sample batch", "err", err, "bytes", len(frame), "malformed", c.stats.Malformed)
@@ -322,20 +322,6 @@ func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
 		c.stats.Received++
 	}
 	return c.out, nil
-}
-
-func (c *SampleConsumer) decode(frame []byte, b *api.SampleBatch) error {
-	dec, err := c.dec.Reset(frame)
-	if err != nil {
-		return err
-	}
-	if err := dec.Decode(b); err != nil {
-		return err
-	}
-	if err := c.dec.Finish(); err != nil {
-		return err
-	}
-	return b.Validate()
 }
 
 // Socket is the PULL socket; it is readable when batches arrive.

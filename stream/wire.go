@@ -147,6 +147,22 @@ func decodeReply(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], inf *ap
 	return checkInference(inf, ids.Shape[0])
 }
 
+// decodeSampleBatch reads one sample batch from frame into b and
+// validates it.
+func decodeSampleBatch(d *zsock.Decoder, frame []byte, b *api.SampleBatch) error {
+	dec, err := d.Reset(frame)
+	if err != nil {
+		return err
+	}
+	if err := dec.Decode(b); err != nil {
+		return err
+	}
+	if err := d.Finish(); err != nil {
+		return err
+	}
+	return b.Validate()
+}
+
 // checkInference reports whether inf answers exactly n observations: one of
 // Actions [n] and ContActions [n, a], and LogProbs and Values [n] or absent.
 func checkInference(inf *api.Inference, n int) error {

@@ -1,13 +1,16 @@
 package trainerworker_test
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/distrl/distrl/algo/ppo"
+	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
 	"github.com/distrl/distrl/trainerworker"
 )
 
@@ -153,4 +156,38 @@ func TestLoadNewestCheckpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withHeader is a checkpoint file of payload with a valid header (magic,
+// format, CRC and length), so that the payload reaches the decoder.
+func withHeader(t testing.TB, payload []byte) []byte {
+	good, err := trainerworker.EncodeCheckpoint(testCheckpoint(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := slices.Clone(good[:12])
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(payload, crc32.MakeTable(crc32.Castagnoli)))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(payload)))
+	return append(b, payload...)
+}
+
+// FuzzDecodeCheckpoint: a payload with a valid header and CRC (a crafted
+// file, not a damaged one) decodes or fails within an allocation bound set
+// by its size, whatever its headers claim.
+func FuzzDecodeCheckpoint(f *testing.F) {
+	good, err := trainerworker.EncodeCheckpoint(testCheckpoint(3))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good[24:])
+	mptest.Seed(f, mptest.Values(), mptest.InMaps("learner", "config_hash", "policy"),
+		[]mptest.Frame{{Name: "params", Bytes: mptest.Map1("learner", mptest.Map1("params", []byte{0xdd, 0xff, 0xff, 0xff, 0xff, 0}))}})
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		file := withHeader(t, payload)
+		mptest.BoundedAlloc(t, file, func() {
+			if _, err := trainerworker.DecodeCheckpoint(file); err != nil && !errors.Is(err, trainerworker.ErrCorruptCheckpoint) {
+				t.Fatalf("error %v does not wrap ErrCorruptCheckpoint", err)
+			}
+		})
+	})
 }

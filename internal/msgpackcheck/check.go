@@ -69,6 +69,8 @@ func (e *Error) Error() string {
 			what = "elements"
 		case "fixmap", "map16", "map32":
 			what = "entries"
+		case "ext8", "ext16", "ext32":
+			what = "bytes and a type byte"
 		}
 		return fmt.Sprintf("%s claims %d %s, only %d bytes follow", at, e.Claimed, what, e.Remaining)
 	case Truncated:

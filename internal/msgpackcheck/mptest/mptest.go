@@ -3,7 +3,10 @@ package mptest
 import (
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"runtime"
+	"strings"
+	"testing"
 )
 
 // Frame is one hostile message and a name for test output.
@@ -153,4 +156,53 @@ func Allocated(fn func()) uint64 {
 	fn()
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
+}
+
+// Allocation bound for one decode in the fuzz targets: every byte may
+// become a small heap object (an empty map for 0x80, an interface slot for
+// 0xc0), never what a header claims.
+const (
+	AllocPerByte = 256
+	AllocSlack   = 1 << 20
+)
+
+// BoundedAlloc runs decode, which decodes in, and fails t if the heap
+// allocated more than AllocPerByte*len(in) + AllocSlack bytes meanwhile.
+func BoundedAlloc(t testing.TB, in []byte, decode func()) {
+	t.Helper()
+	if n, limit := Allocated(decode), uint64(AllocPerByte*len(in)+AllocSlack); n > limit {
+		t.Fatalf("decoding %d bytes (% .32x) allocated %d bytes, want at most %d", len(in), in, n, limit)
+	}
+}
+
+// Seed adds every frame of each list to f's seed corpus.
+func Seed(f *testing.F, lists ...[]Frame) {
+	for _, l := range lists {
+		for _, fr := range l {
+			f.Add(fr.Bytes)
+		}
+	}
+}
+
+// Keys are the msgpack map keys of struct v's fields (their msgpack tag
+// names), for InMaps: a hostile value under every key a decoder knows.
+func Keys(v any) []string {
+	var keys []string
+	typ := reflect.TypeOf(v)
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("msgpack"), ",")
+		if name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}
+
+// Nest wraps each frame as the value of key in a one-entry map.
+func Nest(key string, frames []Frame) []Frame {
+	out := make([]Frame, len(frames))
+	for i, f := range frames {
+		out[i] = Frame{key + "/" + f.Name, Map1(key, f.Bytes)}
+	}
+	return out
 }

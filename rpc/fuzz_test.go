@@ -1,0 +1,57 @@
+package rpc
+
+import (
+	"testing"
+
+	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func seedValues(f *testing.F, vs ...any) {
+	for _, v := range vs {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// FuzzDecodeRequest: any payload decodes or gets a bad_request, within an
+// allocation bound set by its size, whatever its headers claim.
+func FuzzDecodeRequest(f *testing.F) {
+	mptest.Seed(f, mptest.Requests())
+	seedValues(f, []any{"ping", map[string]any{}}, []any{"configure", nil},
+		[]any{"echo", map[string]any{"msg": "hi", "n": []any{1, 2.5, nil, []byte{1}}}})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		mptest.BoundedAlloc(t, in, func() {
+			command, args, rerr := decodeRequest(in)
+			if rerr != nil {
+				if rerr.Type != ErrTypeBadRequest {
+					t.Fatalf("% x: %v, want a bad_request", in, rerr)
+				}
+				return
+			}
+			if len(command) > MaxCommandLen {
+				t.Fatalf("accepted a command of %d bytes", len(command))
+			}
+			var kwargs map[string]any
+			_ = args.Decode(&kwargs)
+		})
+	})
+}
+
+// FuzzDecodeReply: any reply decodes or fails, within an allocation bound
+// set by its size.
+func FuzzDecodeReply(f *testing.F) {
+	mptest.Seed(f, mptest.Values(), mptest.InMaps("ok", "error"))
+	seedValues(f, map[string]any{"ok": "pong"}, map[string]any{"ok": nil},
+		map[string]any{"ok": map[string]any{"a": []any{1, "b"}}},
+		map[string]any{"error": map[string]any{"type": "bad_request", "message": "no"}})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		mptest.BoundedAlloc(t, in, func() {
+			var v any
+			_ = decodeReply(in, &v)
+		})
+	})
+}

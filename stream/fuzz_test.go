@@ -1,0 +1,79 @@
+package stream
+
+import (
+	"testing"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
+	"github.com/distrl/distrl/internal/zsock"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// The fuzz targets of the data plane's decoders: whatever a frame holds,
+// decoding it fails or succeeds within an allocation bound set by its
+// size. Their seeds are valid messages and hostile ones whose headers
+// claim gigabytes.
+
+func FuzzDecodeInferenceRequest(f *testing.F) {
+	e := newEncoder()
+	ids := api.Tensor[int64]{Shape: []int{2}, Data: []int64{1, 2}}
+	obs := api.Tensor[float32]{Shape: []int{2, 3}, Data: make([]float32, 6)}
+	if err := encodeRequest(e.reset(), ids, obs); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(append([]byte(nil), e.buf.Bytes()...))
+	mptest.Seed(f, mptest.InMaps(keyIDs, keyObs))
+	d := zsock.NewDecoder()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		mptest.BoundedAlloc(t, in, func() {
+			var ids api.Tensor[int64]
+			var obs api.Tensor[float32]
+			_ = decodeRequest(d, in, &ids, &obs)
+		})
+	})
+}
+
+func FuzzDecodeInferenceReply(f *testing.F) {
+	e := newEncoder()
+	ids := api.Tensor[int64]{Shape: []int{2}, Data: []int64{1, 2}}
+	inf := &api.Inference{Actions: api.Tensor[int32]{Shape: []int{2}, Data: []int32{0, 1}}, Version: 3}
+	if err := encodeReply(e.reset(), ids, inf); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(append([]byte(nil), e.buf.Bytes()...))
+	mptest.Seed(f, mptest.InMaps(keyIDs, keyInference), mptest.Nest(keyInference, mptest.InMaps(mptest.Keys(api.Inference{})...)))
+	d := zsock.NewDecoder()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		mptest.BoundedAlloc(t, in, func() {
+			var ids api.Tensor[int64]
+			var inf api.Inference
+			_ = decodeReply(d, in, &ids, &inf)
+		})
+	})
+}
+
+func FuzzDecodeSampleBatch(f *testing.F) {
+	b, err := api.NewSampleBuilder(2, 0, 3)
+	if err != nil {
+		f.Fatal(err)
+	}
+	b.ActorID, b.AgentID, b.Policy = "actor/0", "0", "default"
+	for s := range 3 {
+		if err := b.Append(api.StepRecord{Obs: []float32{1, 2}, Reward: 1, Terminated: s == 2}); err != nil {
+			f.Fatal(err)
+		}
+	}
+	good, err := msgpack.Marshal(b.Build(0.5))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	mptest.Seed(f, mptest.InMaps(mptest.Keys(api.SampleBatch{})...))
+	d := zsock.NewDecoder()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		mptest.BoundedAlloc(t, in, func() {
+			var batch api.SampleBatch
+			_ = decodeSampleBatch(d, in, &batch)
+		})
+	})
+}

@@ -1,6 +1,7 @@
 package actorworker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -63,8 +64,17 @@ const (
 // action is available, records the transition, and either asks for the
 // next actions or, at the end of an episode, finishes it and starts the
 // next one.
+//
+// The environment is one of an api.EnvBatch. [EnvTarget.Step] runs the
+// target's environment calls on their own; an actor stepping a whole ring
+// splits each step into prepare (take the results, say which call is
+// needed), one [api.EnvBatch.Run] for every target, and complete (record
+// the outcome), so that out-of-process environments cost one message per
+// ring rather than one per environment.
 type EnvTarget struct {
-	env         api.Env
+	batch       api.EnvBatch
+	env         int  // index in batch
+	ownsBatch   bool // Close closes batch
 	index       int
 	seed        int64
 	sampleSteps int
@@ -75,27 +85,57 @@ type EnvTarget struct {
 	draining bool
 	actions  []api.Action
 	stats    TargetStats
+
+	// resetDue: the next environment call is a reset with resetSeed.
+	resetDue  bool
+	resetSeed int64
 }
+
+// envCall is the environment call a target needs next.
+type envCall int
+
+const (
+	callNone  envCall = iota
+	callReset         // reset with resetSeed
+	callStep          // step with actions
+)
 
 // NewEnvTarget wraps env, which becomes the target's (Close closes it), as
 // target index of its ring. Each of env's agents gets its own sample
 // builder, labelled with the agent's id.
 func NewEnvTarget(env api.Env, index int, cfg TargetConfig) (*EnvTarget, error) {
+	if env == nil {
+		return nil, errors.New("actorworker: NewEnvTarget: nil environment")
+	}
+	t, err := NewBatchTarget(api.SerialBatch(env), 0, index, cfg)
+	if err != nil {
+		return nil, err
+	}
+	t.ownsBatch = true
+	return t, nil
+}
+
+// NewBatchTarget is environment env of batch as target index of its ring.
+// The batch stays the caller's to close.
+func NewBatchTarget(batch api.EnvBatch, env, index int, cfg TargetConfig) (*EnvTarget, error) {
 	if cfg.Client == nil || cfg.Producer == nil {
 		return nil, errors.New("actorworker: NewEnvTarget: Client and Producer are required")
+	}
+	if env < 0 || env >= batch.Len() {
+		return nil, fmt.Errorf("actorworker: target %d: environment %d of a batch of %d", index, env, batch.Len())
 	}
 	if cfg.SampleSteps <= 0 {
 		cfg.SampleSteps = DefaultSampleSteps
 	}
-	obsDim := env.ObservationSpace().Size()
+	obsDim := batch.ObservationSpace().Size()
 	actDim := 0
-	if as := env.ActionSpace(); as.Kind == api.Box {
+	if as := batch.ActionSpace(); as.Kind == api.Box {
 		actDim = as.Size()
 	}
 	t := &EnvTarget{
-		env: env, index: index, seed: cfg.Seed, sampleSteps: cfg.SampleSteps, onEpisode: cfg.OnEpisode,
+		batch: batch, env: env, index: index, seed: cfg.Seed, sampleSteps: cfg.SampleSteps, onEpisode: cfg.OnEpisode,
 	}
-	for _, id := range env.Agents() {
+	for _, id := range batch.Agents() {
 		b, err := api.NewSampleBuilder(obsDim, actDim, cfg.SampleSteps)
 		if err != nil {
 			return nil, fmt.Errorf("actorworker: target %d agent %s: %w", index, id, err)
@@ -119,10 +159,40 @@ func (t *EnvTarget) Stats() TargetStats { return t.stats }
 // Reset starts an episode with seed and posts every agent's first
 // observation. Later episodes are seeded by EnvSeed.
 func (t *EnvTarget) Reset(seed int64) error {
-	obs, err := t.env.Reset(seed)
-	if err != nil {
-		return fmt.Errorf("actorworker: target %d: reset: %w", t.index, err)
+	t.resetDue, t.resetSeed = true, seed
+	_, err := t.run(callReset)
+	return err
+}
+
+// run makes the environment call alone and completes it.
+func (t *EnvTarget) run(call envCall) (int, error) {
+	switch call {
+	case callReset:
+		r := []api.EnvReset{t.resetCall()}
+		if err := t.batch.Run(context.Background(), r, nil); err != nil {
+			return 0, fmt.Errorf("actorworker: target %d: reset: %w", t.index, err)
+		}
+		return 0, t.completeReset(r[0].Obs)
+	case callStep:
+		s := []api.EnvStep{t.stepCall()}
+		if err := t.batch.Run(context.Background(), nil, s); err != nil {
+			return 0, fmt.Errorf("actorworker: target %d: step: %w", t.index, err)
+		}
+		return t.completeStep(s[0].Result)
 	}
+	return 0, nil
+}
+
+// resetCall is the reset the target needs.
+func (t *EnvTarget) resetCall() api.EnvReset { return api.EnvReset{Env: t.env, Seed: t.resetSeed} }
+
+// stepCall is the step the target needs; its Actions are the target's
+// until the next prepare.
+func (t *EnvTarget) stepCall() api.EnvStep { return api.EnvStep{Env: t.env, Actions: t.actions} }
+
+// completeReset posts the first observations of the episode.
+func (t *EnvTarget) completeReset(obs [][]float32) error {
+	t.resetDue = false
 	if len(obs) != len(t.agents) {
 		return fmt.Errorf("actorworker: target %d: reset returned %d observations for %d agents", t.index, len(obs), len(t.agents))
 	}
@@ -140,6 +210,9 @@ func (t *EnvTarget) Reset(seed int64) error {
 // its producer refused. The latter keeps an actor whose trainer cannot
 // keep up from buffering without bound.
 func (t *EnvTarget) ReadyToStep() bool {
+	if t.resetDue {
+		return true
+	}
 	if t.phase != phaseStepping && t.phase != phaseBootstrapping {
 		return false
 	}
@@ -157,11 +230,31 @@ func (t *EnvTarget) ReadyToStep() bool {
 // for that agent. Step returns the number of agent steps recorded (0 or
 // the number of agents) and sends the batches that are complete.
 func (t *EnvTarget) Step() (int, error) {
+	call, err := t.prepare()
+	if err != nil || call == callNone {
+		return 0, err
+	}
+	n, err := t.run(call)
+	if err != nil || !t.resetDue {
+		return n, err
+	}
+	// The episode terminated: the next one starts at once.
+	_, err = t.run(callReset)
+	return n, err
+}
+
+// prepare takes the available results and says which environment call
+// the target needs: a step once every agent has its action, a reset once
+// an ended episode's batches are complete, or none.
+func (t *EnvTarget) prepare() (envCall, error) {
+	if t.resetDue {
+		return callReset, nil
+	}
 	if t.phase != phaseStepping && t.phase != phaseBootstrapping {
-		return 0, nil
+		return callNone, nil
 	}
 	if err := t.send(); err != nil || t.unsent() {
-		return 0, err // back-pressure: no step until the trainer takes the batch
+		return callNone, err // back-pressure: no step until the trainer takes the batch
 	}
 	all := true
 	for _, a := range t.agents {
@@ -174,7 +267,7 @@ func (t *EnvTarget) Step() (int, error) {
 		}
 		ok, err := a.take()
 		if err != nil {
-			return 0, fmt.Errorf("actorworker: target %d: %w", t.index, err)
+			return callNone, fmt.Errorf("actorworker: target %d: %w", t.index, err)
 		}
 		if !ok {
 			t.stats.InferenceFailures++
@@ -184,46 +277,41 @@ func (t *EnvTarget) Step() (int, error) {
 		t.stats.Version = a.result.Version
 	}
 	if !all {
-		return 0, t.send()
+		return callNone, t.send()
 	}
 	// A result may have completed a batch waiting for its bootstrap value;
 	// if the producer refuses it, the step waits with the results taken.
 	if err := t.send(); err != nil || t.unsent() {
-		return 0, err
+		return callNone, err
 	}
-	var n int
-	var err error
 	switch t.phase {
 	case phaseStepping:
-		n, err = t.step()
+		if t.draining {
+			// The results carry the value of the observation after each
+			// agent's last step: exactly the bootstrap value its partial
+			// batch needs.
+			for _, a := range t.agents {
+				a.cutRemainder()
+			}
+			t.phase = phaseDone
+			return callNone, t.send()
+		}
+		for i, a := range t.agents {
+			t.actions[i] = a.action()
+		}
+		return callStep, nil
 	case phaseBootstrapping:
-		err = t.finishEpisode()
+		t.finishEpisode()
+		if t.resetDue {
+			return callReset, nil
+		}
+		return callNone, t.send()
 	}
-	if err != nil {
-		return n, err
-	}
-	return n, t.send()
+	return callNone, nil
 }
 
-// step runs one environment step with the actions taken.
-func (t *EnvTarget) step() (int, error) {
-	if t.draining {
-		// The results carry the value of the observation after each
-		// agent's last step: exactly the bootstrap value its partial batch
-		// needs.
-		for _, a := range t.agents {
-			a.cutRemainder()
-		}
-		t.phase = phaseDone
-		return 0, nil
-	}
-	for i, a := range t.agents {
-		t.actions[i] = a.action()
-	}
-	s, err := t.env.Step(t.actions)
-	if err != nil {
-		return 0, fmt.Errorf("actorworker: target %d: step: %w", t.index, err)
-	}
+// completeStep records the outcome of the step prepare asked for.
+func (t *EnvTarget) completeStep(s api.Step) (int, error) {
 	n := len(t.agents)
 	if len(s.Obs) != n || len(s.Rewards) != n || len(s.Terminated) != n || len(s.Truncated) != n {
 		return 0, fmt.Errorf("actorworker: target %d: step returned %d observations, %d rewards, %d terminated, %d truncated for %d agents",
@@ -256,29 +344,29 @@ func (t *EnvTarget) step() (int, error) {
 			bootstrap = bootstrap || done
 		}
 	}
-	if !done {
-		return n, nil
+	if done {
+		t.stats.Episodes++
+		if bootstrap {
+			t.phase = phaseBootstrapping
+		} else {
+			t.finishEpisode()
+		}
 	}
-	t.stats.Episodes++
-	if bootstrap {
-		t.phase = phaseBootstrapping
-		return n, nil
-	}
-	return n, t.finishEpisode()
+	return n, t.send()
 }
 
-// finishEpisode starts the next episode once the bootstrap values (if any)
-// have completed the ended episode's batches. The actions of the bootstrap
-// requests are not used.
-func (t *EnvTarget) finishEpisode() error {
+// finishEpisode makes the next episode's reset due once the bootstrap
+// values (if any) have completed the ended episode's batches. The actions
+// of the bootstrap requests are not used.
+func (t *EnvTarget) finishEpisode() {
 	for _, a := range t.agents {
 		a.hasResult = false
 	}
 	if t.draining {
 		t.phase = phaseDone
-		return nil
+		return
 	}
-	return t.Reset(EnvSeed(t.seed, t.index, int(t.stats.Episodes)))
+	t.resetDue, t.resetSeed = true, EnvSeed(t.seed, t.index, int(t.stats.Episodes))
 }
 
 // Send posts the batches that are complete, keeping those refused with
@@ -338,9 +426,12 @@ func (t *EnvTarget) AllDone() bool {
 	return true
 }
 
-// Close closes the environment.
+// Close closes the environment if the target owns it (NewEnvTarget).
 func (t *EnvTarget) Close() error {
-	if err := t.env.Close(); err != nil {
+	if !t.ownsBatch {
+		return nil
+	}
+	if err := t.batch.Close(); err != nil {
 		return fmt.Errorf("actorworker: target %d: close environment: %w", t.index, err)
 	}
 	return nil

@@ -143,7 +143,14 @@ type Worker struct {
 	cfg      Config
 	client   InferenceClient
 	producer SampleProducer
+	batch    api.EnvBatch // the ring's environments
 	ring     *EnvRing
+
+	// The environment calls of one turn of the ring, reused.
+	resetCalls   []api.EnvReset
+	resetTargets []*EnvTarget
+	stepCalls    []api.EnvStep
+	stepTargets  []*EnvTarget
 
 	started  bool // the environments were reset
 	draining bool // max_env_steps reached
@@ -189,22 +196,12 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 // build creates everything cfg describes; on error the caller closes what
 // was made. inline is the policy for inline inference, nil for remote.
 func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error {
-	envs := make([]api.Env, 0, cfg.RingSize)
-	defer func() {
-		if w.ring == nil { // not handed over to targets
-			for _, e := range envs {
-				_ = e.Close()
-			}
-		}
-	}()
-	for range cfg.RingSize {
-		e, err := api.NewEnv(cfg.Env, cfg.EnvConfig)
-		if err != nil {
-			return err
-		}
-		envs = append(envs, e)
+	batch, err := api.NewEnvBatch(ctx, cfg.Env, cfg.EnvConfig, cfg.RingSize, w.log)
+	if err != nil {
+		return err
 	}
-	obsDim := envs[0].ObservationSpace().Size()
+	w.batch = batch
+	obsDim := batch.ObservationSpace().Size()
 
 	if inline != nil {
 		w.client = stream.NewInlineInferenceClient(inline, obsDim)
@@ -230,9 +227,9 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 		w.producer = p
 	}
 
-	targets := make([]*EnvTarget, len(envs))
-	for i, e := range envs {
-		t, err := NewEnvTarget(e, i, TargetConfig{
+	targets := make([]*EnvTarget, batch.Len())
+	for i := range targets {
+		t, err := NewBatchTarget(batch, i, i, TargetConfig{
 			Client: w.client, Producer: w.producer, Policy: cfg.Policy, ActorID: w.info.Name,
 			SampleSteps: cfg.SampleSteps, Seed: *cfg.Seed, OnEpisode: w.addEpisode,
 		})
@@ -246,10 +243,12 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 }
 
 // Poll takes in the replies that arrived, steps the targets that are ready
-// (up to max_poll_steps, in ring order, stopping after a full turn in which
-// none was), and flushes the requests posted meanwhile as one message.
-// Samples in the result are agent steps; a poll that did nothing is idle,
-// so the worker sleeps on the inference socket until replies arrive.
+// (up to max_poll_steps, in ring order), and flushes the requests posted
+// meanwhile as one message. The environment calls of one turn of the ring
+// travel together (api.EnvBatch.Run), so that a Python environment host
+// gets one message per turn. Samples in the result are agent steps; a
+// poll that did nothing is idle, so the worker sleeps on the inference
+// socket until replies arrive.
 func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if w.ring == nil {
 		return worker.PollResult{}, errors.New("actor: polled before configure")
@@ -272,32 +271,20 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	}
 	var samples int64
 	budget := w.cfg.MaxPollSteps
-	for {
-		progress := false
-		for idle := 0; budget > 0 && idle < w.ring.Len(); budget-- {
-			t := w.ring.Current()
-			if t.ReadyToStep() {
-				n, err := t.Step()
-				if err != nil {
-					return worker.PollResult{}, err
-				}
-				samples += int64(n)
-				idle, progress = 0, true
-			} else {
-				idle++
-			}
-			w.ring.Rotate()
-			if !w.draining && w.cfg.MaxEnvSteps > 0 && w.totals().EnvSteps >= w.cfg.MaxEnvSteps {
-				w.drain()
-			}
+	for budget > 0 {
+		n, visits, err := w.turn(ctx, budget)
+		if err != nil {
+			return worker.PollResult{}, err
 		}
+		samples += n
+		budget -= visits
 		if err := w.client.Flush(ctx); err != nil {
 			return worker.PollResult{}, fmt.Errorf("actor: inference flush: %w", err)
 		}
 		// Inline results are ready as soon as Flush returns, so an inline
 		// actor uses the rest of its budget at once rather than in the
 		// next poll; a remote one returns to wait for its replies.
-		if w.client.Socket() != nil || !progress || budget == 0 {
+		if w.client.Socket() != nil || n == 0 {
 			break
 		}
 	}
@@ -306,11 +293,94 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	return res, nil
 }
 
-// startEpisodes resets every environment and sends the first requests, so
-// that (inline) the first poll can step already.
+// turn visits up to budget targets (at most the ring's length) from the
+// current one, prepares those that are ready, and runs their environment
+// calls as one batch; the resets of episodes that terminated in it follow
+// as a second. It returns the agent steps recorded and the targets visited.
+func (w *Worker) turn(ctx context.Context, budget int) (samples int64, visits int, err error) {
+	w.resetCalls, w.resetTargets = w.resetCalls[:0], w.resetTargets[:0]
+	w.stepCalls, w.stepTargets = w.stepCalls[:0], w.stepTargets[:0]
+	planned := int64(0)
+	for ; visits < budget && visits < w.ring.Len(); visits++ {
+		t := w.ring.Current()
+		w.ring.Rotate()
+		if !t.ReadyToStep() {
+			continue
+		}
+		call, err := t.prepare()
+		if err != nil {
+			return 0, visits, err
+		}
+		switch call {
+		case callReset:
+			w.resetCalls, w.resetTargets = append(w.resetCalls, t.resetCall()), append(w.resetTargets, t)
+		case callStep:
+			w.stepCalls, w.stepTargets = append(w.stepCalls, t.stepCall()), append(w.stepTargets, t)
+			planned++
+			if !w.draining && w.cfg.MaxEnvSteps > 0 && w.totals().EnvSteps+planned >= w.cfg.MaxEnvSteps {
+				w.drain() // the steps prepared still run; no more are
+			}
+		}
+	}
+	if err := w.runCalls(ctx); err != nil {
+		return 0, visits, err
+	}
+	for i, t := range w.resetTargets {
+		if err := t.completeReset(w.resetCalls[i].Obs); err != nil {
+			return 0, visits, err
+		}
+	}
+	w.resetCalls, w.resetTargets = w.resetCalls[:0], w.resetTargets[:0]
+	for i, t := range w.stepTargets {
+		n, err := t.completeStep(w.stepCalls[i].Result)
+		if err != nil {
+			return samples, visits, err
+		}
+		samples += int64(n)
+		if t.resetDue {
+			w.resetCalls, w.resetTargets = append(w.resetCalls, t.resetCall()), append(w.resetTargets, t)
+		}
+	}
+	if len(w.resetTargets) == 0 {
+		return samples, visits, nil
+	}
+	w.stepCalls, w.stepTargets = w.stepCalls[:0], w.stepTargets[:0]
+	if err := w.runCalls(ctx); err != nil {
+		return samples, visits, err
+	}
+	for i, t := range w.resetTargets {
+		if err := t.completeReset(w.resetCalls[i].Obs); err != nil {
+			return samples, visits, err
+		}
+	}
+	return samples, visits, nil
+}
+
+// runCalls runs the pending resets and steps as one batch.
+func (w *Worker) runCalls(ctx context.Context) error {
+	if len(w.resetCalls)+len(w.stepCalls) == 0 {
+		return nil
+	}
+	if err := w.batch.Run(ctx, w.resetCalls, w.stepCalls); err != nil {
+		return fmt.Errorf("actor: environments: %w", err)
+	}
+	return nil
+}
+
+// startEpisodes resets every environment, in one batch, and sends the
+// first requests, so that (inline) the first poll can step already.
 func (w *Worker) startEpisodes(ctx context.Context) error {
+	w.resetCalls, w.resetTargets = w.resetCalls[:0], w.resetTargets[:0]
+	w.stepCalls, w.stepTargets = w.stepCalls[:0], w.stepTargets[:0]
 	for i, t := range w.ring.Targets() {
-		if err := t.Reset(EnvSeed(*w.cfg.Seed, i, 0)); err != nil {
+		t.resetDue, t.resetSeed = true, EnvSeed(*w.cfg.Seed, i, 0)
+		w.resetCalls, w.resetTargets = append(w.resetCalls, t.resetCall()), append(w.resetTargets, t)
+	}
+	if err := w.runCalls(ctx); err != nil {
+		return err
+	}
+	for i, t := range w.resetTargets {
+		if err := t.completeReset(w.resetCalls[i].Obs); err != nil {
 			return err
 		}
 	}
@@ -388,7 +458,7 @@ func (w *Worker) Stats() map[string]any {
 	if w.ring != nil {
 		ring = w.ring.Len()
 	}
-	return map[string]any{
+	out := map[string]any{
 		"env_steps":          s.EnvSteps,
 		"agent_steps":        s.AgentSteps,
 		"episodes":           s.Episodes,
@@ -401,6 +471,22 @@ func (w *Worker) Stats() map[string]any {
 		"ring_size":          ring,
 		"version_last":       s.Version,
 	}
+	if b, ok := w.batch.(infoReporter); ok {
+		for k, v := range b.InfoMeans() {
+			out[InfoStatPrefix+k] = v
+		}
+	}
+	return out
+}
+
+// InfoStatPrefix prefixes the statistics that are the environments'
+// numeric info values (pyenv.Host.InfoMeans).
+const InfoStatPrefix = "info_"
+
+// infoReporter is an environment batch that reports the mean of each
+// numeric info key over its recent steps.
+type infoReporter interface {
+	InfoMeans() map[string]float64
 }
 
 // Sockets is the inference client's socket, so an idle actor wakes as soon
@@ -437,10 +523,8 @@ func (w *Worker) Warning() string {
 // configured again afterwards.
 func (w *Worker) Close() error {
 	var errs []error
-	if w.ring != nil {
-		for _, t := range w.ring.Targets() {
-			errs = append(errs, t.Close())
-		}
+	if w.batch != nil {
+		errs = append(errs, w.batch.Close())
 	}
 	if w.client != nil {
 		errs = append(errs, w.client.Close())
@@ -448,7 +532,7 @@ func (w *Worker) Close() error {
 	if w.producer != nil {
 		errs = append(errs, w.producer.Close())
 	}
-	w.ring, w.client, w.producer = nil, nil, nil
+	w.batch, w.ring, w.client, w.producer = nil, nil, nil, nil
 	w.started, w.draining = false, false
 	w.recentLen, w.recentNext = 0, 0
 	return errors.Join(errs...)

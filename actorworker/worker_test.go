@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,10 +16,12 @@ import (
 	"github.com/distrl/distrl/actorworker"
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/pytest"
 	"github.com/distrl/distrl/internal/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/pyenv"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
@@ -164,9 +168,18 @@ func TestActorCompletes(t *testing.T) {
 			"sample_steps": 32, "max_env_steps": 1000}},
 		{"simple_spread stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": env.SimpleSpreadName,
 			"env_config": map[string]any{"n_agents": 2, "max_cycles": 25}, "sample_steps": 10, "max_env_steps": 200}},
+		// Python environments: the ring is one host process, stepped as a batch.
+		{"python cartpole stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 4,
+			"env_config": map[string]any{"module": "distrl.examples.cartpole"}, "sample_steps": 32, "max_env_steps": 1000}},
+		{"python parallel env stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 3,
+			"env_config": map[string]any{"module": "distrl.examples.spread", "kwargs": map[string]any{"n_agents": 2, "max_cycles": 25}},
+			"sample_steps": 10, "max_env_steps": 200}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.cfg["env"] == pyenv.Name {
+				c.cfg["env_config"].(map[string]any)["python"] = pytest.Python(t)
+			}
 			cl := newCluster(t)
 			var cons []*consumer
 			if c.cfg["sample_stream"] != "null" {
@@ -184,6 +197,11 @@ func TestActorCompletes(t *testing.T) {
 			}
 			if ring, ok := c.cfg["ring_size"].(int); ok && statInt(t, st, "ring_size") != int64(ring) {
 				t.Errorf("ring_size %v, want %d", st["ring_size"], ring)
+			}
+			if c.cfg["env"] == pyenv.Name {
+				if n := len(envHosts(t)); n != 1 {
+					t.Errorf("%d Python environment hosts for a ring of %v, want 1", n, c.cfg["ring_size"])
+				}
 			}
 			t.Logf("stats %v", st)
 			if len(cons) == 0 {
@@ -431,5 +449,63 @@ func TestPollBeforeConfigure(t *testing.T) {
 	}
 	if w := impl.(worker.Reporter).Warning(); w != "" {
 		t.Errorf("warning %q before configure", w)
+	}
+}
+
+// envHosts returns the pids of this process's Python environment hosts.
+func envHosts(t *testing.T) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		cmd, err2 := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || err2 != nil || !strings.Contains(string(cmd), "distrl.envhost") {
+			continue
+		}
+		// pid (comm) state ppid ...: the fields after the last ')'.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[0] != "Z" && fields[1] == strconv.Itoa(os.Getpid()) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestActorPythonEnvFails: a Python environment that raises puts the
+// actor in ERROR with the Python exception's message, and its host is gone
+// once the worker closes.
+func TestActorPythonEnvFails(t *testing.T) {
+	testdata, err := filepath.Abs(filepath.Join("..", "pyenv", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ factory, want string }{
+		{"raise_at_step", "ValueError: the pole broke at step 3"},
+		{"die_at_step", "python environment host exited (exit status 3"},
+	}
+	for _, c := range cases {
+		t.Run(c.factory, func(t *testing.T) {
+			cl := newCluster(t)
+			name := cl.start(t, actorworker.TypeName, 0)
+			cl.run(t, name, map[string]any{"inference": "inline", "sample_stream": "null", "env": pyenv.Name, "ring_size": 2,
+				"env_config": map[string]any{"python": pytest.Python(t), "module": "badenvs", "factory": c.factory, "path": []any{testdata}}})
+			var s worker.Status
+			waitFor(t, "ERROR", func() bool { s = cl.status(t, name); return s.State == worker.StateError })
+			if !strings.Contains(s.Error, c.want) {
+				t.Errorf("error %q does not say %q", s.Error, c.want)
+			}
+			if err := cl.panel.Request(ctxT(t), name, worker.CmdExit, nil, nil); err != nil {
+				t.Logf("exit: %v", err)
+			}
+			waitFor(t, "no environment host", func() bool { return len(envHosts(t)) == 0 })
+		})
 	}
 }

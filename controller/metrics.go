@@ -60,6 +60,13 @@ func KeyStats(typ string, stats map[string]any) map[string]any {
 			}
 		}
 	}
+	// An actor's info_* statistics are the numeric info values of its
+	// environments (actorworker.InfoStatPrefix): the user's own metrics.
+	for k, v := range stats {
+		if _, num := number(v); num && strings.HasPrefix(k, "info_") {
+			out[k] = v
+		}
+	}
 	return out
 }
 

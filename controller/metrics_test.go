@@ -134,6 +134,11 @@ func TestKeyStatsAndFormat(t *testing.T) {
 	if got != "env_steps=12 mean_return=2.5" {
 		t.Errorf("actor: %q", got)
 	}
+	// Environment info values are kept too.
+	withInfo := map[string]any{"env_steps": int64(12), "info_x": 0.5, "info_name": "not a number"}
+	if got := FormatStats(KeyStats("actor", withInfo)); got != "env_steps=12 info_x=0.5" {
+		t.Errorf("actor with info: %q", got)
+	}
 	// A type without a list keeps every numeric figure.
 	if got := FormatStats(KeyStats("newtype", st)); got != "env_steps=12 mean_return=2.5 polls=3" {
 		t.Errorf("unknown type: %q", got)

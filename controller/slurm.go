@@ -650,3 +650,26 @@ func plannedGroups(opts Options, trial names.Trial) [][]WorkerSpec {
 	c := &Controller{opts: opts, trial: trial, endpoint: strings.Join(opts.NameResolve, ",")}
 	return groupSpecs(opts.Config, opts.Dir, c.workerArgs())
 }
+
+// CancelTrial cancels every job of the trial: those recorded in
+// slurm/jobs.txt and those with the trial's job names. It is for a trial
+// whose controller is gone (`rlctl stop`); a live controller's StopAll
+// does the same and waits.
+func (s *Slurm) CancelTrial(ctx context.Context) error {
+	b, err := os.ReadFile(s.dir.Path(SlurmDir, SlurmJobsFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("controller: %w", err)
+	}
+	s.mu.Lock()
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 {
+			s.jobs = append(s.jobs, f[0])
+			s.types[f[1]] = true
+		}
+	}
+	s.mu.Unlock()
+	if len(s.jobNames()) == 0 {
+		return nil
+	}
+	return s.cancel(ctx)
+}

@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -256,4 +258,26 @@ func TestSlurmBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// With the controller killed, rlctl stop still ends the trial's jobs.
+func TestSlurmStopAfterControllerKilled(t *testing.T) {
+	s := newSlurmTrial(t, "echo-64")
+	p := s.start("--set", "workers.echo.count=2", "--set", "stop.wall_time=5m")
+	waitOutput(t, p, workersRunning, time.Minute)
+	p.signal(t, syscall.SIGKILL)
+	p.wait(t, 10*time.Second)
+	if q := s.queue(); strings.Count(q, "RUNNING") != 2 {
+		t.Fatalf("want the 2 workers still running after the controller died:\n%s", q)
+	}
+	out, code := runRlctl(t, s.env, "stop", s.trial.Experiment, s.trial.Trial, "--workdir", s.work)
+	if code != 0 || !strings.Contains(out, "cancelled the slurm jobs") {
+		t.Errorf("rlctl stop: exit %d:\n%s", code, out)
+	}
+	eventually(t, 30*time.Second, "the queue empties", func() error {
+		if q := s.queue(); q != "" {
+			return fmt.Errorf("squeue:\n%s", q)
+		}
+		return nil
+	})
 }

@@ -66,6 +66,13 @@ func runStop(c *cli.Context, args []string) error {
 	stopped, err := interruptTrial(c.Context, ep, trial)
 	if recErr == nil {
 		stopped += signalWorkers(rec)
+		if rec.Scheduler == "slurm" {
+			if serr := cancelSlurmJobs(c, dir, trial); serr != nil {
+				fmt.Fprintln(os.Stderr, "rlctl:", serr)
+			} else {
+				fmt.Printf("cancelled the slurm jobs of %s\n", trial.Prefix())
+			}
+		}
 	}
 	if err != nil && stopped == 0 {
 		return cli.Exit(fmt.Sprintf("no live controller for %s and %v", trial.Prefix(), err), exitFailed)
@@ -135,4 +142,16 @@ func isWorkerProcess(pid int) bool {
 	}
 	args := strings.Split(string(b), "\x00")
 	return len(args) > 1 && args[1] == "worker"
+}
+
+// cancelSlurmJobs scancels the jobs a dead controller of a slurm trial
+// left: the workers might otherwise run until their time limit.
+func cancelSlurmJobs(c *cli.Context, dir controller.TrialDir, trial names.Trial) error {
+	s, err := controller.NewSlurm(controller.SlurmOptions{}, dir, trial)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	return s.CancelTrial(ctx)
 }

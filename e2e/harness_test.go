@@ -21,8 +21,9 @@ import (
 	"github.com/distrl/distrl/worker"
 )
 
-// rlctl is the binary under test, built once by TestMain.
-var rlctl string
+// rlctl is the binary under test, built once by TestMain; E2E_RLCTL names
+// another one instead (to measure an older build with the same tests).
+var rlctl = os.Getenv("E2E_RLCTL")
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "distrl-e2e")
@@ -30,12 +31,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	rlctl = filepath.Join(dir, "rlctl")
-	build := exec.Command("go", "build", "-o", rlctl, "github.com/distrl/distrl/cmd/rlctl")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build rlctl:", err)
-		os.Exit(1)
+	if rlctl == "" {
+		rlctl = filepath.Join(dir, "rlctl")
+		build := exec.Command("go", "build", "-o", rlctl, "github.com/distrl/distrl/cmd/rlctl")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build rlctl:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	slurmtest.TearDown()
@@ -204,8 +207,9 @@ func (c *cluster) rlctl(args ...string) (stdout, stderr string, code int) {
 	return out.String(), errb.String(), code
 }
 
-// panel opens a control panel on the cluster's etcd from the test process.
-func (c *cluster) panel() *worker.ControlPanel {
+// repo opens the cluster's etcd from the test process, closed when the
+// test ends.
+func (c *cluster) repo() *etcd.Repository {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -213,11 +217,15 @@ func (c *cluster) panel() *worker.ControlPanel {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	p := worker.NewControlPanel(repo, c.trial, worker.PanelOptions{})
-	c.t.Cleanup(func() {
-		p.Close()
-		repo.Close()
-	})
+	c.t.Cleanup(func() { repo.Close() })
+	return repo
+}
+
+// panel opens a control panel on the cluster's etcd from the test process.
+func (c *cluster) panel() *worker.ControlPanel {
+	c.t.Helper()
+	p := worker.NewControlPanel(c.repo(), c.trial, worker.PanelOptions{})
+	c.t.Cleanup(func() { p.Close() })
 	return p
 }
 

@@ -68,6 +68,11 @@ var rows = []row{
 	{"trainer samples/s in the pipeline vs PPO update alone", "e2e.BenchmarkLearnCartPole trainer-samples/s", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", true},
 	{"policy lag at the trainer, p50 (versions)", "e2e.BenchmarkLearnCartPole lag-p50", "", false},
 	{"policy lag at the trainer, p99 (versions)", "e2e.BenchmarkLearnCartPole lag-p99", "", false},
+	// Hostile input: an echo worker process gets 100k valid requests with
+	// one random byte changed each; its resident memory after them is held
+	// against its memory before (1.00x: nothing kept).
+	{"echo worker RSS after vs before 100k corrupted requests (MB)", "e2e.BenchmarkCorruptedRequests rss-after-MB", "e2e.BenchmarkCorruptedRequests rss-before-MB", false},
+	{"slowest reply among 100k corrupted requests (ms)", "e2e.BenchmarkCorruptedRequests max-reply-ms", "", false},
 	// The controller.
 	{"rlctl start to all RUNNING, 64 echo workers (s)", "e2e.BenchmarkStartupEcho/workers=64 startup-s", "", false},
 	{"rlctl start to all RUNNING, 256 echo workers (s)", "e2e.BenchmarkStartupEcho/workers=256 startup-s", "", false},

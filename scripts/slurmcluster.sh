@@ -68,7 +68,7 @@ write_conf() {
   local host nodes="" k
   host=$(hostname -s)
   for ((k = 1; k <= NODES; k++)); do
-    echo "NodeName=node$k NodeAddr=$(node_addr "$k") NodeHostname=$host CPUs=16 RealMemory=64000 State=UNKNOWN"
+    echo "NodeName=node$k NodeAddr=$(node_addr "$k") NodeHostname=$host CPUs=96 RealMemory=64000 State=UNKNOWN"
     nodes="$nodes${nodes:+,}node$k"
   done >"$STATE/nodes.conf"
   cat >"$STATE/slurm.conf" <<EOF

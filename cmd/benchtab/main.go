@@ -77,6 +77,10 @@ var rows = []row{
 	{"rlctl start to all RUNNING, 64 echo workers (s)", "e2e.BenchmarkStartupEcho/workers=64 startup-s", "", false},
 	{"rlctl start to all RUNNING, 256 echo workers (s)", "e2e.BenchmarkStartupEcho/workers=256 startup-s", "", false},
 	{"controller CPU share during a run, 256 workers (%)", "e2e.BenchmarkStartupEcho/workers=256 ctl-cpu-%", "", false},
+	// SLURM (a real 3-node cluster in network namespaces on this machine,
+	// scripts/slurmcluster.sh) against the local scheduler, same name server.
+	{"rlctl start to all RUNNING, 64 echo workers: slurm vs local (s)", "e2e.BenchmarkSlurmStartupEcho/scheduler=slurm startup-s", "e2e.BenchmarkSlurmStartupEcho/scheduler=local startup-s", false},
+	{"cartpole-ppo to 475, rlctl start wall: slurm vs local (s)", "e2e.BenchmarkSlurmLearnCartPole/scheduler=slurm s-to-475", "e2e.BenchmarkSlurmLearnCartPole/scheduler=local s-to-475", false},
 }
 
 // results maps "pkg.Benchmark metric" to its value.

@@ -57,27 +57,27 @@ class MultiDiscreteObservations:
         return [self.t % 4, 0, 5], float(sum(action)), False, self.t >= 3, {"norm": sum(a * a for a in action)}
 
 
-def raise_at_step():
+def raise_at_step(**kwargs):
     return RaiseAtStep()
 
 
-def hang_at_step():
+def hang_at_step(**kwargs):
     return HangAtStep()
 
 
-def die_at_step():
+def die_at_step(**kwargs):
     return DieAtStep()
 
 
-def multidiscrete_actions():
+def multidiscrete_actions(**kwargs):
     return MultiDiscreteActions()
 
 
-def dict_observations():
+def dict_observations(**kwargs):
     return DictObservations()
 
 
-def multidiscrete_observations():
+def multidiscrete_observations(**kwargs):
     return MultiDiscreteObservations()
 
 

@@ -172,7 +172,7 @@ func TestActorCompletes(t *testing.T) {
 		{"python cartpole stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 4,
 			"env_config": map[string]any{"module": "distrl.examples.cartpole"}, "sample_steps": 32, "max_env_steps": 1000}},
 		{"python parallel env stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 3,
-			"env_config": map[string]any{"module": "distrl.examples.spread", "kwargs": map[string]any{"n_agents": 2, "max_cycles": 25}},
+			"env_config":   map[string]any{"module": "distrl.examples.spread", "kwargs": map[string]any{"n_agents": 2, "max_cycles": 25}},
 			"sample_steps": 10, "max_env_steps": 200}},
 	}
 	for _, c := range cases {

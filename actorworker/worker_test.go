@@ -28,13 +28,11 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-func TestMain(m *testing.M) {
-	workertest.MustRegister(map[string]worker.Factory{
-		actorworker.TypeName:  actorworker.New,
-		policyworker.TypeName: policyworker.New,
-	})
-	os.Exit(m.Run())
-}
+// testTypes are the worker types these tests run.
+var testTypes = workertest.Registry(map[string]worker.Factory{
+	actorworker.TypeName:  actorworker.New,
+	policyworker.TypeName: policyworker.New,
+})
 
 var testTrial = names.NewTrial("unit", "actorworker")
 
@@ -57,7 +55,7 @@ func newCluster(t *testing.T) *cluster {
 func (c *cluster) start(t *testing.T, typ string, index int) string {
 	t.Helper()
 	return workertest.Start(t, worker.Options{
-		Trial: testTrial, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
+		Trial: testTrial, Registry: testTypes, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
 		IdleWait: 20 * time.Millisecond, Logger: testLogger(t),
 	}).Name()
 }

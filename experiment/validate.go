@@ -40,7 +40,7 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 const nameAllowed = "letters, digits, '.', '_' and '-', starting with a letter or digit"
 
 // Validate checks c against the schema and knownTypes, the worker types the
-// caller can start (cmd/rlctl passes worker.Types()). It returns every
+// caller can start (cmd/rlctl passes its worker.Registry's Types()). It returns every
 // problem at once, each a *FieldError (errors.As finds the first), joined.
 func (c *Config) Validate(knownTypes []string) error {
 	var errs []error

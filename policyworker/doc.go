@@ -30,9 +30,8 @@
 //	get_params                     -> {version, params}
 //
 // The built-in environments are registered (env.Register) when a
-// configuration names one. The type is not registered with the worker
-// package on import; the binary that hosts it calls
-// worker.RegisterType(TypeName, New).
+// configuration names one. The binary that hosts the type registers it in
+// the worker.Registry it passes to worker.New: Register(TypeName, New).
 //
 // # Published parameters
 //

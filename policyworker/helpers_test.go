@@ -22,8 +22,10 @@ import (
 	zmq "github.com/pebbe/zmq4"
 )
 
+// testTypes are the worker types these tests run.
+var testTypes = workertest.Registry(map[string]worker.Factory{policyworker.TypeName: policyworker.New})
+
 func TestMain(m *testing.M) {
-	workertest.MustRegister(map[string]worker.Factory{policyworker.TypeName: policyworker.New})
 	// The tests build local policies for CartPole to compare against.
 	if err := env.Register(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -50,7 +52,7 @@ type fixture struct {
 func startWorker(t testing.TB, repo nameresolve.Repository, index int, idleWait time.Duration, log *slog.Logger) *fixture {
 	t.Helper()
 	r := workertest.StartChecked(t, worker.Options{
-		Trial: testTrial, Type: policyworker.TypeName, Index: index, Host: "127.0.0.1",
+		Trial: testTrial, Registry: testTypes, Type: policyworker.TypeName, Index: index, Host: "127.0.0.1",
 		Repo: repo, IdleWait: idleWait, Logger: log,
 	})
 	return &fixture{repo: repo, panel: workertest.Panel(t, repo, testTrial), name: r.Name()}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -19,10 +18,8 @@ import (
 	zmq "github.com/pebbe/zmq4"
 )
 
-func TestMain(m *testing.M) {
-	workertest.MustRegister(map[string]worker.Factory{sinkworker.TypeName: sinkworker.New})
-	os.Exit(m.Run())
-}
+// testTypes are the worker types these tests run.
+var testTypes = workertest.Registry(map[string]worker.Factory{sinkworker.TypeName: sinkworker.New})
 
 var testTrial = names.NewTrial("sinktest", "t1")
 
@@ -35,7 +32,7 @@ func ctxT(t *testing.T) context.Context { return workertest.Ctx(t, 10*time.Secon
 func startSink(t *testing.T, repo nameresolve.Repository, index int) {
 	t.Helper()
 	workertest.Start(t, worker.Options{
-		Trial: testTrial, Type: sinkworker.TypeName, Index: index, Host: "127.0.0.1", Repo: repo,
+		Trial: testTrial, Registry: testTypes, Type: sinkworker.TypeName, Index: index, Host: "127.0.0.1", Repo: repo,
 		IdleWait: time.Minute, Logger: testLogger(t),
 	})
 }

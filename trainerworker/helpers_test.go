@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -22,14 +21,12 @@ import (
 	"github.com/distrl/distrl/worker"
 )
 
-func TestMain(m *testing.M) {
-	workertest.MustRegister(map[string]worker.Factory{
-		trainerworker.TypeName: trainerworker.New,
-		policyworker.TypeName:  policyworker.New,
-		actorworker.TypeName:   actorworker.New,
-	})
-	os.Exit(m.Run())
-}
+// testTypes are the worker types these tests run.
+var testTypes = workertest.Registry(map[string]worker.Factory{
+	trainerworker.TypeName: trainerworker.New,
+	policyworker.TypeName:  policyworker.New,
+	actorworker.TypeName:   actorworker.New,
+})
 
 var testTrial = names.NewTrial("unit", "trainerworker")
 
@@ -53,7 +50,7 @@ func newCluster(t testing.TB) *cluster {
 func (c *cluster) start(t testing.TB, typ string, index int) *workertest.Running {
 	t.Helper()
 	return workertest.StartChecked(t, worker.Options{
-		Trial: testTrial, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
+		Trial: testTrial, Registry: testTypes, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
 		IdleWait: 20 * time.Millisecond, Logger: testLogger(t),
 	})
 }

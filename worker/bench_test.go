@@ -24,7 +24,7 @@ func startBenchEchoes(b *testing.B, n int) (*worker.ControlPanel, []string) {
 	done := make(chan struct{}, n)
 	for i := range names {
 		w, err := worker.New(ctx, worker.Options{
-			Trial: testTrial, Type: echoworker.TypeName, Index: i, Host: "127.0.0.1", Repo: repo, Logger: quiet,
+			Trial: testTrial, Registry: testTypes, Type: echoworker.TypeName, Index: i, Host: "127.0.0.1", Repo: repo, Logger: quiet,
 		})
 		if err != nil {
 			b.Fatal(err)

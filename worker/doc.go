@@ -15,6 +15,8 @@
 // LOST is never a worker's own state: it is what a ControlPanel concludes
 // when the worker's address lease is gone.
 //
-// Worker types (echo, actor, policy, trainer) register a Factory with
-// RegisterType so that `rlctl worker --type T` can start any of them.
+// A worker type implements Impl (impl.go) in a package of its own
+// (echoworker, sinkworker, policyworker, actorworker, trainerworker); its
+// Factory goes into a Registry that the process passes to New, so that
+// `rlctl worker --type T` can start any of them.
 package worker

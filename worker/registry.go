@@ -1,133 +1,57 @@
 package worker
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"sort"
 	"sync"
-	"time"
-
-	"github.com/distrl/distrl/nameresolve"
-	"github.com/distrl/distrl/nameresolve/names"
-	"github.com/distrl/distrl/rpc"
-	zmq "github.com/pebbe/zmq4"
 )
 
-// PollResult is what one Poll did. A poll that did nothing (zero counts and
-// not Done) lets the worker wait on its socket briefly instead of spinning.
-type PollResult struct {
-	// Samples and Batches count the work done, summed into the worker's stats.
-	Samples int64
-	Batches int64
-	// Done moves the worker to COMPLETED: it has nothing more to do.
-	Done bool
+// Registry maps worker type names to their factories: the types New can
+// create. The process that runs workers builds one and passes it in
+// Options.Registry (cmd/rlctl registers the built-in types; a test
+// registers the types it runs); there is no global registry to fill from
+// init. Create one with NewRegistry; it is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	types map[string]Factory
 }
 
-func (r PollResult) idle() bool { return r.Samples == 0 && r.Batches == 0 && !r.Done }
+// NewRegistry returns an empty Registry.
+func NewRegistry() *Registry { return &Registry{types: map[string]Factory{}} }
 
-// Impl is what a worker type implements; the base owns the loop, the socket,
-// the lifecycle and the name records.
-type Impl interface {
-	// Configure applies the type-specific configuration (the kwargs of the
-	// "configure" command). An error moves the worker to ERROR.
-	Configure(ctx context.Context, config rpc.Args) error
-	// Poll does one bounded slice of work while RUNNING. An error moves the
-	// worker to ERROR.
-	Poll(ctx context.Context) (PollResult, error)
-	// Stats are type-specific figures merged into the "stats" reply.
-	Stats() map[string]any
-	// Close releases the implementation's resources when the worker exits.
-	Close() error
-}
-
-// Commander is implemented by worker types that answer commands beyond the
-// standard ones. Their handlers run on the worker loop, between polls.
-type Commander interface {
-	Commands() map[string]rpc.Handler
-}
-
-// SocketOwner is implemented by worker types that read sockets of their
-// own (inference and sample streams). An idle RUNNING worker then sleeps on
-// those sockets and its request socket together, so new input wakes it at
-// once; in other states only requests wake it. Sockets is asked again after
-// every configure.
-type SocketOwner interface {
-	Sockets() []*zmq.Socket
-}
-
-// Reporter is implemented by worker types that can be degraded without
-// having failed: an actor whose policy worker stopped answering keeps
-// running and retrying, and says so. A non-empty Warning goes into the
-// status record; an empty one clears it.
-type Reporter interface {
-	Warning() string
-}
-
-// Info tells a Factory who the new worker is.
-type Info struct {
-	Name  string // "{type}/{index}"
-	Type  string
-	Index int
-	Trial names.Trial
-	Host  string
-	// TTL is the lease of the worker's address record; records the type
-	// registers itself (stream endpoints) should live as long.
-	TTL    time.Duration
-	Repo   nameresolve.Repository
-	Logger *slog.Logger
-}
-
-// Log returns i.Logger, or slog.Default() if it is nil.
-func (i Info) Log() *slog.Logger {
-	if i.Logger == nil {
-		return slog.Default()
-	}
-	return i.Logger
-}
-
-// Factory creates a worker type's implementation.
-type Factory func(info Info) (Impl, error)
-
-var (
-	typesMu sync.RWMutex
-	types   = map[string]Factory{}
-)
-
-// RegisterType makes a worker type startable by name. Types register from
-// their package's init; a duplicate name is a programming error reported
-// as an error, not a panic.
-func RegisterType(name string, f Factory) error {
-	typesMu.Lock()
-	defer typesMu.Unlock()
-	if _, dup := types[name]; dup {
+// Register makes a worker type startable by name. A duplicate name is a
+// programming error reported as an error, not a panic.
+func (r *Registry) Register(name string, f Factory) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.types[name]; dup {
 		return fmt.Errorf("worker: type %q registered twice", name)
 	}
-	types[name] = f
+	r.types[name] = f
 	return nil
 }
 
 // Types lists the registered worker types, sorted.
-func Types() []string {
-	typesMu.RLock()
-	defer typesMu.RUnlock()
-	return typeNames()
+func (r *Registry) Types() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.names()
 }
 
-func lookupType(name string) (Factory, error) {
-	typesMu.RLock()
-	defer typesMu.RUnlock()
-	f, ok := types[name]
+func (r *Registry) lookup(name string) (Factory, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	f, ok := r.types[name]
 	if !ok {
-		return nil, fmt.Errorf("worker: unknown type %q (known: %v)", name, typeNames())
+		return nil, fmt.Errorf("worker: unknown type %q (known: %v)", name, r.names())
 	}
 	return f, nil
 }
 
-// typeNames expects typesMu held.
-func typeNames() []string {
-	out := make([]string, 0, len(types))
-	for t := range types {
+// names expects r.mu held.
+func (r *Registry) names() []string {
+	out := make([]string, 0, len(r.types))
+	for t := range r.types {
 		out = append(out, t)
 	}
 	sort.Strings(out)

@@ -36,8 +36,10 @@ const (
 // Options configure a Worker.
 type Options struct {
 	Trial names.Trial
-	Type  string
-	Index int
+	// Registry holds the worker types; Type must be one of them.
+	Registry *Registry
+	Type     string
+	Index    int
 	// Host is the interface the server binds and the address it advertises;
 	// "" means DefaultHost().
 	Host string
@@ -104,10 +106,10 @@ type Worker struct {
 // address. It fails with ErrNameTaken if a live worker has the same name.
 func New(ctx context.Context, opts Options) (*Worker, error) {
 	opts.setDefaults()
-	if opts.Repo == nil {
-		return nil, errors.New("worker: Options.Repo is required")
+	if opts.Repo == nil || opts.Registry == nil {
+		return nil, errors.New("worker: Options.Repo and Options.Registry are required")
 	}
-	factory, err := lookupType(opts.Type)
+	factory, err := opts.Registry.lookup(opts.Type)
 	if err != nil {
 		return nil, err
 	}

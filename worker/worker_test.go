@@ -121,13 +121,11 @@ func (s *scripted) Commands() map[string]rpc.Handler {
 	}
 }
 
-func TestMain(m *testing.M) {
-	workertest.MustRegister(map[string]worker.Factory{
-		"scripted":          func(worker.Info) (worker.Impl, error) { return &scripted{}, nil },
-		echoworker.TypeName: echoworker.New,
-	})
-	os.Exit(m.Run())
-}
+// testTypes are the worker types these tests run.
+var testTypes = workertest.Registry(map[string]worker.Factory{
+	"scripted":          func(worker.Info) (worker.Impl, error) { return &scripted{}, nil },
+	echoworker.TypeName: echoworker.New,
+})
 
 var testTrial = names.NewTrial("unit", "t1")
 
@@ -139,7 +137,7 @@ func startWorker(t *testing.T, repo nameresolve.Repository, typ string, index in
 func startWorkerIdle(t *testing.T, repo nameresolve.Repository, typ string, index int, idle time.Duration) *workertest.Running {
 	t.Helper()
 	return workertest.Start(t, worker.Options{
-		Trial: testTrial, Type: typ, Index: index, Host: "127.0.0.1", Repo: repo,
+		Trial: testTrial, Registry: testTypes, Type: typ, Index: index, Host: "127.0.0.1", Repo: repo,
 		IdleWait: idle, Logger: workertest.Logger(t, slog.LevelDebug),
 	})
 }
@@ -330,7 +328,7 @@ func TestDuplicateNameFails(t *testing.T) {
 	repo := workertest.Repo(t)
 	first := startWorker(t, repo, echoworker.TypeName, 0)
 	_, err := worker.New(context.Background(), worker.Options{
-		Trial: testTrial, Type: echoworker.TypeName, Index: 0, Host: "127.0.0.1", Repo: repo,
+		Trial: testTrial, Registry: testTypes, Type: echoworker.TypeName, Index: 0, Host: "127.0.0.1", Repo: repo,
 	})
 	if !errors.Is(err, worker.ErrNameTaken) {
 		t.Fatalf("second echo/0: err = %v, want ErrNameTaken", err)
@@ -342,7 +340,7 @@ func TestDuplicateNameFails(t *testing.T) {
 
 func TestUnknownType(t *testing.T) {
 	repo := workertest.Repo(t)
-	_, err := worker.New(context.Background(), worker.Options{Trial: testTrial, Type: "nope", Repo: repo, Host: "127.0.0.1"})
+	_, err := worker.New(context.Background(), worker.Options{Trial: testTrial, Registry: testTypes, Type: "nope", Repo: repo, Host: "127.0.0.1"})
 	if err == nil || !strings.Contains(err.Error(), "echo") {
 		t.Fatalf("err = %v, want it to list the known types", err)
 	}

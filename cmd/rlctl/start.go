@@ -54,7 +54,8 @@ func runStart(c *cli.Context, args []string) error {
 	if len(args) != 2 {
 		return cli.Exit("usage: rlctl start EXPERIMENT|FILE.yaml TRIAL [--set key=value ...] (built-in experiments: rlctl experiments)", exitUsage)
 	}
-	if err := registerWorkerTypes(); err != nil {
+	types, err := builtinTypes()
+	if err != nil {
 		return err
 	}
 	cfg, err := loadExperiment(args[0])
@@ -66,7 +67,7 @@ func runStart(c *cli.Context, args []string) error {
 			return cli.Exit(configError(err), exitUsage)
 		}
 	}
-	if err := cfg.Validate(worker.Types()); err != nil {
+	if err := cfg.Validate(types.Types()); err != nil {
 		return cli.Exit(configError(err), exitUsage)
 	}
 	dir, err := trialDir(c, cfg.Name, args[1])

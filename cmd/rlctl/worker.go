@@ -13,8 +13,9 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// registerWorkerTypes makes every built-in worker type startable by name.
-func registerWorkerTypes() error {
+// builtinTypes is the registry of every built-in worker type.
+func builtinTypes() (*worker.Registry, error) {
+	reg := worker.NewRegistry()
 	for name, f := range map[string]worker.Factory{
 		echoworker.TypeName:    echoworker.New,
 		sinkworker.TypeName:    sinkworker.New,
@@ -22,11 +23,11 @@ func registerWorkerTypes() error {
 		actorworker.TypeName:   actorworker.New,
 		trainerworker.TypeName: trainerworker.New,
 	} {
-		if err := worker.RegisterType(name, f); err != nil {
-			return err
+		if err := reg.Register(name, f); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return reg, nil
 }
 
 func workerCommand() *cli.Command {
@@ -49,7 +50,8 @@ func runWorker(c *cli.Context) error {
 	if c.Int("index") < 0 {
 		return cli.Exit(fmt.Sprintf("--index %d: must be >= 0", c.Int("index")), 2)
 	}
-	if err := registerWorkerTypes(); err != nil {
+	types, err := builtinTypes()
+	if err != nil {
 		return err
 	}
 	sess, err := openSession(c)
@@ -58,7 +60,7 @@ func runWorker(c *cli.Context) error {
 	}
 	defer sess.Close()
 	w, err := worker.New(c.Context, worker.Options{
-		Trial: sess.trial, Type: c.String("type"), Index: c.Int("index"),
+		Trial: sess.trial, Registry: types, Type: c.String("type"), Index: c.Int("index"),
 		Host: workerHost(c, sess), Port: c.Int("port"), Repo: sess.repo,
 		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"),
 		Curve: sess.curve, Logger: sess.log,

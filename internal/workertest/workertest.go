@@ -14,16 +14,18 @@ import (
 	"github.com/distrl/distrl/worker"
 )
 
-// MustRegister registers worker types, for a test binary's TestMain to
-// call before m.Run. On an error it prints it and exits: no test runs yet
-// that could fail.
-func MustRegister(types map[string]worker.Factory) {
+// Registry is a registry of the given worker types, for a test package's
+// variable (its Options.Registry). On an error it prints it and exits: no
+// test runs yet that could fail.
+func Registry(types map[string]worker.Factory) *worker.Registry {
+	reg := worker.NewRegistry()
 	for name, f := range types {
-		if err := worker.RegisterType(name, f); err != nil {
+		if err := reg.Register(name, f); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
+	return reg
 }
 
 // Repo is an in-memory name resolve closed when the test ends, after

@@ -20,7 +20,7 @@ import (
 )
 
 // TypeName is the worker type name ("actor/0", "actor/1", ...).
-const TypeName = "actor"
+const TypeName = worker.TypeActor
 
 // Defaults of Config.
 const (
@@ -35,10 +35,6 @@ const (
 	InferenceRemote = "remote"
 	InferenceInline = "inline"
 )
-
-// episodeWindow is the number of recent episodes mean_return and
-// mean_length average over.
-const episodeWindow = 20
 
 // Config is the configuration of the "actor" worker type (the kwargs of
 // "configure"). Zero values mean the defaults.
@@ -156,7 +152,7 @@ type Worker struct {
 	draining bool // max_env_steps reached
 	begin    time.Time
 
-	recent     [episodeWindow]api.EpisodeStat
+	recent     [worker.ReturnWindow]api.EpisodeStat
 	recentNext int
 	recentLen  int
 }
@@ -429,8 +425,8 @@ func (w *Worker) totals() TargetStats {
 
 func (w *Worker) addEpisode(e api.EpisodeStat) {
 	w.recent[w.recentNext] = e
-	w.recentNext = (w.recentNext + 1) % episodeWindow
-	w.recentLen = min(w.recentLen+1, episodeWindow)
+	w.recentNext = (w.recentNext + 1) % worker.ReturnWindow
+	w.recentLen = min(w.recentLen+1, worker.ReturnWindow)
 }
 
 // Stats reports the actor's counters. mean_return and mean_length are over
@@ -459,17 +455,17 @@ func (w *Worker) Stats() map[string]any {
 		ring = w.ring.Len()
 	}
 	out := map[string]any{
-		"env_steps":          s.EnvSteps,
-		"agent_steps":        s.AgentSteps,
-		"episodes":           s.Episodes,
-		"mean_return":        ret,
-		"mean_length":        length,
-		"batches_sent":       s.BatchesSent,
-		"steps_per_s":        rate,
-		"inference_failures": s.InferenceFailures,
-		"backpressure":       s.Backpressure,
-		"ring_size":          ring,
-		"version_last":       s.Version,
+		worker.StatEnvSteps:   s.EnvSteps,
+		"agent_steps":         s.AgentSteps,
+		worker.StatEpisodes:   s.Episodes,
+		worker.StatMeanReturn: ret,
+		"mean_length":         length,
+		"batches_sent":        s.BatchesSent,
+		"steps_per_s":         rate,
+		"inference_failures":  s.InferenceFailures,
+		"backpressure":        s.Backpressure,
+		"ring_size":           ring,
+		"version_last":        s.Version,
 	}
 	if b, ok := w.batch.(infoReporter); ok {
 		for k, v := range b.InfoMeans() {

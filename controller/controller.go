@@ -487,7 +487,7 @@ func groupSpecs(cfg *experiment.Config, dir TrialDir, args []string) [][]WorkerS
 // workerConfig is the configure kwargs of one worker.
 func (c *Controller) workerConfig(typ string, index int) map[string]any {
 	kw := c.cfg.WorkerConfig(typ, index)
-	if _, ok := kw["checkpoint_dir"]; !ok && typ == "trainer" {
+	if _, ok := kw["checkpoint_dir"]; !ok && typ == worker.TypeTrainer {
 		kw["checkpoint_dir"] = c.dir.Path(CheckpointsDir)
 	}
 	return kw

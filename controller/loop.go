@@ -113,9 +113,9 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	finishers := "trainer"
-	if _, ok := c.cfg.Workers["trainer"]; !ok {
-		finishers = "actor"
+	finishers := worker.TypeTrainer
+	if _, ok := c.cfg.Workers[worker.TypeTrainer]; !ok {
+		finishers = worker.TypeActor
 	}
 	group := c.group(finishers)
 	if len(group) > 0 && !slices.ContainsFunc(group, func(m *member) bool {
@@ -292,7 +292,7 @@ func (c *Controller) stopCondition(m *Metrics) string {
 	if stop.EnvSteps > 0 && m.EnvSteps >= stop.EnvSteps {
 		return fmt.Sprintf("%d env steps reached (limit %d)", m.EnvSteps, stop.EnvSteps)
 	}
-	if t := stop.TargetReturn; t != nil && m.MeanReturn != nil && m.ReturnEpisodes >= returnWindow && *m.MeanReturn >= *t {
+	if t := stop.TargetReturn; t != nil && m.MeanReturn != nil && m.ReturnEpisodes >= worker.ReturnWindow && *m.MeanReturn >= *t {
 		return fmt.Sprintf("mean return %.1f reached the target %g", *m.MeanReturn, *t)
 	}
 	return ""

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/distrl/distrl/worker"
 )
 
 // Metrics is one line of metrics.jsonl: the trial at one moment.
@@ -38,12 +40,14 @@ type Metrics struct {
 // keyStats are the statistics of each worker type worth a line in
 // metrics.jsonl; a type not listed keeps every numeric statistic.
 var keyStats = map[string][]string{
-	"actor":  {"env_steps", "episodes", "mean_return", "steps_per_s", "inference_failures", "backpressure", "version_last"},
-	"policy": {"version", "batches", "rows", "mean_batch", "rows_per_s", "infer_ms_p50"},
-	"sink":   {"batches", "steps", "episodes", "mean_episode_return"},
-	"trainer": {"version", "updates", "samples_trained", "train_samples_per_s", "buffer_steps", "episodes", "mean_return",
-		"policy_lag", "policy_loss", "value_loss", "entropy", "approx_kl", "dropped_stale", "checkpoints"},
-	"echo": {"echoes"},
+	worker.TypeActor: {worker.StatEnvSteps, worker.StatEpisodes, worker.StatMeanReturn, "steps_per_s",
+		"inference_failures", "backpressure", "version_last"},
+	worker.TypePolicy: {worker.StatVersion, "batches", "rows", "mean_batch", "rows_per_s", "infer_ms_p50"},
+	worker.TypeSink:   {"batches", "steps", worker.StatEpisodes, "mean_episode_return"},
+	worker.TypeTrainer: {worker.StatVersion, "updates", "samples_trained", "train_samples_per_s", "buffer_steps",
+		worker.StatEpisodes, worker.StatMeanReturn, worker.StatPolicyLag, "policy_loss", "value_loss", "entropy",
+		"approx_kl", "dropped_stale", "checkpoints"},
+	worker.TypeEcho: {"echoes"},
 }
 
 // KeyStats picks the statistics of a worker of type typ worth showing.
@@ -118,10 +122,6 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// returnWindow is how many recent episodes an actor's mean_return covers,
-// and how many must have ended before a target return can stop a trial.
-const returnWindow = 20
-
 // minRateWindow is the shortest interval a steps/s figure is computed over.
 const minRateWindow = 250 * time.Millisecond
 
@@ -139,8 +139,8 @@ type sample struct {
 type counters struct{ envSteps, episodes int64 }
 
 func (s sample) counters() counters {
-	st, _ := number(s.stats["env_steps"])
-	ep, _ := number(s.stats["episodes"])
+	st, _ := number(s.stats[worker.StatEnvSteps])
+	ep, _ := number(s.stats[worker.StatEpisodes])
 	return counters{envSteps: int64(st), episodes: int64(ep)}
 }
 
@@ -150,38 +150,38 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 	m := &Metrics{Time: now, ElapsedS: elapsed.Seconds(), Restarts: restarts, Workers: make(map[string]map[string]any, len(samples))}
 	var retSum, retWeight float64
 	var trainerReturn, lag *float64
-	trainerEpisodes := int64(returnWindow) // if the trainer does not say
+	trainerEpisodes := int64(worker.ReturnWindow) // if the trainer does not say
 	var trainerVersion, policyVersion *int64
 	for _, s := range samples {
 		w := KeyStats(s.typ, s.stats)
 		w["state"] = s.state
 		m.Workers[s.name] = w
 		switch s.typ {
-		case "actor":
+		case worker.TypeActor:
 			c := s.counters()
 			m.EnvSteps += s.base.envSteps + c.envSteps
 			m.Episodes += s.base.episodes + c.episodes
-			if r, ok := number(s.stats["mean_return"]); ok && c.episodes > 0 {
-				weight := float64(min(c.episodes, returnWindow))
+			if r, ok := number(s.stats[worker.StatMeanReturn]); ok && c.episodes > 0 {
+				weight := float64(min(c.episodes, worker.ReturnWindow))
 				retSum += r * weight
 				retWeight += weight
 			}
-		case "trainer":
-			if r, ok := number(s.stats["mean_return"]); ok {
+		case worker.TypeTrainer:
+			if r, ok := number(s.stats[worker.StatMeanReturn]); ok {
 				trainerReturn = &r
 			}
-			if e, ok := number(s.stats["episodes"]); ok {
-				trainerEpisodes = min(int64(e), returnWindow)
+			if e, ok := number(s.stats[worker.StatEpisodes]); ok {
+				trainerEpisodes = min(int64(e), worker.ReturnWindow)
 			}
-			if l, ok := number(s.stats["policy_lag"]); ok {
+			if l, ok := number(s.stats[worker.StatPolicyLag]); ok {
 				lag = &l
 			}
-			if v, ok := number(s.stats["version"]); ok {
+			if v, ok := number(s.stats[worker.StatVersion]); ok {
 				vi := int64(v)
 				trainerVersion = &vi
 			}
-		case "policy":
-			if v, ok := number(s.stats["version"]); ok && (policyVersion == nil || int64(v) > *policyVersion) {
+		case worker.TypePolicy:
+			if v, ok := number(s.stats[worker.StatVersion]); ok && (policyVersion == nil || int64(v) > *policyVersion) {
 				vi := int64(v)
 				policyVersion = &vi
 			}

@@ -9,7 +9,7 @@ import (
 )
 
 // TypeName is the worker type name ("echo/0", "echo/1", ...).
-const TypeName = "echo"
+const TypeName = worker.TypeEcho
 
 // Worker is the echo worker type.
 type Worker struct {

@@ -20,7 +20,7 @@ import (
 )
 
 // TypeName is the worker type name ("policy/0", "policy/1", ...).
-const TypeName = "policy"
+const TypeName = worker.TypePolicy
 
 // Defaults of Config.
 const (
@@ -405,7 +405,7 @@ func (w *Worker) Stats() map[string]any {
 		}
 	}
 	if w.policy != nil {
-		out["version"] = w.policy.Version()
+		out[worker.StatVersion] = w.policy.Version()
 		out["num_params"] = w.policy.NumParams()
 	}
 	if w.server != nil {

@@ -14,14 +14,12 @@ import (
 )
 
 // TypeName is the worker type name ("sink/0", "sink/1", ...).
-const TypeName = "sink"
+const TypeName = worker.TypeSink
 
 const (
 	// batchesPerPoll bounds one Poll, so requests to the worker are
 	// answered between slices even under a flood of batches.
 	batchesPerPoll = 64
-	// returnWindow is how many recent episodes mean_episode_return covers.
-	returnWindow = 20
 )
 
 // Config is the configure kwargs. Index and Host default to the worker's.
@@ -40,8 +38,8 @@ type Worker struct {
 
 	batches, steps, episodes int64
 	returnSum                float64 // of every finished episode
-	recent                   [returnWindow]float32
-	nRecent                  int // episodes in recent, at most returnWindow
+	recent                   [worker.ReturnWindow]float32
+	nRecent                  int // episodes in recent, at most worker.ReturnWindow
 	byActor                  map[string]int64
 	// Counters of consumers closed by a reconfigure, so the figures
 	// cover the worker's whole life.
@@ -104,7 +102,7 @@ func (w *Worker) Poll(context.Context) (worker.PollResult, error) {
 		for _, e := range b.Episodes {
 			w.episodes++
 			w.returnSum += float64(e.Return)
-			w.recent[w.nRecent%returnWindow] = e.Return
+			w.recent[w.nRecent%worker.ReturnWindow] = e.Return
 			w.nRecent++
 		}
 		res.Samples += n
@@ -134,7 +132,7 @@ func (w *Worker) Stats() map[string]any {
 		bytes += st.Bytes
 	}
 	var mean float64
-	if k := min(w.nRecent, returnWindow); k > 0 {
+	if k := min(w.nRecent, worker.ReturnWindow); k > 0 {
 		for _, r := range w.recent[:k] {
 			mean += float64(r)
 		}
@@ -143,7 +141,7 @@ func (w *Worker) Stats() map[string]any {
 	return map[string]any{
 		"batches":             w.batches,
 		"steps":               w.steps,
-		"episodes":            w.episodes,
+		worker.StatEpisodes:   w.episodes,
 		"returns_sum":         w.returnSum,
 		"mean_episode_return": mean,
 		"by_actor":            maps.Clone(w.byActor),

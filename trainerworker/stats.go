@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/algo/ppo"
+	"github.com/distrl/distrl/worker"
 )
 
 // Windows of the statistics.
@@ -13,9 +14,6 @@ const (
 	// lagWindow is how many recent batches the policy-lag percentiles
 	// cover: enough for a meaningful p99, recent enough to follow a change.
 	lagWindow = 1000
-	// returnWindow is how many recent episodes mean_return averages, as
-	// the actors' own figure and the usual "solved" criterion do.
-	returnWindow = 20
 	// rateWindow is how many recent updates train_samples_per_s covers.
 	rateWindow = 20
 )
@@ -45,7 +43,7 @@ type counters struct {
 }
 
 func newCounters() counters {
-	return counters{lags: newRing(lagWindow), returns: newRing(returnWindow)}
+	return counters{lags: newRing(lagWindow), returns: newRing(worker.ReturnWindow)}
 }
 
 // ring holds the last len(buf) values added.
@@ -119,12 +117,12 @@ func (w *Worker) Stats() map[string]any {
 	s := &w.st
 	out := map[string]any{
 		"policy":              w.set.cfg.Policy,
-		"version":             w.version,
+		worker.StatVersion:    w.version,
 		"updates":             s.updates,
 		"samples_trained":     s.trained,
 		"train_samples_per_s": s.rate.perSecond(time.Now()),
 		"buffer_steps":        w.bufLen,
-		"episodes":            s.episodes,
+		worker.StatEpisodes:   s.episodes,
 		"dropped_stale":       s.droppedStale,
 		"dropped_future":      s.droppedFuture,
 		"dropped_steps":       s.droppedSteps,
@@ -137,10 +135,10 @@ func (w *Worker) Stats() map[string]any {
 		"max_staleness":       w.set.staleness,
 	}
 	if s.returns.count > 0 {
-		out["mean_return"] = s.returns.mean()
+		out[worker.StatMeanReturn] = s.returns.mean()
 	}
 	if lags := s.lags.values(); len(lags) > 0 {
-		out["policy_lag"] = s.lags.mean()
+		out[worker.StatPolicyLag] = s.lags.mean()
 		out["policy_lag_p50"] = percentile(lags, 50)
 		out["policy_lag_p99"] = percentile(lags, 99)
 	}

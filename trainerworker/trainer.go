@@ -21,7 +21,7 @@ import (
 )
 
 // TypeName is the worker type name ("trainer/0", ...).
-const TypeName = "trainer"
+const TypeName = worker.TypeTrainer
 
 const (
 	// batchesPerPoll and fetchesPerPoll bound one Poll's intake, so that

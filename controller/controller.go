@@ -711,33 +711,30 @@ func tail(path string, n int64) string {
 // serveCtl runs the controller's own server and records: the trial's
 // member "ctl", which answers ping, status, stats, interrupt and exit.
 func (c *Controller) serveCtl(ctx context.Context) error {
-	srv, err := rpc.NewServer(rpc.ServerOptions{Host: c.opts.Host, Curve: c.opts.Curve, Logger: c.log})
+	mux := rpc.NewMux()
+	srv, err := rpc.NewServer(rpc.ServerOptions{Host: c.opts.Host, Curve: c.opts.Curve, Logger: c.log, Mux: mux})
 	if err != nil {
 		return fmt.Errorf("controller: server: %w", err)
 	}
 	c.ctl = srv
-	host, _ := os.Hostname()
-	status := worker.Status{Name: CtlName, State: worker.StateRunning, Address: srv.Addr(), Host: host,
-		PID: os.Getpid(), UpdatedMs: time.Now().UnixMilli()}
-	stop := func(o Outcome, reason string) rpc.Handler {
-		return func(context.Context, rpc.Args) (any, error) {
+	status := worker.ProcessStatus(CtlName, worker.StateRunning, srv.Addr(), time.Now())
+	member := worker.MemberCommands{
+		Status: func() worker.Status { return status },
+		Stats:  c.lastMetrics,
+		Stop: func(final worker.State) worker.Status {
+			req := stopRequest{outcome: Completed, reason: "stopped by request"}
+			if final == worker.StateInterrupted {
+				req = stopRequest{outcome: Interrupted, reason: "interrupted by request"}
+			}
 			select {
-			case c.stopReq <- stopRequest{outcome: o, reason: reason}:
+			case c.stopReq <- req:
 			default: // a stop is already pending
 			}
-			return status, nil
-		}
+			return status
+		},
 	}
-	for cmd, h := range map[string]rpc.Handler{
-		worker.CmdPing:      func(context.Context, rpc.Args) (any, error) { return "pong", nil },
-		worker.CmdStatus:    func(context.Context, rpc.Args) (any, error) { return status, nil },
-		worker.CmdStats:     func(context.Context, rpc.Args) (any, error) { return c.lastMetrics(), nil },
-		worker.CmdInterrupt: stop(Interrupted, "interrupted by request"),
-		worker.CmdExit:      stop(Completed, "stopped by request"),
-	} {
-		if err := srv.Register(cmd, h); err != nil {
-			return fmt.Errorf("controller: server: %w", err)
-		}
+	if err := member.Register(mux); err != nil {
+		return fmt.Errorf("controller: server: %w", err)
 	}
 	go func() {
 		// Serve ends when shutdown closes the server; ctx is not used
@@ -755,8 +752,7 @@ func (c *Controller) serveCtl(ctx context.Context) error {
 		}
 		return fmt.Errorf("controller: register: %w", err)
 	}
-	rec, _ := json.Marshal(status) // strings and ints: cannot fail
-	if err := c.repo.Add(ctx, c.trial.Status(CtlName), string(rec), nameresolve.AddOptions{TTL: c.opts.WorkerTTL, Replace: true}); err != nil {
+	if err := c.repo.Add(ctx, c.trial.Status(CtlName), status.Record(), nameresolve.AddOptions{TTL: c.opts.WorkerTTL, Replace: true}); err != nil {
 		return fmt.Errorf("controller: register: %w", err)
 	}
 	return nil

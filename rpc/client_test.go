@@ -82,7 +82,7 @@ func TestClientDeadlineThenServer(t *testing.T) {
 
 	s := newTestServer(t, ServerOptions{Port: port})
 	var count atomic.Int32
-	if err := s.Register("count", func(context.Context, Args) (any, error) { return count.Add(1), nil }); err != nil {
+	if err := s.Mux().Handle("count", func(context.Context, Args) (any, error) { return count.Add(1), nil }); err != nil {
 		t.Fatal(err)
 	}
 	serve(t, s)

@@ -59,14 +59,19 @@ func RawArgs(raw []byte) Args { return Args{raw: raw} }
 // the client sent nil.
 func (a Args) Raw() []byte { return a.raw }
 
-// Decode decodes the kwargs into v, which must be a pointer. Absent, nil, and
-// empty kwargs leave v untouched, so a handler's defaults survive. A failure
-// is an *Error of type bad_arguments, which a handler can return as is.
+// Decode decodes the kwargs into v, which must be a pointer, strictly: a
+// key that v has no field for is an error, so that a misspelt key cannot
+// silently leave a default in place. Absent, nil, and empty kwargs leave v
+// untouched, so a handler's defaults survive. A failure is an *Error of type
+// bad_arguments, which a handler can return as is (or wrap with %w to say
+// what it was decoding: the type stays).
 func (a Args) Decode(v any) error {
 	if isEmptyKwargs(a.raw) {
 		return nil
 	}
-	if err := msgpack.Unmarshal(a.raw, v); err != nil {
+	dec := msgpack.NewDecoder(bytes.NewReader(a.raw))
+	dec.DisallowUnknownFields(true)
+	if err := dec.Decode(v); err != nil {
 		return &Error{Type: ErrTypeBadArguments, Message: fmt.Sprintf("decode kwargs into %T: %v", v, err)}
 	}
 	return nil

@@ -72,7 +72,8 @@ func TestArgsDecode(t *testing.T) {
 		{"nil", []byte{0xc0}, addArgs{A: 7}, false},
 		{"empty map", []byte{0x80}, addArgs{A: 7}, false},
 		{"fields", mustMarshal(t, map[string]int{"a": 1, "b": 2}), addArgs{A: 1, B: 2}, false},
-		{"unknown field ignored", mustMarshal(t, map[string]int{"b": 2, "c": 3}), addArgs{A: 7, B: 2}, false},
+		{"unknown field", mustMarshal(t, map[string]int{"b": 2, "c": 3}), addArgs{}, true},
+		{"not a map", mustMarshal(t, "name"), addArgs{}, true},
 		{"wrong type", mustMarshal(t, map[string]string{"a": "x"}), addArgs{}, true},
 	}
 	for _, tt := range tests {

@@ -60,7 +60,7 @@ func TestDoSameClient(t *testing.T) {
 	s := startServer(t, ServerOptions{})
 	var mu sync.Mutex
 	var order []int
-	err := s.Register("record", Typed(func(_ context.Context, a struct {
+	err := s.Mux().Handle("record", Typed(func(_ context.Context, a struct {
 		N int `msgpack:"n"`
 	}) (int, error) {
 		mu.Lock()

@@ -1,7 +1,7 @@
 // Package rpc is the command channel between distrl controllers and workers.
 //
-// Every worker process embeds a Server: a ZMQ REP socket with a registry of
-// command handlers. Controllers talk to it with a Client, or to many workers
+// Every worker process embeds a Server: a ZMQ REP socket that dispatches
+// requests to a Mux, its table of command handlers. Controllers talk to it with a Client, or to many workers
 // at once with Do. The wire protocol is deliberately plain so that any
 // language with zmq and msgpack can speak it (docs/protocol.md):
 //

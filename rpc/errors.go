@@ -62,7 +62,7 @@ var (
 	ErrHandlerError    = &Error{Type: ErrTypeHandlerError}
 )
 
-// ErrDuplicateCommand is returned by Server.Register for a command that
+// ErrDuplicateCommand is returned by Mux.Handle for a command that
 // already has a handler.
 var ErrDuplicateCommand = errors.New("rpc: duplicate command")
 

@@ -19,7 +19,7 @@ func Example() {
 		panic(err)
 	}
 	defer srv.Close()
-	_ = srv.Register("scale", rpc.Typed(func(_ context.Context, a scaleArgs) (float64, error) {
+	_ = srv.Mux().Handle("scale", rpc.Typed(func(_ context.Context, a scaleArgs) (float64, error) {
 		return a.X * a.Factor, nil
 	}))
 

@@ -52,10 +52,8 @@ func newTestServer(t testing.TB, opts ServerOptions) *Server {
 		"fail":   func(context.Context, Args) (any, error) { return nil, errors.New("boom") },
 		"custom": func(context.Context, Args) (any, error) { return nil, Errorf("not_ready", "try %s", "later") },
 	}
-	for cmd, h := range handlers {
-		if err := s.Register(cmd, h); err != nil {
-			t.Fatalf("Register(%q): %v", cmd, err)
-		}
+	if err := s.Mux().HandleAll(handlers); err != nil {
+		t.Fatalf("register the test commands: %v", err)
 	}
 	return s
 }

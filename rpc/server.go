@@ -8,7 +8,6 @@ import (
 	"math"
 	"net"
 	"runtime/debug"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,12 +44,15 @@ type ServerOptions struct {
 	// Logger receives handler panics (with stack) and, at debug level,
 	// rejected requests; nil means slog.Default().
 	Logger *slog.Logger
+	// Mux is the command table requests are dispatched to; nil means a new
+	// empty one (Server.Mux). It may be filled before or after NewServer.
+	Mux *Mux
 }
 
-// Server answers requests on a ZMQ REP socket by dispatching them to
-// registered handlers.
+// Server answers requests on a ZMQ REP socket by dispatching them to the
+// handlers of its Mux.
 //
-// Register, Commands and Addr are safe for concurrent use. The other methods
+// Mux and Addr are safe for concurrent use. The other methods
 // use the socket and are meant to be called from one goroutine (the worker's
 // loop, or Serve's); they are serialized internally, so misuse is slow rather
 // than a data race. Close may be called from any goroutine: it waits for the
@@ -73,8 +75,7 @@ type Server struct {
 	// it must not wait for opMu (it may be called by that very handler).
 	inHandler atomic.Bool
 
-	mu       sync.RWMutex
-	handlers map[string]Handler
+	mux *Mux
 }
 
 // NewServer creates the REP socket and binds it.
@@ -119,13 +120,17 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	poller := zmq.NewPoller()
 	poller.Add(sock, zmq.POLLIN)
+	mux := opts.Mux
+	if mux == nil {
+		mux = NewMux()
+	}
 	return &Server{
 		addr:       strings.TrimPrefix(last, "tcp://"),
 		maxPayload: maxPayload,
 		log:        logger,
 		sock:       sock,
 		poller:     poller,
-		handlers:   make(map[string]Handler),
+		mux:        mux,
 	}, nil
 }
 
@@ -164,41 +169,8 @@ func hardPayloadCap(maxPayload int) int64 {
 // Addr returns the "host:port" the server is bound to.
 func (s *Server) Addr() string { return s.addr }
 
-// Register installs h as the handler of command. It fails with
-// ErrDuplicateCommand if command already has one.
-func (s *Server) Register(command string, h Handler) error {
-	if command == "" {
-		return errors.New("rpc: register: empty command")
-	}
-	if h == nil {
-		return fmt.Errorf("rpc: register %q: nil handler", command)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.handlers[command]; ok {
-		return fmt.Errorf("%w: %q", ErrDuplicateCommand, command)
-	}
-	s.handlers[command] = h
-	return nil
-}
-
-// Commands returns the registered commands, sorted.
-func (s *Server) Commands() []string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	cmds := make([]string, 0, len(s.handlers))
-	for c := range s.handlers {
-		cmds = append(cmds, c)
-	}
-	sort.Strings(cmds)
-	return cmds
-}
-
-func (s *Server) handler(command string) Handler {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.handlers[command]
-}
+// Mux is the server's command table.
+func (s *Server) Mux() *Mux { return s.mux }
 
 // HandleRequests answers the requests already queued, at most max of them
 // (max <= 0: until none is queued), without waiting for more, and returns how
@@ -404,7 +376,7 @@ func (s *Server) dispatch(ctx context.Context, e *encoder, frames [][]byte) {
 		s.reject(e, command, rerr)
 		return
 	}
-	h := s.handler(command)
+	h := s.mux.Handler(command)
 	if h == nil {
 		s.reject(e, command, Errorf(ErrTypeUnknownCommand, "unknown command %q", command))
 		return

@@ -114,17 +114,17 @@ func TestServerBadInput(t *testing.T) {
 func TestRegister(t *testing.T) {
 	s := newTestServer(t, ServerOptions{})
 	h := func(context.Context, Args) (any, error) { return nil, nil }
-	if err := s.Register("ping", h); !errors.Is(err, ErrDuplicateCommand) {
+	if err := s.Mux().Handle("ping", h); !errors.Is(err, ErrDuplicateCommand) {
 		t.Errorf("duplicate Register = %v, want ErrDuplicateCommand", err)
 	}
-	if err := s.Register("", h); err == nil {
+	if err := s.Mux().Handle("", h); err == nil {
 		t.Error("Register with empty command succeeded")
 	}
-	if err := s.Register("x", nil); err == nil {
+	if err := s.Mux().Handle("x", nil); err == nil {
 		t.Error("Register with nil handler succeeded")
 	}
 	want := []string{"add", "custom", "fail", "nothing", "panic", "ping", "sleep"}
-	if got := s.Commands(); !slices.Equal(got, want) {
+	if got := s.Mux().Commands(); !slices.Equal(got, want) {
 		t.Errorf("Commands = %v, want %v", got, want)
 	}
 }
@@ -235,7 +235,7 @@ func TestServerClose(t *testing.T) {
 	ctx := timeout(t, 5*time.Second)
 	// A handler may close its own server: the reply still goes out, and
 	// the socket closes once HandleRequests returns.
-	if err := s.Register("close", func(context.Context, Args) (any, error) { return "bye", s.Close() }); err != nil {
+	if err := s.Mux().Handle("close", func(context.Context, Args) (any, error) { return "bye", s.Close() }); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

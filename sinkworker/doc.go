@@ -9,6 +9,7 @@
 //	stream  sample stream to consume ("default")
 //	index   consumer index within the stream (the worker's index)
 //	host    interface to bind and advertise (the worker's host)
+//	seed    accepted and unused (every worker of an experiment gets one)
 //
 // Besides the standard commands it answers "summary" with the same figures
 // as its stats.

@@ -27,6 +27,9 @@ type Config struct {
 	Stream string  `msgpack:"stream"`
 	Index  *int    `msgpack:"index"`
 	Host   *string `msgpack:"host"`
+	// Seed is accepted because the controller gives every worker one
+	// (experiment.Config.WorkerConfig); the sink draws nothing at random.
+	Seed *int64 `msgpack:"seed"`
 }
 
 // Worker is the sink worker type. Like every worker type, it is used only
@@ -59,7 +62,7 @@ func New(info worker.Info) (worker.Impl, error) {
 // Configure opens the sample consumer; a reconfigure replaces it.
 func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	cfg := Config{Stream: stream.DefaultStream}
-	if err := args.Decode(&cfg); err != nil {
+	if err := worker.DecodeConfig(args, "sink config", &cfg); err != nil {
 		return err
 	}
 	opts := stream.SampleConsumerOptions{

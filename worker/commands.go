@@ -34,38 +34,66 @@ type counters struct {
 	pollTime     time.Duration
 }
 
-func (w *Worker) registerCommands() error {
-	std := map[string]rpc.Handler{
+// MemberCommands are the standard commands of every member of a trial:
+// ping, status, stats, exit and interrupt. The worker base answers them for
+// each worker, and the controller for its "ctl" member. The functions run
+// on the goroutine that serves the requests.
+type MemberCommands struct {
+	// Status is the reply of "status".
+	Status func() Status
+	// Stats is the reply of "stats".
+	Stats func() any
+	// Stop ends the member in final (StateCompleted for "exit",
+	// StateInterrupted for "interrupt") and returns the reply.
+	Stop func(final State) Status
+}
+
+// Register installs the commands on mux.
+func (m MemberCommands) Register(mux *rpc.Mux) error {
+	stop := func(final State) rpc.Handler {
+		return func(context.Context, rpc.Args) (any, error) { return m.Stop(final), nil }
+	}
+	return mux.HandleAll(map[string]rpc.Handler{
 		CmdPing:      func(context.Context, rpc.Args) (any, error) { return "pong", nil },
+		CmdStatus:    func(context.Context, rpc.Args) (any, error) { return m.Status(), nil },
+		CmdStats:     func(context.Context, rpc.Args) (any, error) { return m.Stats(), nil },
+		CmdExit:      stop(StateCompleted),
+		CmdInterrupt: stop(StateInterrupted),
+	})
+}
+
+// commands is the worker's command table: the member commands, the
+// lifecycle commands and the type's own.
+func (w *Worker) commands() (*rpc.Mux, error) {
+	mux := rpc.NewMux()
+	member := MemberCommands{
+		Status: w.currentStatus,
+		Stats:  func() any { return w.statsReply() },
+		Stop: func(final State) Status {
+			w.exit(final)
+			return w.exitStatus()
+		},
+	}
+	if err := member.Register(mux); err != nil {
+		return nil, fmt.Errorf("worker %s: %w", w.name, err)
+	}
+	if err := mux.HandleAll(map[string]rpc.Handler{
 		CmdConfigure: w.handleConfigure,
 		CmdStart:     w.transition(StateRunning, StateConfigured, StatePaused),
 		CmdPause:     w.transition(StatePaused, StateRunning),
-		CmdExit: func(context.Context, rpc.Args) (any, error) {
-			w.exit(StateCompleted)
-			return w.exitStatus(), nil
-		},
-		CmdInterrupt: func(context.Context, rpc.Args) (any, error) {
-			w.exit(StateInterrupted)
-			return w.exitStatus(), nil
-		},
-		CmdStatus: func(context.Context, rpc.Args) (any, error) { return w.currentStatus(), nil },
-		CmdStats:  func(context.Context, rpc.Args) (any, error) { return w.statsReply(), nil },
-	}
-	for cmd, h := range std {
-		if err := w.srv.Register(cmd, h); err != nil {
-			return fmt.Errorf("worker %s: command %q: %w", w.name, cmd, err)
-		}
+	}); err != nil {
+		return nil, fmt.Errorf("worker %s: %w", w.name, err)
 	}
 	c, ok := w.impl.(Commander)
 	if !ok {
-		return nil
+		return mux, nil
 	}
 	for cmd, h := range c.Commands() {
-		if err := w.srv.Register(cmd, w.guard(h)); err != nil {
-			return fmt.Errorf("worker %s: type %s command %q: %w", w.name, w.opts.Type, cmd, err)
+		if err := mux.Handle(cmd, w.guard(h)); err != nil {
+			return nil, fmt.Errorf("worker %s: type %s command %q: %w", w.name, w.opts.Type, cmd, err)
 		}
 	}
-	return nil
+	return mux, nil
 }
 
 func (w *Worker) exitStatus() Status {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"os"
 	"time"
 )
 
@@ -47,7 +48,16 @@ type Status struct {
 // Updated is UpdatedMs as a time.
 func (s Status) Updated() time.Time { return time.UnixMilli(s.UpdatedMs) }
 
-func (s Status) marshalRecord() string {
+// ProcessStatus is the status record of a member named name in state,
+// answering at addr, run by this process; updated is when its state last
+// changed.
+func ProcessStatus(name string, state State, addr string, updated time.Time) Status {
+	host, _ := os.Hostname()
+	return Status{Name: name, State: state, Address: addr, Host: host, PID: os.Getpid(), UpdatedMs: updated.UnixMilli()}
+}
+
+// Record is s as stored under names.Trial.Status(name): JSON.
+func (s Status) Record() string {
 	b, _ := json.Marshal(s) // a struct of strings and ints always marshals
 	return string(b)
 }

@@ -63,7 +63,7 @@ func (sw *statusWriter) run() {
 func (sw *statusWriter) writeUntilDone(s Status) {
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := sw.repo.Add(ctx, sw.key, s.marshalRecord(), nameresolve.AddOptions{TTL: sw.ttl, Replace: true})
+		err := sw.repo.Add(ctx, sw.key, s.Record(), nameresolve.AddOptions{TTL: sw.ttl, Replace: true})
 		cancel()
 		if err == nil {
 			if attempt > 0 {
@@ -91,7 +91,7 @@ func (sw *statusWriter) close(final Status) {
 	<-sw.done
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if err := sw.repo.Add(ctx, sw.key, final.marshalRecord(), nameresolve.AddOptions{Replace: true}); err != nil {
+	if err := sw.repo.Add(ctx, sw.key, final.Record(), nameresolve.AddOptions{Replace: true}); err != nil {
 		sw.log.Warn("final status record not written", "err", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"time"
 
@@ -122,20 +121,21 @@ func New(ctx context.Context, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: %w", name, err)
 	}
-	srv, err := rpc.NewServer(rpc.ServerOptions{
+	w := &Worker{opts: opts, name: name, impl: impl, log: log, state: StateReady}
+	w.stats.start = time.Now()
+	w.stats.stateChanged = w.stats.start
+	mux, err := w.commands()
+	if err != nil {
+		_ = impl.Close()
+		return nil, err
+	}
+	w.srv, err = rpc.NewServer(rpc.ServerOptions{
 		Host: opts.Host, Port: opts.Port, MaxPayload: opts.MaxPayload,
-		Curve: opts.Curve, Logger: log,
+		Curve: opts.Curve, Logger: log, Mux: mux,
 	})
 	if err != nil {
 		_ = impl.Close()
 		return nil, fmt.Errorf("worker %s: %w", name, err)
-	}
-	w := &Worker{opts: opts, name: name, impl: impl, srv: srv, log: log, state: StateReady}
-	w.stats.start = time.Now()
-	w.stats.stateChanged = w.stats.start
-	if err := w.registerCommands(); err != nil {
-		w.closeResources()
-		return nil, err
 	}
 	if err := w.register(ctx); err != nil {
 		w.closeResources()
@@ -143,7 +143,7 @@ func New(ctx context.Context, opts Options) (*Worker, error) {
 	}
 	w.status = newStatusWriter(opts.Repo, opts.Trial.Status(name), opts.StatusTTL, log)
 	w.status.publish(w.currentStatus())
-	log.Info("worker ready", "address", srv.Addr(), "trial", opts.Trial.Prefix())
+	log.Info("worker ready", "address", w.srv.Addr(), "trial", opts.Trial.Prefix())
 	return w, nil
 }
 
@@ -313,11 +313,9 @@ func (w *Worker) exit(final State) {
 }
 
 func (w *Worker) currentStatus() Status {
-	host, _ := os.Hostname()
-	return Status{
-		Name: w.name, State: w.state, Error: w.errMsg, Warning: w.warning, Address: w.srv.Addr(),
-		Host: host, PID: os.Getpid(), UpdatedMs: w.stats.stateChanged.UnixMilli(),
-	}
+	s := ProcessStatus(w.name, w.state, w.srv.Addr(), w.stats.stateChanged)
+	s.Error, s.Warning = w.errMsg, w.warning
+	return s
 }
 
 // shutdown leaves a final status record with no lease (it stays until the

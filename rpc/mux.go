@@ -1,0 +1,65 @@
+package rpc
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+)
+
+// Mux is a command table: it maps command names to handlers. It is apart
+// from the transport as http.ServeMux is from http.Server: whoever owns a
+// process's commands (the worker base, the controller) fills a Mux, and a
+// Server dispatches the requests its socket receives to it
+// (ServerOptions.Mux). A Mux is safe for concurrent use.
+type Mux struct {
+	mu       sync.RWMutex
+	handlers map[string]Handler
+}
+
+// NewMux returns an empty Mux.
+func NewMux() *Mux { return &Mux{handlers: map[string]Handler{}} }
+
+// Handle installs h as the handler of command. It fails with
+// ErrDuplicateCommand if command already has one.
+func (m *Mux) Handle(command string, h Handler) error {
+	if command == "" {
+		return errors.New("rpc: register: empty command")
+	}
+	if h == nil {
+		return fmt.Errorf("rpc: register %q: nil handler", command)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.handlers[command]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateCommand, command)
+	}
+	m.handlers[command] = h
+	return nil
+}
+
+// HandleAll installs every handler of table, in command order, and stops
+// at the first failure.
+func (m *Mux) HandleAll(table map[string]Handler) error {
+	for _, cmd := range slices.Sorted(maps.Keys(table)) {
+		if err := m.Handle(cmd, table[cmd]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Commands returns the registered commands, sorted.
+func (m *Mux) Commands() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return slices.Sorted(maps.Keys(m.handlers))
+}
+
+// Handler returns the handler of command, nil if it has none.
+func (m *Mux) Handler(command string) Handler {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.handlers[command]
+}

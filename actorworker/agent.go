@@ -19,8 +19,8 @@ import (
 // in order.
 type Agent struct {
 	id       string
-	client   InferenceClient
-	producer SampleProducer
+	client   stream.InferenceClient
+	producer stream.SamplePoster
 	builder  *api.SampleBuilder
 
 	obs     []float32    // the observation of the pending request, owned
@@ -37,7 +37,7 @@ type Agent struct {
 // newAgent returns an agent that asks client for its actions and sends
 // the batches of builder through producer. builder's Policy, ActorID and
 // AgentID label the batches.
-func newAgent(id string, client InferenceClient, producer SampleProducer, builder *api.SampleBuilder) *Agent {
+func newAgent(id string, client stream.InferenceClient, producer stream.SamplePoster, builder *api.SampleBuilder) *Agent {
 	return &Agent{id: id, client: client, producer: producer, builder: builder}
 }
 
@@ -155,7 +155,7 @@ func (a *Agent) send() (sent int, refused bool, err error) {
 		if err != nil {
 			return sent, false, fmt.Errorf("agent %s: send sample batch: %w", a.id, err)
 		}
-		// Post does not retain the batch (see SampleProducer), so its
+		// Post does not retain the batch (see stream.SamplePoster), so its
 		// arrays can hold the agent's next batch.
 		a.builder.Recycle(*a.outbox[0])
 		a.outbox = slices.Delete(a.outbox, 0, 1)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/actorworker"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/worker"
 )
 

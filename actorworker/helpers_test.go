@@ -63,7 +63,7 @@ func actionOf(obs []float32, actions int) int32 {
 	return int32(h % uint32(actions))
 }
 
-// collector is a SampleProducer that keeps copies of what it accepts. It
+// collector is a stream.SamplePoster that keeps copies of what it accepts. It
 // refuses a post with back-pressure while refuse says so.
 type collector struct {
 	batches []api.SampleBatch
@@ -149,7 +149,7 @@ func newEnv(t testing.TB, name string, cfg map[string]any) api.Env {
 // rig is a ring of targets on recording environments, driven as the
 // worker drives it, with inline inference by the probe policy.
 type rig struct {
-	client actorworker.InferenceClient
+	client stream.InferenceClient
 	ring   *actorworker.EnvRing
 	envs   []*recordingEnv
 	outs   []*collector // per target
@@ -163,7 +163,7 @@ type rigConfig struct {
 	sampleSteps int
 	actions     int
 	// wrap, if set, wraps the inline client (to inject failures).
-	wrap func(actorworker.InferenceClient) actorworker.InferenceClient
+	wrap func(stream.InferenceClient) stream.InferenceClient
 	// refuse, if set, makes the producers refuse posts with back-pressure.
 	refuse func(post int) bool
 }

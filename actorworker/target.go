@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/stream"
 )
 
 // DefaultSampleSteps is the number of steps per sample batch, unless an
@@ -23,9 +24,9 @@ func EnvSeed(seed int64, target, episode int) int64 {
 // TargetConfig configures an EnvTarget.
 type TargetConfig struct {
 	// Client answers every agent's inference requests.
-	Client InferenceClient
+	Client stream.InferenceClient
 	// Producer sends every agent's sample batches.
-	Producer SampleProducer
+	Producer stream.SamplePoster
 	// Policy and ActorID label the batches.
 	Policy, ActorID string
 	// SampleSteps is the length of a batch cut mid-episode; 0 means

@@ -219,7 +219,7 @@ func TestBackpressureStopsStepping(t *testing.T) {
 // flakyClient fails every consume of an id divisible by every, after
 // taking the real result, as a timed-out remote request would.
 type flakyClient struct {
-	actorworker.InferenceClient
+	stream.InferenceClient
 	every  int64
 	failed int64
 }
@@ -250,7 +250,7 @@ func TestInferenceFailures(t *testing.T) {
 				actions = 5
 			}
 			cfg := rigConfig{env: c.env, envConfig: c.cfg, ringSize: 2, sampleSteps: 7, actions: actions,
-				wrap: func(ic actorworker.InferenceClient) actorworker.InferenceClient {
+				wrap: func(ic stream.InferenceClient) stream.InferenceClient {
 					flaky = &flakyClient{InferenceClient: ic, every: c.every}
 					return flaky
 				}}

@@ -137,8 +137,8 @@ type Worker struct {
 	log  *slog.Logger
 
 	cfg      Config
-	client   InferenceClient
-	producer SampleProducer
+	client   stream.InferenceClient
+	producer stream.SamplePoster
 	batch    api.EnvBatch // the ring's environments
 	ring     *EnvRing
 

@@ -17,7 +17,8 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/internal/pytest"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/policyworker"
@@ -132,16 +133,15 @@ func (c *consumer) poll(t *testing.T) {
 // waitFor polls cond (and the consumers) until it holds.
 func waitFor(t *testing.T, what string, cond func() bool, consumers ...*consumer) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+	eventually.True(t, 20*time.Second, what, func() bool {
+		if cond() {
+			return true
 		}
 		for _, c := range consumers {
 			c.poll(t)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 func (c *cluster) waitState(t *testing.T, name string, want worker.State, consumers ...*consumer) {

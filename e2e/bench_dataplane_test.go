@@ -8,6 +8,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/worker"
@@ -164,7 +165,7 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring int) {
 		}
 		return out, at
 	}
-	eventually(b, 30*time.Second, "every actor steps", func() error {
+	eventually.NoError(b, 30*time.Second, "every actor steps", func() error {
 		s, _ := stats()
 		for _, a := range actorNames {
 			if s[a].EnvSteps == 0 {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/nameresolve/etcd"
 )
 
@@ -221,7 +222,7 @@ func TestStartRestartsKilledWorker(t *testing.T) {
 	}
 	restarted := len(readMetricsLines(t, filepath.Join(dir, "metrics.jsonl")))
 	// Actors step again once the new policy worker answers.
-	eventually(t, 30*time.Second, "env steps after the restart", func() error {
+	eventually.NoError(t, 30*time.Second, "env steps after the restart", func() error {
 		lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
 		if len(lines) < restarted+2 {
 			return fmt.Errorf("%d lines", len(lines))
@@ -430,7 +431,7 @@ func TestStartCartPolePPOSurvivesKills(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, 60*time.Second, "trainer version 3", versionAtLeast(3))
+	eventually.NoError(t, 60*time.Second, "trainer version 3", versionAtLeast(3))
 	rec := readRecord(t, dir)
 	for _, name := range []string{"policy/0", "trainer/0"} {
 		if err := syscall.Kill(rec.Workers[name], syscall.SIGKILL); err != nil {

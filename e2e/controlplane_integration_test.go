@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/worker"
 )
 
@@ -15,7 +16,7 @@ import (
 func (c *cluster) waitRegistered(workers ...string) {
 	c.t.Helper()
 	for _, w := range workers {
-		eventually(c.t, 20*time.Second, w+" answers ping", func() error {
+		eventually.NoError(c.t, 20*time.Second, w+" answers ping", func() error {
 			out, errOut, code := c.rlctl("request", "--timeout", "2s", w, "ping")
 			if code != 0 || strings.TrimSpace(out) != `"pong"` {
 				return fmt.Errorf("code %d out %q err %q", code, out, errOut)
@@ -149,7 +150,7 @@ func TestKilledWorkerIsLost(t *testing.T) {
 	killed := time.Now()
 	// The lease bounds it at TTL (+ etcd's expiry sweep); the assertion allows
 	// a loaded machine more, and the log line reports what it took.
-	eventually(t, ttl+8*time.Second, "echo/0 LOST", func() error {
+	eventually.NoError(t, ttl+8*time.Second, "echo/0 LOST", func() error {
 		st, err := panel.WorkerStatus(ctxFor(t, 5*time.Second), "echo/0")
 		if err != nil {
 			return err
@@ -222,7 +223,7 @@ func TestCurveKeys(t *testing.T) {
 	}
 	c.worker("echo", 0, "--curve-keys", keys)
 	withKeys := append([]string{"--curve-keys", keys}, "request", "--timeout", "2s")
-	eventually(t, 20*time.Second, "echo/0 answers a client with the key", func() error {
+	eventually.NoError(t, 20*time.Second, "echo/0 answers a client with the key", func() error {
 		out, errOut, code := c.rlctl(append(withKeys, "echo/0", "ping")...)
 		if code != 0 || strings.TrimSpace(out) != `"pong"` {
 			return fmt.Errorf("code %d out %q err %q", code, out, errOut)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/worker"
 )
 
@@ -70,7 +71,7 @@ func TestDataPlaneProcesses(t *testing.T) {
 		"actor/1":  actorCfg(20),
 	})
 	for _, a := range []string{"actor/0", "actor/1"} {
-		eventually(t, 90*time.Second, a+" COMPLETED", func() error {
+		eventually.NoError(t, 90*time.Second, a+" COMPLETED", func() error {
 			st, err := panel.WorkerStatus(ctxFor(t, 5*time.Second), a)
 			if err != nil {
 				return err
@@ -95,7 +96,7 @@ func TestDataPlaneProcesses(t *testing.T) {
 		total.BatchesSent += s.BatchesSent
 	}
 	var sum sinkSummary
-	eventually(t, 20*time.Second, "every batch at the sink", func() error {
+	eventually.NoError(t, 20*time.Second, "every batch at the sink", func() error {
 		sum = sinkSummary{}
 		request(t, panel, "sink/0", "summary", nil, &sum)
 		if sum.Batches != total.BatchesSent {
@@ -145,11 +146,11 @@ func TestActorSurvivesPolicyWorkerLoss(t *testing.T) {
 			return nil
 		}
 	}
-	eventually(t, 30*time.Second, "actor stepping", stepsAfter(200))
+	eventually.NoError(t, 30*time.Second, "actor stepping", stepsAfter(200))
 
 	policy.signal(t, syscall.SIGKILL)
 	policy.wait(t, 5*time.Second)
-	eventually(t, 20*time.Second, "actor reports the lost policy worker", func() error {
+	eventually.NoError(t, 20*time.Second, "actor reports the lost policy worker", func() error {
 		st, err := panel.WorkerStatus(ctxFor(t, 5*time.Second), "actor/0")
 		if err != nil {
 			return err
@@ -165,7 +166,7 @@ func TestActorSurvivesPolicyWorkerLoss(t *testing.T) {
 	request(t, panel, "actor/0", "stats", nil, &stalled)
 
 	// A new policy worker takes the name once the old lease has gone.
-	eventually(t, ttl+5*time.Second, "old policy/0 LOST", func() error {
+	eventually.NoError(t, ttl+5*time.Second, "old policy/0 LOST", func() error {
 		st, err := panel.WorkerStatus(ctxFor(t, 5*time.Second), "policy/0")
 		if err != nil {
 			return err
@@ -178,8 +179,8 @@ func TestActorSurvivesPolicyWorkerLoss(t *testing.T) {
 	c.worker("policy", 0, "--ttl", ttl.String())
 	c.waitRegistered("policy/0")
 	configureAndStart(t, panel, []string{"policy/0"}, map[string]map[string]any{"policy/0": policyCfg})
-	eventually(t, 30*time.Second, "actor steps again", stepsAfter(stalled.EnvSteps+200))
-	eventually(t, 20*time.Second, "actor warning clears", func() error {
+	eventually.NoError(t, 30*time.Second, "actor steps again", stepsAfter(stalled.EnvSteps+200))
+	eventually.NoError(t, 20*time.Second, "actor warning clears", func() error {
 		st, err := panel.WorkerStatus(ctxFor(t, 5*time.Second), "actor/0")
 		if err != nil {
 			return err

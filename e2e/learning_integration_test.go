@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker"
 )
@@ -183,7 +184,7 @@ func TestTrainerResumesAfterKill(t *testing.T) {
 	startInOrder(t, panel, order, cfgs)
 
 	var before trainerStats
-	eventually(t, 60*time.Second, "trainer version >= 5", func() error {
+	eventually.NoError(t, 60*time.Second, "trainer version >= 5", func() error {
 		if before = trainerStatsOf(t, panel); before.Version < 5 {
 			return fmt.Errorf("version %d", before.Version)
 		}
@@ -221,7 +222,7 @@ func TestTrainerResumesAfterKill(t *testing.T) {
 			newest.Version, before.Version, servedBefore)
 	}
 
-	eventually(t, ttl+5*time.Second, "old trainer/0 LOST", func() error {
+	eventually.NoError(t, ttl+5*time.Second, "old trainer/0 LOST", func() error {
 		st, err := panel.WorkerStatus(ctxFor(t, 5*time.Second), "trainer/0")
 		if err != nil {
 			return err
@@ -240,7 +241,7 @@ func TestTrainerResumesAfterKill(t *testing.T) {
 			resumed.ResumedFrom, resumed.Version, newest.Version)
 	}
 	stepsAtRestart := envSteps(t, panel, actors)
-	eventually(t, 60*time.Second, "training continues", func() error {
+	eventually.NoError(t, 60*time.Second, "training continues", func() error {
 		s := trainerStatsOf(t, panel)
 		pv := policyVersion()
 		steps := envSteps(t, panel, actors)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/pytest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 )
 
 // pythonEnv is the environment of an rlctl that runs Python environments:
@@ -132,7 +133,7 @@ func TestPythonHostsFollowTheirActors(t *testing.T) {
 		}
 	}
 	actor := rec.Workers["actor/0"]
-	eventually(t, 30*time.Second, "actor/0's host", hostOf(actor))
+	eventually.NoError(t, 30*time.Second, "actor/0's host", hostOf(actor))
 	var host int
 	for pid, pp := range envHosts(t, mark) {
 		if pp == actor {
@@ -142,14 +143,14 @@ func TestPythonHostsFollowTheirActors(t *testing.T) {
 	if err := syscall.Kill(actor, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the killed actor's host to die", func() error {
+	eventually.NoError(t, 10*time.Second, "the killed actor's host to die", func() error {
 		if processAlive(host) {
 			return fmt.Errorf("host %d of the killed actor %d alive", host, actor)
 		}
 		return nil
 	})
 	waitOutput(t, p, regexp.MustCompile(`actor/0 restarted`), 60*time.Second)
-	eventually(t, 30*time.Second, "the restarted actor's host", func() error {
+	eventually.NoError(t, 30*time.Second, "the restarted actor's host", func() error {
 		return hostOf(readRecord(t, dir).Workers["actor/0"])()
 	})
 	out, code := runRlctl(t, nil, "stop", "pycartpole-ppo", "t1", "--workdir", work)

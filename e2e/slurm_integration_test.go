@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/slurmtest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
 )
@@ -205,7 +206,7 @@ func TestSlurmWorkerByHand(t *testing.T) {
 		t.Fatalf("sbatch --array=2 %s: %v\n%s", script, err, b)
 	}
 	panel := s.panel()
-	eventually(t, time.Minute, "echo/2 registers", func() error {
+	eventually.NoError(t, time.Minute, "echo/2 registers", func() error {
 		return panel.Connect(ctxFor(t, 5*time.Second), "echo/2")
 	})
 	var pong string
@@ -274,7 +275,7 @@ func TestSlurmStopAfterControllerKilled(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cancelled the slurm jobs") {
 		t.Errorf("rlctl stop: exit %d:\n%s", code, out)
 	}
-	eventually(t, 30*time.Second, "the queue empties", func() error {
+	eventually.NoError(t, 30*time.Second, "the queue empties", func() error {
 		if q := s.queue(); q != "" {
 			return fmt.Errorf("squeue:\n%s", q)
 		}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/paramstream"
 	zmq "github.com/pebbe/zmq4"
 )

@@ -1,10 +1,13 @@
 package paramstream_test
 
 import (
+	"time"
+
 	"errors"
 	"testing"
 
-	"github.com/distrl/distrl/internal/etcdtest"
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/paramstream"
 )
 
@@ -24,7 +27,7 @@ func TestFollowThroughEtcd(t *testing.T) {
 		f.mustUntil(t, v)
 	}
 	a.close()
-	eventually(t, "the record's removal through the watch", func() bool {
+	eventually.True(t, 10*time.Second, "the record's removal through the watch", func() bool {
 		if p, err := f.s.Poll(ctxT(t)); p != nil || err != nil {
 			t.Fatalf("Poll = %v, %v", p, err)
 		}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/etcdtest"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/paramstream"
@@ -211,17 +211,5 @@ func (f *follower) mustUntil(t testing.TB, want int64) {
 	t.Helper()
 	if err := f.until(ctxT(t), want); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// eventually retries cond until it holds or 10 s pass.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/etcdtest"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/paramstream"
 )

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/paramstream"
 )
 
@@ -156,7 +157,7 @@ func TestPublisherRestart(t *testing.T) {
 				a.close()
 				// The record is gone: the subscribers keep what they have.
 				for _, f := range subs {
-					eventually(t, "the record's removal to be seen", func() bool {
+					eventually.True(t, 10*time.Second, "the record's removal to be seen", func() bool {
 						p, err := f.s.Poll(ctxT(t))
 						if p != nil || err != nil {
 							t.Fatalf("Poll without a publisher = %v, %v", p, err)

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/distrl/distrl/internal/zsock"
@@ -132,36 +131,20 @@ func NewPublisher(ctx context.Context, opts PublisherOptions) (*Publisher, error
 func (p *Publisher) setup() error {
 	// LINGER 0 on both: what is queued for subscribers must not hold up
 	// Close; they fetch again from whoever publishes next.
-	ipv6 := bindsIPv6(p.opts.Host)
 	var err error
 	// SNDHWM: replyHWM. MANDATORY: a reply to a subscriber that is gone or
 	// not reading fails at once instead of vanishing silently, so it can
 	// be counted.
-	p.router, err = zsock.New(zmq.ROUTER, zsock.Options{
-		MaxMsgSize: maxRequestSize, SendHWM: replyHWM, RouterMandatory: true, IPv6: ipv6,
+	p.router, p.fetch, err = zsock.Bind(zmq.ROUTER, p.opts.Host, zsock.Options{
+		MaxMsgSize: maxRequestSize, SendHWM: replyHWM, RouterMandatory: true,
 	})
 	if err != nil {
 		return err
 	}
 	// Subscribers send a PUB socket nothing but subscriptions, which are
 	// as small as requests.
-	if p.pub, err = zsock.New(zmq.PUB, zsock.Options{MaxMsgSize: maxRequestSize, IPv6: ipv6}); err != nil {
-		return err
-	}
-	if p.fetch, err = zsock.BindRandomPort(p.router, p.opts.Host); err != nil {
-		return err
-	}
-	if p.notify, err = zsock.BindRandomPort(p.pub, p.opts.Host); err != nil {
-		return err
-	}
-	return nil
-}
-
-// bindsIPv6 reports whether the publisher sets IPV6 to bind to host: for
-// an IPv6 literal without brackets. (A bracketed one is bound without it,
-// which fails, as it always has here; package stream sets IPV6 for both.)
-func bindsIPv6(host string) bool {
-	return strings.Contains(host, ":") && !strings.HasPrefix(host, "[")
+	p.pub, p.notify, err = zsock.Bind(zmq.PUB, p.opts.Host, zsock.Options{MaxMsgSize: maxRequestSize})
+	return err
 }
 
 // FetchAddr is the "host:port" subscribers fetch from.

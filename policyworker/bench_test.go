@@ -9,7 +9,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/env"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policyworker"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/policyworker"

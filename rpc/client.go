@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/distrl/distrl/internal/zsock"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -234,7 +234,7 @@ func (c *Client) sendLocked(ctx context.Context, payload []byte) (uint64, error)
 		if err == nil {
 			return id, nil
 		}
-		if !isEAGAIN(err) {
+		if !zsock.IsEAGAIN(err) {
 			return 0, fmt.Errorf("send: %w", err)
 		}
 		wait, err := pollWait(ctx)
@@ -263,7 +263,7 @@ func (c *Client) awaitLocked(ctx context.Context, id uint64) ([]byte, error) {
 		}
 		for {
 			frames, err := c.sock.RecvMessageBytes(zmq.DONTWAIT)
-			if isEAGAIN(err) {
+			if zsock.IsEAGAIN(err) {
 				break
 			}
 			if err != nil {
@@ -311,8 +311,4 @@ func pollOut(sock *zmq.Socket, wait time.Duration) (bool, error) {
 		return false, fmt.Errorf("poll: %w", err)
 	}
 	return len(polled) > 0, nil
-}
-
-func isEAGAIN(err error) bool {
-	return err != nil && zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN)
 }

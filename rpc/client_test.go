@@ -125,11 +125,20 @@ func TestClientCancel(t *testing.T) {
 // TestClientBusy checks that waiting for a client busy with another request
 // respects the waiter's deadline.
 func TestClientBusy(t *testing.T) {
-	s := startServer(t, ServerOptions{})
+	s := newTestServer(t, ServerOptions{})
+	started, release := make(chan struct{}), make(chan struct{})
+	if err := s.Mux().Handle("hold", func(context.Context, Args) (any, error) {
+		close(started)
+		<-release
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	serve(t, s)
 	c := dial(t, s.Addr(), ClientOptions{})
 	slow := make(chan error, 1)
-	go func() { slow <- c.Request(timeout(t, 5*time.Second), "sleep", sleepArgs{Ms: 300}, nil) }()
-	time.Sleep(50 * time.Millisecond) // let the slow request take the client
+	go func() { slow <- c.Request(timeout(t, 5*time.Second), "hold", nil, nil) }()
+	<-started // the slow request has the client until it is released
 
 	start := time.Now()
 	if err := c.Request(timeout(t, 50*time.Millisecond), "ping", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
@@ -143,6 +152,7 @@ func TestClientBusy(t *testing.T) {
 	if !errors.Is(calls[0].Err, context.DeadlineExceeded) {
 		t.Errorf("Do on busy client = %v, want DeadlineExceeded", calls[0].Err)
 	}
+	close(release)
 	if err := <-slow; err != nil {
 		t.Errorf("slow Request = %v", err)
 	}

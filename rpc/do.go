@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/distrl/distrl/internal/zsock"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -145,7 +146,7 @@ func collect(ctx context.Context, clients []*doClient) {
 func (dc *doClient) receive() error {
 	for len(dc.waiting) > 0 {
 		frames, err := dc.c.sock.RecvMessageBytes(zmq.DONTWAIT)
-		if isEAGAIN(err) {
+		if zsock.IsEAGAIN(err) {
 			return nil
 		}
 		if err != nil {

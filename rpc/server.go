@@ -12,9 +12,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/distrl/distrl/internal/zsock"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -191,7 +191,7 @@ func (s *Server) HandleRequests(ctx context.Context, max int) (int, error) {
 		}
 		frames, err := s.sock.RecvMessageBytes(zmq.DONTWAIT)
 		if err != nil {
-			if zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN) {
+			if zsock.IsEAGAIN(err) {
 				return n, nil
 			}
 			return n, fmt.Errorf("rpc: receive request: %w", err)

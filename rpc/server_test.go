@@ -218,7 +218,10 @@ func TestServeReturnsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
-	time.Sleep(20 * time.Millisecond)
+	// An answered request: Serve is in its loop.
+	if err := dial(t, s.Addr(), ClientOptions{}).Request(timeout(t, 5*time.Second), "ping", nil, nil); err != nil {
+		t.Fatal(err)
+	}
 	cancel()
 	select {
 	case err := <-done:

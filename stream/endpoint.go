@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/distrl/distrl/internal/zsock"
@@ -21,23 +20,22 @@ const (
 	unregisterTimeout = 3 * time.Second
 )
 
-// bindAndRegister sets the options every bound (receiving) socket shares,
-// on top of o, binds sock to a free port of host and registers the address
-// under key on a lease of ttl. It returns the address.
-func bindAndRegister(ctx context.Context, sock *zmq.Socket, o zsock.Options, host string,
-	repo nameresolve.Repository, key string, ttl time.Duration) (string, error) {
-	// LINGER 0: what is still queued for peers that went away must not
-	// hold up Close.
+// bindAndRegister creates a socket of type t with o (zsock.Bind; LINGER 0,
+// so what is still queued for peers that went away does not hold up
+// Close), bound to a free port of host, and registers its address under
+// key on a lease of ttl. On error nothing is left open or registered.
+func bindAndRegister(ctx context.Context, t zmq.Type, o zsock.Options, host string,
+	repo nameresolve.Repository, key string, ttl time.Duration) (*zmq.Socket, string, error) {
 	o.Linger = 0
-	o.IPv6 = strings.Contains(host, ":")
-	if err := zsock.Configure(sock, o); err != nil {
-		return "", err
-	}
-	addr, err := zsock.BindRandomPort(sock, host)
+	sock, addr, err := zsock.Bind(t, host, o)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	return addr, register(ctx, repo, key, addr, ttl)
+	if err := register(ctx, repo, key, addr, ttl); err != nil {
+		sock.Close()
+		return nil, "", err
+	}
+	return sock, addr, nil
 }
 
 // connectingOptions are the options every connecting socket shares:

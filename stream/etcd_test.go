@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/distrl/distrl/internal/etcdtest"
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/stream"
 )
 

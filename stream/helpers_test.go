@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
-	"github.com/distrl/distrl/internal/etcdtest"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/stream"
@@ -195,18 +195,6 @@ func seq(from, n int) []float32 {
 		out[i] = float32(from + i)
 	}
 	return out
-}
-
-// eventually retries cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // rawSocket connects a plain zmq socket of type typ to a stream endpoint

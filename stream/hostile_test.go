@@ -2,10 +2,12 @@ package stream_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -62,7 +64,7 @@ func TestInferenceServerSurvivesHostileLengths(t *testing.T) {
 	frames := append(mptest.InMaps("ids", "obs"), mptest.Nest("obs", mptest.InMaps("dtype", "shape", "data"))...)
 	alloc := mptest.Allocated(func() {
 		sendAll(t, dealer, frames, good)
-		eventually(t, "the good request after the hostile ones", func() bool {
+		eventually.True(t, 10*time.Second, "the good request after the hostile ones", func() bool {
 			srv.serve(t, 64)
 			return srv.Stats().Rows == 1
 		})

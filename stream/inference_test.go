@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/stream"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
@@ -63,7 +64,7 @@ func TestInferenceServerBatchesManyClients(t *testing.T) {
 	// from several clients.
 	for _, c := range clients {
 		c := c.(*stream.RemoteInferenceClient)
-		eventually(t, "request sent", func() bool {
+		eventually.True(t, 10*time.Second, "request sent", func() bool {
 			if err := c.Flush(ctxT(t)); err != nil {
 				t.Fatal(err)
 			}
@@ -130,7 +131,7 @@ func TestInferenceServerMaxRows(t *testing.T) {
 			for i, n := range tc.sizes {
 				ps = append(ps, post(t, c, seq(next, n)...)...)
 				next += n
-				eventually(t, "request sent", func() bool {
+				eventually.True(t, 10*time.Second, "request sent", func() bool {
 					if err := c.Flush(ctxT(t)); err != nil {
 						t.Fatal(err)
 					}
@@ -162,7 +163,7 @@ func TestInferenceFailover(t *testing.T) {
 
 	// Requests in flight when the server goes away fail after the timeout.
 	lost := post(t, c, 3, 4, 5)
-	eventually(t, "request sent", func() bool {
+	eventually.True(t, 10*time.Second, "request sent", func() bool {
 		if err := c.Flush(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +175,7 @@ func TestInferenceFailover(t *testing.T) {
 	// Posted while no server is registered: stays queued, then fails too.
 	lost = append(lost, post(t, c, 6)...)
 	start := time.Now()
-	eventually(t, "requests failed", func() bool {
+	eventually.True(t, 10*time.Second, "requests failed", func() bool {
 		if err := c.Flush(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +242,7 @@ func TestInferenceLateReplyDropped(t *testing.T) {
 	srv := newServer(t, repo, 0, nil)
 	c := newClient(t, repo, timeout)
 	ps := post(t, c, 1)
-	eventually(t, "request sent", func() bool {
+	eventually.True(t, 10*time.Second, "request sent", func() bool {
 		if err := c.Flush(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -254,8 +255,8 @@ func TestInferenceLateReplyDropped(t *testing.T) {
 	if _, err := c.Consume(ps[0].id); !errors.Is(err, stream.ErrInferenceFailed) {
 		t.Fatalf("Consume = %v, want ErrInferenceFailed", err)
 	}
-	eventually(t, "late request served", func() bool { return srv.serve(t, 16) > 0 })
-	eventually(t, "late reply dropped", func() bool {
+	eventually.True(t, 10*time.Second, "late request served", func() bool { return srv.serve(t, 16) > 0 })
+	eventually.True(t, 10*time.Second, "late reply dropped", func() bool {
 		if err := c.Poll(); err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +316,7 @@ func TestInferenceServerDropsMalformed(t *testing.T) {
 	if _, err := dealer.SendBytes(good, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "good request after the bad ones", func() bool {
+	eventually.True(t, 10*time.Second, "good request after the bad ones", func() bool {
 		srv.serve(t, 64)
 		return srv.Stats().Rows == 2
 	})
@@ -352,7 +353,7 @@ func TestInferenceServerTakesObsDimFromFirstRequest(t *testing.T) {
 	if _, err := dealer.SendBytes(bad, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "bad dim dropped", func() bool {
+	eventually.True(t, 10*time.Second, "bad dim dropped", func() bool {
 		srv.serve(t, 64)
 		return srv.Stats().Malformed == 1
 	})
@@ -364,7 +365,7 @@ func TestRespondRejectsMisalignedInference(t *testing.T) {
 	c := newClient(t, repo, 0)
 	post(t, c, 1, 2)
 	var b stream.InferenceBatch
-	eventually(t, "request", func() bool {
+	eventually.True(t, 10*time.Second, "request", func() bool {
 		if err := c.Flush(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -396,7 +397,7 @@ func TestContinuousActions(t *testing.T) {
 	c := newClient(t, repo, 0)
 	ps := post(t, c, 1, 2, 3)
 	var b stream.InferenceBatch
-	eventually(t, "served", func() bool {
+	eventually.True(t, 10*time.Second, "served", func() bool {
 		if err := c.Flush(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
@@ -418,7 +419,7 @@ func TestContinuousActions(t *testing.T) {
 		return true
 	})
 	for _, p := range ps {
-		eventually(t, "reply", func() bool { c.Poll(); return c.Ready(p.id) })
+		eventually.True(t, 10*time.Second, "reply", func() bool { c.Poll(); return c.Ready(p.id) })
 		r, err := c.Consume(p.id)
 		if err != nil {
 			t.Fatal(err)

@@ -30,6 +30,11 @@ const (
 // and *NullSampleProducer implement it.
 type SamplePoster interface {
 	// Post sends b or returns ErrBackpressure; it never blocks.
+	//
+	// Post must not retain b or its arrays once it returns (the stream's
+	// producers encode the batch before returning): an actor reuses the
+	// arrays of an accepted batch for its next one, which spares an
+	// allocation per batch.
 	Post(b *api.SampleBatch) error
 	Warning() string
 	Close() error
@@ -267,26 +272,17 @@ func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*Sample
 		return nil, fmt.Errorf("stream: invalid SampleConsumerOptions (Index %d, TTL %v, RecvHWM %d, MaxMsgSize %d)",
 			opts.Index, opts.TTL, opts.RecvHWM, opts.MaxMsgSize)
 	}
-	sock, err := zmq.NewSocket(zmq.PULL)
-	if err != nil {
-		return nil, fmt.Errorf("stream: sample consumer: new PULL socket: %w", err)
-	}
 	c := &SampleConsumer{
-		opts: opts, log: log, sock: sock, dec: zsock.NewDecoder(),
+		opts: opts, log: log, dec: zsock.NewDecoder(),
 		key: opts.Trial.Stream("sample", opts.Stream, opts.Index),
 	}
-	if err := c.setup(ctx); err != nil {
-		sock.Close()
+	var err error
+	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RecvHWM: opts.RecvHWM}
+	if c.sock, c.addr, err = bindAndRegister(ctx, zmq.PULL, o, opts.Host, opts.Repo, c.key, opts.TTL); err != nil {
 		return nil, fmt.Errorf("stream: sample consumer %d of stream %q: %w", opts.Index, opts.Stream, err)
 	}
 	log.Info("stream: sample consumer ready", "address", c.addr, "key", c.key)
 	return c, nil
-}
-
-func (c *SampleConsumer) setup(ctx context.Context) (err error) {
-	o := zsock.Options{MaxMsgSize: c.opts.MaxMsgSize, RecvHWM: c.opts.RecvHWM}
-	c.addr, err = bindAndRegister(ctx, c.sock, o, c.opts.Host, c.opts.Repo, c.key, c.opts.TTL)
-	return err
 }
 
 // Poll returns up to n (at least 1) batches that have arrived, without

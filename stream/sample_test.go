@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/stream"
 	zmq "github.com/pebbe/zmq4"
@@ -87,7 +88,7 @@ func collect(t *testing.T, want int, cs ...*stream.SampleConsumer) [][]*api.Samp
 	t.Helper()
 	got := make([][]*api.SampleBatch, len(cs))
 	total := 0
-	eventually(t, fmt.Sprintf("%d batches", want), func() bool {
+	eventually.True(t, 10*time.Second, fmt.Sprintf("%d batches", want), func() bool {
 		for i, c := range cs {
 			bs, err := c.Poll(8)
 			if err != nil {
@@ -264,7 +265,7 @@ func TestSampleConsumerDropsMalformed(t *testing.T) {
 	if !reflect.DeepEqual(got[0], good) {
 		t.Errorf("good batch changed: %+v", got[0])
 	}
-	eventually(t, "malformed counted", func() bool { return c.Stats().Malformed == int64(len(bad)) })
+	eventually.True(t, 10*time.Second, "malformed counted", func() bool { return c.Stats().Malformed == int64(len(bad)) })
 }
 
 func TestSampleProducerRejects(t *testing.T) {

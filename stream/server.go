@@ -121,31 +121,22 @@ func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*Infe
 		return nil, fmt.Errorf("stream: invalid InferenceServerOptions (Index %d, ObsDim %d, TTL %v, MaxMsgSize %d)",
 			opts.Index, opts.ObsDim, opts.TTL, opts.MaxMsgSize)
 	}
-	sock, err := zmq.NewSocket(zmq.ROUTER)
-	if err != nil {
-		return nil, fmt.Errorf("stream: inference server: new ROUTER socket: %w", err)
-	}
 	s := &InferenceServer{
-		opts: opts, log: log, sock: sock, dim: opts.ObsDim,
+		opts: opts, log: log, dim: opts.ObsDim,
 		key: opts.Trial.Stream("inference", opts.Policy, opts.Index),
 		dec: zsock.NewDecoder(), enc: newEncoder(),
 	}
-	if err := s.setup(ctx); err != nil {
-		sock.Close()
-		return nil, fmt.Errorf("stream: inference server for policy %q: %w", opts.Policy, err)
-	}
-	log.Info("stream: inference server ready", "address", s.addr, "key", s.key)
-	return s, nil
-}
-
-func (s *InferenceServer) setup(ctx context.Context) (err error) {
 	// ROUTER_MANDATORY: a reply to a client that is gone, or whose queue is
 	// full, fails at once (EHOSTUNREACH, EAGAIN with DONTWAIT) instead of
 	// being dropped silently or blocking, so Respond can count it and move
 	// on.
-	o := zsock.Options{MaxMsgSize: s.opts.MaxMsgSize, RouterMandatory: true}
-	s.addr, err = bindAndRegister(ctx, s.sock, o, s.opts.Host, s.opts.Repo, s.key, s.opts.TTL)
-	return err
+	var err error
+	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RouterMandatory: true}
+	if s.sock, s.addr, err = bindAndRegister(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL); err != nil {
+		return nil, fmt.Errorf("stream: inference server for policy %q: %w", opts.Policy, err)
+	}
+	log.Info("stream: inference server ready", "address", s.addr, "key", s.key)
+	return s, nil
 }
 
 // Poll takes whole requests, without blocking, until the batch holds

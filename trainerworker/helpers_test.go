@@ -11,7 +11,8 @@ import (
 
 	"github.com/distrl/distrl/actorworker"
 	"github.com/distrl/distrl/api"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/paramstream"
@@ -111,22 +112,6 @@ func (c *cluster) trainerStats(t testing.TB, name string) trainerStats {
 	return s
 }
 
-// waitFor retries cond every 10 ms until it holds or timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // producer sends batches to the trainer's sample stream, as an actor does.
 type producer struct {
 	p *stream.SampleProducer
@@ -147,7 +132,7 @@ func newProducer(t testing.TB, repo nameresolve.Repository) *producer {
 // post sends b, waiting out back-pressure (no consumer registered yet).
 func (p *producer) post(t testing.TB, b *api.SampleBatch) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "post a batch", func() error {
+	eventually.NoError(t, 10*time.Second, "post a batch", func() error {
 		err := p.p.Post(b)
 		if errors.Is(err, stream.ErrBackpressure) {
 			return err
@@ -207,7 +192,7 @@ func newSubscriber(t testing.TB, repo nameresolve.Repository) *paramstream.Subsc
 func fetchVersion(t testing.TB, s *paramstream.Subscriber, want int64) *paramstream.Params {
 	t.Helper()
 	var got *paramstream.Params
-	waitFor(t, 20*time.Second, fmt.Sprintf("fetch version >= %d", want), func() error {
+	eventually.NoError(t, 20*time.Second, fmt.Sprintf("fetch version >= %d", want), func() error {
 		p, err := s.Fetch(workertest.Ctx(t, 5*time.Second))
 		if err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/actorworker"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker"
@@ -62,7 +63,7 @@ func TestLearnsCartPole(t *testing.T) {
 	target := learnTarget()
 	const maxUpdates = 300 // about 300k steps, where the learning rate reaches 0
 	var s trainerStats
-	waitFor(t, 5*time.Minute, fmt.Sprintf("mean return %v", target), func() error {
+	eventually.NoError(t, 5*time.Minute, fmt.Sprintf("mean return %v", target), func() error {
 		s = c.trainerStats(t, "trainer/0")
 		if st := c.status(t, "trainer/0"); st.State != worker.StateRunning {
 			t.Fatalf("trainer %s: %s", st.State, st.Error)

@@ -13,7 +13,8 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/trainerworker"
@@ -96,7 +97,7 @@ func TestTrainsAndPublishes(t *testing.T) {
 	for v := range int64(3) {
 		prod.post(t, cartPoleBatch(rng, 50, v))
 		prod.post(t, cartPoleBatch(rng, 50, v))
-		waitFor(t, 20*time.Second, fmt.Sprintf("version %d", v+1), func() error {
+		eventually.NoError(t, 20*time.Second, fmt.Sprintf("version %d", v+1), func() error {
 			if s := c.trainerStats(t, tr.Name()); s.Version != v+1 {
 				return fmt.Errorf("version %d (%+v)", s.Version, s)
 			}
@@ -105,7 +106,7 @@ func TestTrainsAndPublishes(t *testing.T) {
 	}
 	prod.post(t, cartPoleBatch(rng, 30, 3))
 	var s trainerStats
-	waitFor(t, 10*time.Second, "the leftover batch", func() error {
+	eventually.NoError(t, 10*time.Second, "the leftover batch", func() error {
 		if s = c.trainerStats(t, tr.Name()); s.BufferSteps != 30 {
 			return fmt.Errorf("buffer_steps %d", s.BufferSteps)
 		}
@@ -144,7 +145,7 @@ func TestStalenessBound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for v := range int64(4) { // to version 4
 		prod.post(t, cartPoleBatch(rng, 100, v))
-		waitFor(t, 20*time.Second, fmt.Sprintf("version %d", v+1), func() error {
+		eventually.NoError(t, 20*time.Second, fmt.Sprintf("version %d", v+1), func() error {
 			if s := c.trainerStats(t, tr.Name()); s.Version != v+1 {
 				return fmt.Errorf("version %d", s.Version)
 			}
@@ -167,7 +168,7 @@ func TestStalenessBound(t *testing.T) {
 			before := c.trainerStats(t, tr.Name())
 			prod.post(t, cartPoleBatch(rng, 10, tt.version))
 			var after trainerStats
-			waitFor(t, 10*time.Second, "the batch", func() error {
+			eventually.NoError(t, 10*time.Second, "the batch", func() error {
 				if after = c.trainerStats(t, tr.Name()); after.Samples != before.Samples+10 {
 					return fmt.Errorf("samples %d", after.Samples)
 				}
@@ -206,7 +207,7 @@ func TestRejectsUnusableBatches(t *testing.T) {
 		prod.post(t, b)
 	}
 	prod.post(t, cartPoleBatch(rng, 40, 0))
-	waitFor(t, 20*time.Second, "one update", func() error {
+	eventually.NoError(t, 20*time.Second, "one update", func() error {
 		s := c.trainerStats(t, tr.Name())
 		if s.Version != 1 || s.Rejected != 3 {
 			return fmt.Errorf("version %d rejected %d", s.Version, s.Rejected)
@@ -229,14 +230,14 @@ func TestMaxUpdatesCompletes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for v := range int64(2) {
 		prod.post(t, cartPoleBatch(rng, 20, v))
-		waitFor(t, 20*time.Second, fmt.Sprintf("version %d", v+1), func() error {
+		eventually.NoError(t, 20*time.Second, fmt.Sprintf("version %d", v+1), func() error {
 			if s := c.trainerStats(t, tr.Name()); s.Version != v+1 {
 				return fmt.Errorf("version %d", s.Version)
 			}
 			return nil
 		})
 	}
-	waitFor(t, 10*time.Second, "COMPLETED", func() error {
+	eventually.NoError(t, 10*time.Second, "COMPLETED", func() error {
 		if s := c.status(t, tr.Name()); s.State != worker.StateCompleted {
 			return fmt.Errorf("state %s", s.State)
 		}
@@ -257,7 +258,7 @@ func trainTo(t *testing.T, c *cluster, name string, prod *producer, rng *rand.Ra
 			return
 		}
 		prod.post(t, cartPoleBatch(rng, n, s.Version))
-		waitFor(t, 20*time.Second, fmt.Sprintf("version %d", s.Version+1), func() error {
+		eventually.NoError(t, 20*time.Second, fmt.Sprintf("version %d", s.Version+1), func() error {
 			if got := c.trainerStats(t, name); got.Version != s.Version+1 {
 				return fmt.Errorf("version %d", got.Version)
 			}

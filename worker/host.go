@@ -6,10 +6,12 @@ import (
 	"strings"
 )
 
-// DefaultHost is the address a worker advertises when none is given: the
+// RoutableHost is the address a worker advertises when none is given: the
 // first non-loopback IPv4 address of an interface that is up, else
-// 127.0.0.1. It reads interfaces only; no name lookup, no traffic.
-func DefaultHost() string {
+// 127.0.0.1. It reads interfaces only; no name lookup, no traffic. (The
+// DefaultHost constants of stream, paramstream and controller are loopback:
+// a worker's own default is the one meant for other machines.)
+func RoutableHost() string {
 	ifaces, err := net.Interfaces()
 	if err != nil {
 		return "127.0.0.1"

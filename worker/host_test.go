@@ -19,7 +19,7 @@ func TestRouteHost(t *testing.T) {
 		}
 	}
 	// A non-loopback endpoint is reached from an address of this machine.
-	if h := DefaultHost(); h != "127.0.0.1" {
+	if h := RoutableHost(); h != "127.0.0.1" {
 		got, err := RouteHost(net.JoinHostPort(h, "2379"))
 		if err != nil || got != h {
 			t.Errorf("RouteHost(own address %s) = %q, %v", h, got, err)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/echoworker"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
@@ -114,12 +114,27 @@ func TestPanelRequests(t *testing.T) {
 	})
 }
 
+// waitSignal is a name resolve that says when a Wait begins.
+type waitSignal struct {
+	*nameresolve.Memory
+	waiting chan<- struct{}
+}
+
+func (w waitSignal) Wait(ctx context.Context, key string) (string, error) {
+	select {
+	case w.waiting <- struct{}{}:
+	default:
+	}
+	return w.Memory.Wait(ctx, key)
+}
+
 func TestPanelConnectWaits(t *testing.T) {
 	repo := workertest.Repo(t)
-	panel := workertest.Panel(t, repo, testTrial)
+	waiting := make(chan struct{}, 1)
+	panel := workertest.Panel(t, waitSignal{Memory: repo, waiting: waiting}, testTrial)
 	done := make(chan error, 1)
 	go func() { done <- panel.Connect(ctxT(t), "echo/0") }()
-	time.Sleep(50 * time.Millisecond)
+	received(t, waiting, "Connect waiting for the address")
 	startEchoes(t, repo, 1)
 	if err := <-done; err != nil {
 		t.Fatalf("Connect: %v", err)

@@ -40,7 +40,7 @@ type Options struct {
 	Type     string
 	Index    int
 	// Host is the interface the server binds and the address it advertises;
-	// "" means DefaultHost().
+	// "" means RoutableHost().
 	Host string
 	// Port 0 picks a free port.
 	Port int
@@ -61,7 +61,7 @@ type Options struct {
 
 func (o *Options) setDefaults() {
 	if o.Host == "" {
-		o.Host = DefaultHost()
+		o.Host = RoutableHost()
 	}
 	if o.AddressTTL <= 0 {
 		o.AddressTTL = DefaultAddressTTL

@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/echoworker"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
@@ -40,6 +42,43 @@ type scriptConfig struct {
 	// PullAddr: bind a PULL socket there; polls count what arrives and
 	// report it as the warning, so a test can see the worker woke up.
 	PullAddr string `msgpack:"pull_addr"`
+	// Signal names a channel of pollSignals that gets a value as each
+	// poll ends (a blocking poll: as it begins to block), so a test knows
+	// where the loop is without sleeping.
+	Signal string `msgpack:"signal"`
+}
+
+// pollSignals maps scriptConfig.Signal names to their channels.
+var pollSignals sync.Map
+
+// pollSignal registers a channel for scriptConfig.Signal name.
+func pollSignal(t *testing.T, name string) chan struct{} {
+	ch := make(chan struct{}, 64)
+	pollSignals.Store(name, ch)
+	t.Cleanup(func() { pollSignals.Delete(name) })
+	return ch
+}
+
+// received waits for a value on ch.
+func received(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	eventually.True(t, 10*time.Second, what, func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+}
+
+func (s *scripted) signal() {
+	if ch, ok := pollSignals.Load(s.cfg.Signal); ok {
+		select {
+		case ch.(chan struct{}) <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (s *scripted) Configure(_ context.Context, args rpc.Args) error {
@@ -81,7 +120,9 @@ func (s *scripted) Warning() string {
 
 func (s *scripted) Poll(ctx context.Context) (worker.PollResult, error) {
 	s.polls++
+	defer s.signal()
 	if s.cfg.BlockPoll {
+		s.signal()
 		<-ctx.Done()
 		return worker.PollResult{}, fmt.Errorf("flush: %w", ctx.Err())
 	}
@@ -227,17 +268,15 @@ func TestLifecycleCommands(t *testing.T) {
 // waitState polls the worker's status until it is want.
 func waitState(t *testing.T, panel *worker.ControlPanel, name string, want worker.State) worker.Status {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := panel.WorkerStatus(ctxT(t), name)
-		if err == nil && st.State == want {
-			return st
+	var st worker.Status
+	eventually.NoError(t, 10*time.Second, name+" to be "+string(want), func() (err error) {
+		st, err = panel.WorkerStatus(ctxT(t), name)
+		if err == nil && st.State != want {
+			err = fmt.Errorf("status %+v", st)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: status %+v (err %v), want %s", name, st, err, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	})
+	return st
 }
 
 func TestPollOutcomes(t *testing.T) {
@@ -368,7 +407,8 @@ func TestIdleWorkerWakesOnItsSockets(t *testing.T) {
 	panel := workertest.Panel(t, repo, testTrial)
 	ctx := ctxT(t)
 	addr := "inproc://scripted-wake"
-	if err := panel.Request(ctx, r.Name(), "configure", map[string]any{"pull_addr": addr}, nil); err != nil {
+	polled := pollSignal(t, t.Name())
+	if err := panel.Request(ctx, r.Name(), "configure", map[string]any{"pull_addr": addr, "signal": t.Name()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := panel.Request(ctx, r.Name(), "start", nil, nil); err != nil {
@@ -383,7 +423,11 @@ func TestIdleWorkerWakesOnItsSockets(t *testing.T) {
 	if err := push.Connect(addr); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // let the worker settle into its idle wait
+	// The loop polls once more in the iteration that answered "start"; the
+	// next poll finds no request either and is followed by the idle wait.
+	// What is pushed after it can only be read if the socket wakes the wait.
+	received(t, polled, "the poll after start")
+	received(t, polled, "the poll before the idle wait")
 	if _, err := push.Send("work", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -408,14 +452,14 @@ func TestShutdownDuringPollIsNotFailure(t *testing.T) {
 	r := startWorker(t, repo, "scripted", 0)
 	panel := workertest.Panel(t, repo, testTrial)
 	ctx := ctxT(t)
-	if err := panel.Request(ctx, r.Name(), "configure", map[string]any{"block_poll": true}, nil); err != nil {
+	blocked := pollSignal(t, t.Name())
+	if err := panel.Request(ctx, r.Name(), "configure", map[string]any{"block_poll": true, "signal": t.Name()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := panel.Request(ctx, r.Name(), "start", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, panel, r.Name(), worker.StateRunning)
-	time.Sleep(20 * time.Millisecond) // let the loop enter the blocking poll
+	received(t, blocked, "the blocking poll")
 	r.Cancel()
 	if err := r.Wait(t, 10*time.Second); err != nil {
 		t.Fatalf("Run after a cancel during poll: %v", err)

@@ -91,5 +91,5 @@ func workerHost(c *cli.Context, sess *session) string {
 		}
 		sess.log.Warn("advertising the first address of this machine", "err", err)
 	}
-	return worker.DefaultHost()
+	return worker.RoutableHost()
 }

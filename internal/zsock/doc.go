@@ -1,5 +1,5 @@
-// Package zsock holds the ZMQ idioms that package stream (the data plane)
-// and package paramstream (parameter distribution) share: setting a new
+// Package zsock holds the ZMQ idioms that package stream (the data plane),
+// package paramstream (parameter distribution) and package rpc share: setting a new
 // socket's options, binding to a free TCP port, turning a registered
 // address into an endpoint, telling the errors of a non-blocking send
 // apart, reading one msgpack value per frame, and rate-limiting the

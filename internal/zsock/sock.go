@@ -84,6 +84,25 @@ func New(t zmq.Type, o Options) (*zmq.Socket, error) {
 	return sock, nil
 }
 
+// Bind is the one shape of every bound (receiving) socket: it creates a
+// socket of type t with options o, binds it to a free TCP port of host and
+// returns it with the address ("host:port") peers connect to. IPV6 is set
+// when host is an IPv6 literal, bracketed or not. On error nothing is left
+// open.
+func Bind(t zmq.Type, host string, o Options) (*zmq.Socket, string, error) {
+	o.IPv6 = o.IPv6 || strings.Contains(host, ":")
+	sock, err := New(t, o)
+	if err != nil {
+		return nil, "", err
+	}
+	addr, err := BindRandomPort(sock, host)
+	if err != nil {
+		sock.Close()
+		return nil, "", err
+	}
+	return sock, addr, nil
+}
+
 // BindRandomPort binds sock to a free TCP port of host (an IPv6 literal
 // with or without brackets) and returns the address ("host:port") peers
 // should connect to. Binding an IPv6 address needs Options.IPv6.

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/etcdserver"
@@ -50,16 +51,6 @@ func leaseOf(cli *clientv3.Client, key string) int64 {
 	return resp.Kvs[0].Lease
 }
 
-// eventually polls cond every 100 ms until it holds or d passes.
-func eventually(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
-}
-
 // TestTTLExpiresAfterCrash: a process that dies without Close loses its
 // leased records within the TTL, while its plain records stay.
 func TestTTLExpiresAfterCrash(t *testing.T) {
@@ -82,13 +73,10 @@ func TestTTLExpiresAfterCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	gone := eventually(4*time.Second, func() bool {
+	eventually.True(t, 4*time.Second, "the leased record gone after its owner died", func() bool {
 		_, err := other.Get(ctx, key+"leased")
 		return errors.Is(err, nameresolve.ErrNotFound)
 	})
-	if !gone {
-		t.Fatal("leased record still there 4s after its owner died")
-	}
 	t.Logf("leased record expired %v after the crash (TTL 1s)", time.Since(start).Round(10*time.Millisecond))
 	// DeleteOnExit needs a graceful exit: a crash leaves it.
 	if _, err := other.Get(ctx, key+"plain"); err != nil {
@@ -140,13 +128,12 @@ func TestSurvivesEtcdRestart(t *testing.T) {
 	start := time.Now()
 	// etcd restores the old lease with a fresh TTL; nobody renews it, so it
 	// would lapse within the TTL. The record must move to a new lease.
-	moved := eventually(5*time.Second, func() bool {
-		l := leaseOf(cli, key)
-		return l > 0 && l != oldLease
+	eventually.NoError(t, 5*time.Second, "the record re-added on a new lease", func() error {
+		if l := leaseOf(cli, key); l <= 0 || l == oldLease {
+			return fmt.Errorf("lease %d, old %d", l, oldLease)
+		}
+		return nil
 	})
-	if !moved {
-		t.Fatalf("record not re-added on a new lease within 5s (lease %d, old %d)", leaseOf(cli, key), oldLease)
-	}
 	t.Logf("record on a new lease %v after the restart", time.Since(start).Round(10*time.Millisecond))
 	// The re-add is a put like any other, and the watch sees it.
 	select {

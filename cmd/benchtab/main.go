@@ -68,6 +68,12 @@ var rows = []row{
 	{"trainer samples/s in the pipeline vs PPO update alone", "e2e.BenchmarkLearnCartPole trainer-samples/s", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", true},
 	{"policy lag at the trainer, p50 (versions)", "e2e.BenchmarkLearnCartPole lag-p50", "", false},
 	{"policy lag at the trainer, p99 (versions)", "e2e.BenchmarkLearnCartPole lag-p99", "", false},
+	// Replay (package replay): a prioritized table of 1M items against the
+	// bare sum-tree operation its insert and draw are built on.
+	{"replay table insert (1M items, full) vs sum-tree set (items/s)", "replay.BenchmarkTableInsert items/s", "replay.BenchmarkSumTreeSet items/s", true},
+	{"replay table sample batch=32 (1M items) vs sum-tree find (items/s)", "replay.BenchmarkTableSample/batch=32 items/s", "replay.BenchmarkSumTreeFind items/s", true},
+	{"replay table sample batch=256 (1M items) vs sum-tree find (items/s)", "replay.BenchmarkTableSample/batch=256 items/s", "replay.BenchmarkSumTreeFind items/s", true},
+	{"replay priority update, 256 ids (1M items) vs sum-tree set (items/s)", "replay.BenchmarkTableUpdatePriorities items/s", "replay.BenchmarkSumTreeSet items/s", true},
 	// Hostile input: an echo worker process gets 100k valid requests with
 	// one random byte changed each; its resident memory after them is held
 	// against its memory before (1.00x: nothing kept).

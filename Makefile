@@ -5,7 +5,7 @@ SHELL        := /bin/bash
 GO           ?= go
 BIN          := bin
 RLCTL        := $(BIN)/rlctl
-# python3-zmq and python3-msgpack let the protocol test run docs/protocol.md's Python client.
+# python3-zmq and python3-msgpack: Python environments (package pyenv), the Python package's own tests, and docs/protocol.md's Python client.
 # slurmctld, slurmd, slurm-client and munge: the SLURM tests run a real
 # multi-node cluster (scripts/slurmcluster.sh; as root, else they skip).
 APT_PACKAGES := libzmq3-dev pkg-config python3-zmq python3-msgpack \

@@ -14,12 +14,20 @@
 // round trip to the policy worker behind the stepping of the other
 // environments (the design of SRL's actor worker).
 //
-// Each poll of the worker takes in the replies that have arrived, steps up
-// to max_poll_steps ready targets (stopping early after a full turn of the
-// ring in which none was ready), and then flushes the inference client, so
-// that all requests posted during the poll travel in one message. Inline
-// results are ready as soon as Flush returns, so an inline actor goes round
-// again until its max_poll_steps are used.
+// Each poll of the worker takes in the replies that have arrived, steps the
+// ready targets of one turn of the ring (up to max_poll_steps), and then
+// flushes the inference client, so that all requests posted during the
+// poll travel in one message. Inline results are ready as soon as Flush
+// returns, so an inline actor goes round again until its max_poll_steps
+// are used.
+//
+// The ring's environments are one [api.EnvBatch] (api.NewEnvBatch with
+// ring_size). A turn prepares every ready target (takes its results, says
+// whether it needs a step or a reset), runs all those calls in one
+// EnvBatch.Run, and completes each target with its result; episodes that
+// terminated in it are reset by a second Run at once. Go environments run
+// the calls one by one (api.SerialBatch); a Python host (package pyenv)
+// gets one message per turn instead of one per environment.
 //
 // # Samples and bootstrap values
 //

@@ -12,7 +12,7 @@ import (
 // Defaults of Config.
 const (
 	DefaultFactory      = "make_env"
-	DefaultStartTimeout = 60 * time.Second
+	DefaultStartTimeout = 25 * time.Second // under the controller's 30 s configure timeout
 	DefaultStepTimeout  = 30 * time.Second
 	// InterpreterEnv names the environment variable that overrides the
 	// default interpreter, "python3".

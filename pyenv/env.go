@@ -28,7 +28,13 @@ func newBatch(ctx context.Context, cfg map[string]any, n int, log *slog.Logger) 
 	if err != nil {
 		return nil, err
 	}
-	return Start(ctx, c, n, log)
+	h, err := Start(ctx, c, n, log)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("python environments started", "module", c.Module, "factory", c.Factory, "n", n,
+		"agents", len(h.Agents()), "pid", h.Pid())
+	return h, nil
 }
 
 func newEnv(cfg map[string]any) (api.Env, error) {

@@ -164,7 +164,7 @@ func Start(ctx context.Context, cfg Config, n int, log *slog.Logger) (_ *Host, e
 		return nil, fmt.Errorf("pyenv: %s: %w: no agents", cfg.Module, ErrProtocol)
 	}
 	h.agents, h.obsDim = rep.Agents, h.obs.Size()
-	log.Info("python environments started", "module", cfg.Module, "factory", cfg.Factory, "n", n,
+	log.Debug("python environments started", "module", cfg.Module, "factory", cfg.Factory, "n", n,
 		"agents", len(h.agents), "python", rep.Python, "pid", h.cmd.Process.Pid)
 	return h, nil
 }

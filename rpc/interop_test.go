@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,20 +15,7 @@ import (
 // documented example is the one tested.
 func docPythonClient(t *testing.T) string {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "protocol.md"))
-	if err != nil {
-		t.Fatalf("read protocol doc: %v", err)
-	}
-	_, section, ok := strings.Cut(string(doc), "## Minimal Python client")
-	if !ok {
-		t.Fatal("protocol doc has no Python client section")
-	}
-	_, code, ok := strings.Cut(section, "```python\n")
-	if !ok {
-		t.Fatal("Python client section has no code block")
-	}
-	code, _, _ = strings.Cut(code, "```")
-	return code
+	return pytest.DocCode(t, filepath.Join("..", "docs", "protocol.md"), "## Minimal Python client")
 }
 
 // TestPythonClient runs the documented pyzmq client against a Go server,

@@ -59,6 +59,17 @@ var rows = []row{
 	{"policy worker, batch=64 vs Infer alone (rows/s)", "policyworker.BenchmarkPolicyWorker/batch=64 rows/s", "policyworker.BenchmarkPolicyInfer/batch=64 rows/s", true},
 	{"policy worker, batch=512 vs Infer alone (rows/s)", "policyworker.BenchmarkPolicyWorker/batch=512 rows/s", "policyworker.BenchmarkPolicyInfer/batch=512 rows/s", true},
 	{"sample stream, 64 KiB batches vs raw PUSH/PULL (MB/s)", "stream.BenchmarkSampleStream64KiB MB/s", "stream.BenchmarkRawPushPull64KiB MB/s", true},
+	// Python environments (package pyenv): the Python CartPole of
+	// distrl.examples stepped through the bridge (one message per batch)
+	// against the same environment in a plain Python loop of the same run,
+	// the limit of any bridge; and both against the built-in Go CartPole.
+	{"Python CartPole via bridge, batch=1 vs plain Python loop (env steps/s)", "pyenv.BenchmarkPythonCartPole/batch=1 steps/s", "pyenv.BenchmarkPythonCartPole/loop steps/s", true},
+	{"Python CartPole via bridge, batch=8 vs plain Python loop (env steps/s)", "pyenv.BenchmarkPythonCartPole/batch=8 steps/s", "pyenv.BenchmarkPythonCartPole/loop steps/s", true},
+	{"Python CartPole via bridge, batch=64 vs plain Python loop (env steps/s)", "pyenv.BenchmarkPythonCartPole/batch=64 steps/s", "pyenv.BenchmarkPythonCartPole/loop steps/s", true},
+	{"Python CartPole, plain Python loop vs built-in Go CartPole (env steps/s)", "pyenv.BenchmarkPythonCartPole/loop steps/s", "env.BenchmarkCartPoleStep steps/s", true},
+	{"Python CartPole via bridge, batch=64 vs built-in Go CartPole (env steps/s)", "pyenv.BenchmarkPythonCartPole/batch=64 steps/s", "env.BenchmarkCartPoleStep steps/s", true},
+	{"actor, inline policy, Python CartPole ring=8 vs Go CartPole ring=8 (env steps/s)", "actorworker.BenchmarkActorInline/python-ring=8 steps/s", "actorworker.BenchmarkActorInline/ring=8 steps/s", true},
+	{"actor, inline policy, Python CartPole ring=64 vs Go CartPole ring=8 (env steps/s)", "actorworker.BenchmarkActorInline/python-ring=64 steps/s", "actorworker.BenchmarkActorInline/ring=8 steps/s", true},
 	// Not a limit but the encoding it replaces: the ratio is the speed-up.
 	{"tensor encode, bin vs msgpack float array, 4096 floats (time)", "api.BenchmarkTensorEncodeBin4096 ns/op", "api.BenchmarkFloatsAsMsgpackArray4096 ns/op", false},
 	// Learning: the distributed pipeline (processes) against the same PPO in

@@ -1,7 +1,9 @@
 package pytest
 
 import (
+	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -34,4 +36,24 @@ func Python(t testing.TB) string {
 		t.Skip("no python3 with pyzmq and msgpack (make deps installs them)")
 	}
 	return py
+}
+
+// DocCode returns the first ```python block after the heading in the
+// Markdown file at path, so that a documented example is the one tested.
+func DocCode(t testing.TB, path, heading string) string {
+	t.Helper()
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	_, section, ok := strings.Cut(string(doc), heading)
+	if !ok {
+		t.Fatalf("%s has no section %q", path, heading)
+	}
+	_, code, ok := strings.Cut(section, "```python\n")
+	if !ok {
+		t.Fatalf("%s: section %q has no Python block", path, heading)
+	}
+	code, _, _ = strings.Cut(code, "```")
+	return code
 }

@@ -58,8 +58,18 @@ class HostError(Exception):
         self.tb = tb
 
 
+_SCALARS = (float, int, bool)
+
+
 def flatten(x):
     """Flattens an observation (scalar, nested sequence or array) to floats."""
+    t = type(x)
+    if t is list or t is tuple:
+        # The common case, a flat list of numbers, is returned as it is.
+        if not x or type(x[0]) in _SCALARS:
+            return x
+    elif t in _SCALARS:
+        return [x]
     if np is not None and isinstance(x, np.ndarray):
         return x.ravel().tolist()
     if hasattr(x, "tolist"):
@@ -103,8 +113,10 @@ def _numeric_info(info, out):
     if not isinstance(info, dict):
         return
     for k, v in info.items():
-        if isinstance(k, str) and isinstance(v, numbers.Real) and not isinstance(v, bool):
-            out.setdefault(k, []).append(float(v))
+        t = type(v)
+        if t is float or t is int or (t is not bool and isinstance(v, numbers.Real)):
+            if isinstance(k, str):
+                out.setdefault(k, []).append(float(v))
 
 
 def _split_reset(res):
@@ -338,24 +350,46 @@ class Host:
     def _step(self, step_envs, actions):
         acts = self._actions(step_envs, actions)
         k, a = len(step_envs), len(self.agents)
+        envs = [self._env(i) for i in step_envs]
         obs, rew, term, trunc = [], [], [], []
         infos = {}
+        single = isinstance(envs[0], SingleAgent)
         for e, i in enumerate(step_envs):
-            env = self._env(i)
-            o, r, te, tr, info = self._call(i, "step", env.step, acts[e])
+            if single:
+                # The adapter's lists of one, inlined: this loop is the
+                # host's cost per environment step.
+                try:
+                    res = envs[e].env.step(acts[e][0])
+                except Exception as err:
+                    raise HostError("env_error", f"env {i}: step: {type(err).__name__}: {err}", traceback.format_exc())
+                if type(res) is not tuple or len(res) != 5:
+                    raise HostError("env_error", f"env {i}: step must return (obs, reward, terminated, truncated, info)")
+                o, r, te, tr, info = res
+                self._append_obs(obs, i, o)
+                rew.append(r)
+                term.append(1 if te else 0)
+                trunc.append(1 if tr else 0)
+                if info:
+                    got = {}
+                    _numeric_info(info, got)
+                    for key, vs in got.items():
+                        infos.setdefault(key, [math.nan] * k)[e] = vs[0]
+                continue
+            o, r, te, tr, info = self._call(i, "step", envs[e].step, acts[e])
             for x in o:
                 self._append_obs(obs, i, x)
-            try:
-                rew.extend(float(x) for x in r)
-            except (TypeError, ValueError) as err:
-                raise HostError("env_error", f"env {i}: reward is not a number: {err}")
+            rew.extend(r)
             term.extend(1 if x else 0 for x in te)
             trunc.extend(1 if x else 0 for x in tr)
             for key, vs in info.items():
                 infos.setdefault(key, [math.nan] * k)[e] = sum(vs) / len(vs)
+        try:
+            rewards = wire.encode(rew, [k, a])
+        except (TypeError, ValueError) as err:
+            raise HostError("env_error", f"a reward is not a number: {err}")
         return {
             "obs": wire.encode(obs, [k, a, self.obs_dim]),
-            "rewards": wire.encode(rew, [k, a]),
+            "rewards": rewards,
             "terminated": wire.encode(term, [k, a], "uint8"),
             "truncated": wire.encode(trunc, [k, a], "uint8"),
             "info": {key: wire.encode(vs, [k], "float64") for key, vs in infos.items()},

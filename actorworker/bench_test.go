@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/actorworker"
-	"github.com/distrl/distrl/internal/pytest"
+	"github.com/distrl/distrl/internal/testsupport/pytest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/pyenv"
 	"github.com/distrl/distrl/worker"

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/pytest"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/pytest"
 )
 
 // pythonEnv is the environment of an rlctl that runs Python environments:

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
-	"github.com/distrl/distrl/internal/pytest"
+	"github.com/distrl/distrl/internal/testsupport/pytest"
 	"github.com/distrl/distrl/pyenv"
 	"github.com/distrl/distrl/python"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/distrl/distrl/api"
-	"github.com/distrl/distrl/internal/pytest"
-	"github.com/distrl/distrl/internal/workertest"
+	"github.com/distrl/distrl/internal/testsupport/pytest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/pyenv"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
-	"github.com/distrl/distrl/internal/pytest"
+	"github.com/distrl/distrl/internal/testsupport/pytest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/pyenv"
 )

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/distrl/distrl/internal/pytest"
+	"github.com/distrl/distrl/internal/testsupport/pytest"
 )
 
 // TestPythonUnitTests runs the Python package's own tests (tests/, plain

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/pytest"
+	"github.com/distrl/distrl/internal/testsupport/pytest"
 )
 
 // docPythonClient extracts the Python client from docs/protocol.md, so the

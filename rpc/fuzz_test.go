@@ -4,16 +4,11 @@ import (
 	"testing"
 
 	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 func seedValues(f *testing.F, vs ...any) {
 	for _, v := range vs {
-		b, err := msgpack.Marshal(v)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
+		f.Add(mustMarshal(f, v))
 	}
 }
 

@@ -12,15 +12,6 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-func mustMarshal(t testing.TB, v any) []byte {
-	t.Helper()
-	b, err := msgpack.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // TestCheckAcceptsValid: every kind of value the library writes, alone and
 // nested, passes.
 func TestCheckAcceptsValid(t *testing.T) {
@@ -34,7 +25,7 @@ func TestCheckAcceptsValid(t *testing.T) {
 		[]any{"echo", map[string]any{"msg": "hi"}},
 	}
 	for _, v := range values {
-		b := mustMarshal(t, v)
+		b := mptest.Marshal(t, v)
 		if err := msgpackcheck.Check(b); err != nil {
 			t.Errorf("Check(%T %.40v) = %v", v, v, err)
 		}
@@ -111,7 +102,7 @@ func TestCheckRejectsEveryHostileFrame(t *testing.T) {
 }
 
 func TestCheckDoesNotAllocate(t *testing.T) {
-	b := mustMarshal(t, []any{"echo", map[string]any{"a": []any{1, "x", []byte{1, 2}, map[string]any{"b": nil}}}})
+	b := mptest.Marshal(t, []any{"echo", map[string]any{"a": []any{1, "x", []byte{1, 2}, map[string]any{"b": nil}}}})
 	if n := testing.AllocsPerRun(100, func() {
 		if msgpackcheck.Check(b) != nil {
 			t.Fatal("rejected")
@@ -127,8 +118,8 @@ func FuzzCheck(f *testing.F) {
 	for _, fr := range append(mptest.Requests(), mptest.InMaps("obs")...) {
 		f.Add(fr.Bytes)
 	}
-	f.Add(mustMarshal(f, []any{"ping", map[string]any{}}))
-	f.Add(mustMarshal(f, []any{"echo", map[string]any{"msg": "hello", "n": []any{1, 2.5, nil, true}}}))
+	f.Add(mptest.Marshal(f, []any{"ping", map[string]any{}}))
+	f.Add(mptest.Marshal(f, []any{"echo", map[string]any{"msg": "hello", "n": []any{1, 2.5, nil, true}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		err := msgpackcheck.Check(b)
 		if err != nil {

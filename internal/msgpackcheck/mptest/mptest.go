@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Frame is one hostile message and a name for test output.
@@ -205,4 +207,14 @@ func Nest(key string, frames []Frame) []Frame {
 		out[i] = Frame{key + "/" + f.Name, Map1(key, f.Bytes)}
 	}
 	return out
+}
+
+// Marshal is v in msgpack; a failure fails t.
+func Marshal(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := msgpack.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -506,4 +507,60 @@ func TestActorPythonEnvFails(t *testing.T) {
 			waitFor(t, "no environment host", func() bool { return len(envHosts(t)) == 0 })
 		})
 	}
+}
+
+// TestPythonActorMatchesGo runs two actors with the same seed and the same
+// deterministic inline policy, one on the built-in CartPole and one on the
+// Python CartPole of distrl.examples (one host, the ring as one batch): the
+// batches they send must be identical, field for field. With a time limit
+// of 9 steps, episodes end both ways, so this checks that seeds reach the
+// Python environment, that terminated and truncated stay apart, and that
+// bootstrap values follow from them exactly as for a Go environment.
+func TestPythonActorMatchesGo(t *testing.T) {
+	py := pytest.Python(t)
+	cl := newCluster(t)
+	common := map[string]any{"inference": "inline", "seed": 5, "deterministic": true, "hidden": []int{16, 16},
+		"ring_size": 3, "sample_steps": 16, "max_env_steps": 600}
+	with := func(extra map[string]any) map[string]any {
+		m := maps.Clone(common)
+		maps.Copy(m, extra)
+		return m
+	}
+	goC, pyC := newConsumer(t, cl.repo, "go"), newConsumer(t, cl.repo, "py")
+	goActor := cl.start(t, actorworker.TypeName, 0)
+	cl.run(t, goActor, with(map[string]any{"sample_stream": "go", "env": env.CartPoleName,
+		"env_config": map[string]any{"max_episode_steps": 9}}))
+	pyActor := cl.start(t, actorworker.TypeName, 1)
+	cl.run(t, pyActor, with(map[string]any{"sample_stream": "py", "env": pyenv.Name,
+		"env_config": map[string]any{"python": py, "module": "distrl.examples.cartpole", "kwargs": map[string]any{"max_episode_steps": 9}}}))
+	cl.waitState(t, goActor, worker.StateCompleted, goC, pyC)
+	cl.waitState(t, pyActor, worker.StateCompleted, goC, pyC)
+	for _, x := range []struct {
+		name string
+		c    *consumer
+	}{{goActor, goC}, {pyActor, pyC}} {
+		sent := statInt(t, cl.stats(t, x.name), "batches_sent")
+		waitFor(t, "every batch", func() bool { return int64(len(x.c.batches)) >= sent }, x.c)
+	}
+	if len(goC.batches) != len(pyC.batches) {
+		t.Fatalf("%d batches from the Go CartPole, %d from the Python one", len(goC.batches), len(pyC.batches))
+	}
+	var terminated, truncated int
+	for i, g := range goC.batches {
+		p := pyC.batches[i]
+		if !slices.Equal(g.Obs.Data, p.Obs.Data) || !slices.Equal(g.Actions.Data, p.Actions.Data) ||
+			!slices.Equal(g.Rewards.Data, p.Rewards.Data) || !slices.Equal(g.Terminated.Data, p.Terminated.Data) ||
+			!slices.Equal(g.Truncated.Data, p.Truncated.Data) || !slices.Equal(g.Values.Data, p.Values.Data) ||
+			g.BootstrapValue != p.BootstrapValue || !slices.Equal(g.Episodes, p.Episodes) {
+			t.Fatalf("batch %d differs:\nGo     %+v\nPython %+v", i, g, p)
+		}
+		for j := range g.Terminated.Data {
+			terminated += int(g.Terminated.Data[j])
+			truncated += int(g.Truncated.Data[j])
+		}
+	}
+	if terminated == 0 || truncated == 0 {
+		t.Errorf("%d terminated and %d truncated steps: the run should end episodes both ways", terminated, truncated)
+	}
+	t.Logf("%d identical batches, %d terminated and %d truncated episodes", len(goC.batches), terminated, truncated)
 }

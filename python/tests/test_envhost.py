@@ -66,6 +66,27 @@ class HostTest(unittest.TestCase):
                     h.handle(msg)
                 self.assertEqual(cm.exception.type, typ)
 
+    def test_parallel_agents_must_share_spaces(self):
+        from distrl.spaces import Discrete
+
+        class Mixed:
+            possible_agents = ["a", "b"]
+
+            def observation_space(self, agent):
+                return Discrete(3 if agent == "a" else 4)
+
+            def action_space(self, agent):
+                return Discrete(2)
+
+        with self.assertRaises(envhost.HostError) as cm:
+            envhost.adapt(Mixed())
+        self.assertEqual(cm.exception.type, "unsupported_space")
+
+    def test_not_an_env(self):
+        with self.assertRaises(envhost.HostError) as cm:
+            envhost.adapt(object())
+        self.assertEqual(cm.exception.type, "unsupported_env")
+
     def test_spaces_described(self):
         self.assertEqual(envhost.describe_space(cartpole.Discrete(3, start=1)), {"kind": "Discrete", "n": 3, "start": 1})
         self.assertEqual(envhost.describe_space(spread.Spread(2).action_space("agent_0"))["n"], 5)

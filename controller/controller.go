@@ -33,6 +33,7 @@ const (
 	DefaultWorkerTTL       = 3 * time.Second
 	DefaultMonitorInterval = time.Second
 	DefaultStopGrace       = 10 * time.Second
+	DefaultOrphanTimeout   = 15 * time.Second
 	// DefaultHost is where local workers and the controller bind.
 	DefaultHost = "127.0.0.1"
 	// CtlName is the controller's name among the trial's workers.
@@ -76,6 +77,10 @@ type Options struct {
 	// interface that routes to the name server, and the name server must
 	// be an etcd that answers at a non-loopback address: no embedded one.
 	RemoteWorkers bool
+	// OrphanTimeout is remote workers' --orphan-timeout: they interrupt
+	// themselves when the controller's record has been gone this long
+	// (the controller died). DefaultOrphanTimeout if zero; negative: never.
+	OrphanTimeout time.Duration
 	// Curve is the experiment's key pair when workers run with CURVE.
 	Curve *rpc.CurveKeyPair
 	// Out receives progress; nil discards it. TTY redraws the status line
@@ -112,6 +117,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MonitorInterval <= 0 {
 		o.MonitorInterval = DefaultMonitorInterval
+	}
+	if o.OrphanTimeout == 0 {
+		o.OrphanTimeout = DefaultOrphanTimeout
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = DefaultStopGrace
@@ -464,6 +472,8 @@ func (c *Controller) workerArgs() []string {
 	args := []string{"--nameresolve", c.endpoint, "--experiment", c.trial.Experiment, "--trial", c.trial.Trial}
 	if !c.opts.RemoteWorkers {
 		args = append(args, "--host", c.opts.Host)
+	} else if c.opts.OrphanTimeout > 0 {
+		args = append(args, "--orphan-timeout", c.opts.OrphanTimeout.String())
 	}
 	args = append(args, "--ttl", c.opts.WorkerTTL.String())
 	return append(args, c.opts.WorkerArgs...)

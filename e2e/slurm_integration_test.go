@@ -282,3 +282,25 @@ func TestSlurmStopAfterControllerKilled(t *testing.T) {
 		return nil
 	})
 }
+
+// With the controller killed and nobody running rlctl stop, the workers of
+// a slurm trial interrupt themselves after --orphan-timeout and their
+// tasks leave the queue.
+func TestSlurmOrphanedWorkersExit(t *testing.T) {
+	s := newSlurmTrial(t, "echo-64")
+	p := s.start("--set", "workers.echo.count=2", "--set", "stop.wall_time=5m", "--orphan-timeout", "1s")
+	waitOutput(t, p, workersRunning, time.Minute)
+	p.signal(t, syscall.SIGKILL)
+	p.wait(t, 10*time.Second)
+	eventually.NoError(t, time.Minute, "the orphaned workers' tasks end", func() error {
+		if q := s.queue(); q != "" {
+			return fmt.Errorf("squeue:\n%s", q)
+		}
+		return nil
+	})
+	for i := range 2 {
+		if log := readFile(t, filepath.Join(s.dir(), "logs", fmt.Sprintf("echo-%d.log", i))); !strings.Contains(log, "controller is gone") {
+			t.Errorf("echo/%d's log does not say why it stopped:\n%s", i, log)
+		}
+	}
+}

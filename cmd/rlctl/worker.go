@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/distrl/distrl/actorworker"
+	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/echoworker"
+	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/sinkworker"
 	"github.com/distrl/distrl/trainerworker"
@@ -41,6 +45,7 @@ func workerCommand() *cli.Command {
 			&cli.IntFlag{Name: "port", Value: 0, Usage: "port to bind (0: any free port)"},
 			&cli.DurationFlag{Name: "ttl", Value: worker.DefaultAddressTTL, Usage: "lease of the address record: how long it outlives a killed worker"},
 			&cli.DurationFlag{Name: "status-ttl", Value: worker.DefaultStatusTTL, Usage: "lease of the status record"},
+			&cli.DurationFlag{Name: "orphan-timeout", Usage: "interrupt the worker once the trial's controller record (ctl), after it was seen, has been gone this long (0: never); rlctl start gives slurm workers 15s"},
 		),
 		Action: runWorker,
 	}
@@ -68,7 +73,14 @@ func runWorker(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
-	if err := w.Run(c.Context); err != nil {
+	ctx := c.Context
+	if d := c.Duration("orphan-timeout"); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go watchController(ctx, cancel, sess, d)
+	}
+	if err := w.Run(ctx); err != nil {
 		if errors.Is(err, worker.ErrFailed) {
 			return cli.Exit(err.Error(), 3)
 		}
@@ -92,4 +104,38 @@ func workerHost(c *cli.Context, sess *session) string {
 		sess.log.Warn("advertising the first address of this machine", "err", err)
 	}
 	return worker.RoutableHost()
+}
+
+// watchController interrupts the worker (cancels its context) once the
+// trial's controller record has been gone for timeout after it was seen:
+// a worker on a cluster is not the controller's child, so nothing else
+// would end it when the controller dies. Errors other than a missing
+// record (etcd briefly away) do not count.
+func watchController(ctx context.Context, interrupt context.CancelFunc, sess *session, timeout time.Duration) {
+	key := sess.trial.Worker(controller.CtlName)
+	tick := time.NewTicker(min(time.Second, max(timeout/4, 50*time.Millisecond)))
+	defer tick.Stop()
+	seen := false
+	var gone time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := sess.repo.Get(gctx, key)
+		cancel()
+		switch {
+		case err == nil:
+			seen, gone = true, time.Time{}
+		case !seen || !errors.Is(err, nameresolve.ErrNotFound):
+		case gone.IsZero():
+			gone = time.Now()
+		case time.Since(gone) >= timeout:
+			sess.log.Warn("the trial's controller is gone: interrupting", "record", key, "gone_for", time.Since(gone).Round(time.Millisecond))
+			interrupt()
+			return
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -185,6 +186,11 @@ func TestSlurmStop(t *testing.T) {
 	s := newSlurmTrial(t, "echo-64")
 	p := s.start("--set", "workers.echo.count=3", "--set", "stop.wall_time=5m")
 	waitOutput(t, p, workersRunning, time.Minute)
+	status, code := runRlctl(t, s.env, "status", s.trial.Experiment, s.trial.Trial, "--workdir", s.work)
+	onNode := slices.ContainsFunc(s.sc.Nodes, func(n slurmtest.Node) bool { return strings.Contains(status, n.Addr+":") })
+	if code != 0 || !strings.Contains(status, "slurm: scripts in "+filepath.Join(s.dir(), "slurm")) || !onNode {
+		t.Errorf("rlctl status: exit %d, want the scripts' directory and workers at node addresses:\n%s", code, status)
+	}
 	out, code := runRlctl(t, s.env, "stop", s.trial.Experiment, s.trial.Trial, "--workdir", s.work)
 	if code != 0 {
 		t.Errorf("rlctl stop: exit %d:\n%s", code, out)

@@ -44,6 +44,9 @@ func runStatus(c *cli.Context, args []string) error {
 		if rec.Message != "" {
 			fmt.Printf("  %s\n", rec.Message)
 		}
+		if rec.Scheduler == "slurm" {
+			fmt.Printf("slurm: scripts in %s, job ids in %s\n", dir.Path(controller.SlurmDir), dir.Path(controller.SlurmDir, controller.SlurmJobsFile))
+		}
 		if rec.NameResolve != "" {
 			ep = rec.NameResolve
 		}

@@ -1,0 +1,147 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/distrl/distrl/nameresolve/etcd"
+	"github.com/distrl/distrl/nameresolve/etcdserver"
+	"github.com/distrl/distrl/worker"
+)
+
+// openNameResolve connects to the configured etcd, or runs an embedded one
+// when none answers.
+func (c *Controller) openNameResolve(ctx context.Context) error {
+	if c.opts.RemoteWorkers {
+		return c.openRemoteNameResolve(ctx)
+	}
+	if len(c.opts.NameResolve) > 0 && anyAnswers(ctx, c.opts.NameResolve) {
+		repo, err := etcd.Open(ctx, etcd.Config{Endpoints: c.opts.NameResolve, DialTimeout: etcdDialTimeout, Logger: c.log})
+		if err == nil {
+			c.repo, c.endpoint = repo, strings.Join(c.opts.NameResolve, ",")
+			c.out.event("name resolve: etcd at %s", c.endpoint)
+			c.record.NameResolve = c.endpoint
+			return nil
+		}
+		c.log.Warn("the name server answers but not as etcd: running an embedded etcd", "endpoints", c.opts.NameResolve, "err", err)
+	}
+	// The embedded etcd lives as long as this run: its data from an
+	// earlier run of the trial is of no use.
+	dir := c.dir.Path(EtcdDir)
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("controller: embedded etcd: %w", err)
+	}
+	etcdLog := slog.New(quietable{Handler: c.log.Handler(), quiet: &c.etcdQuiet})
+	srv, err := etcdserver.Start(ctx, etcdserver.Config{Dir: dir, ClientAddr: net.JoinHostPort(c.opts.Host, "0"), Logger: etcdLog})
+	if err != nil {
+		return fmt.Errorf("controller: embedded etcd: %w", err)
+	}
+	c.etcd = srv
+	repo, err := etcd.Open(ctx, etcd.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: etcdDialTimeout, Logger: c.log})
+	if err != nil {
+		return fmt.Errorf("controller: embedded etcd: %w", err)
+	}
+	c.repo, c.endpoint = repo, srv.Endpoint()
+	c.record.NameResolve, c.record.EmbeddedEtcd = c.endpoint, true
+	c.out.event("name resolve: embedded etcd at %s (none answered at %s)", c.endpoint, strings.Join(c.opts.NameResolve, ","))
+	c.writeRecord()
+	return nil
+}
+
+// openRemoteNameResolve connects to the etcd of NameResolve, which workers
+// on other machines must reach: loopback is refused, and nothing is embedded.
+func (c *Controller) openRemoteNameResolve(ctx context.Context) error {
+	if err := CheckRemoteNameResolve(c.opts.NameResolve); err != nil {
+		return err
+	}
+	if !anyAnswers(ctx, c.opts.NameResolve) {
+		return fmt.Errorf("%w: nothing answers at %s (start one with `rlctl nameserver --listen ADDR` on a host the nodes reach)",
+			ErrNameResolve, strings.Join(c.opts.NameResolve, ","))
+	}
+	repo, err := etcd.Open(ctx, etcd.Config{Endpoints: c.opts.NameResolve, DialTimeout: etcdDialTimeout, Logger: c.log})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNameResolve, err)
+	}
+	c.repo, c.endpoint = repo, strings.Join(c.opts.NameResolve, ",")
+	c.out.event("name resolve: etcd at %s", c.endpoint)
+	c.record.NameResolve = c.endpoint
+	return nil
+}
+
+// CheckRemoteNameResolve refuses endpoints that workers on other machines
+// cannot reach: none, or a loopback address or name.
+func CheckRemoteNameResolve(endpoints []string) error {
+	if len(endpoints) == 0 {
+		return fmt.Errorf("%w: no etcd endpoint given", ErrNameResolve)
+	}
+	for _, ep := range endpoints {
+		host := ep
+		if i := strings.Index(host, "://"); i >= 0 {
+			host = host[i+3:]
+		}
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" || host == "" {
+			return fmt.Errorf("%w: %s is a loopback address, which workers on other nodes cannot reach "+
+				"(run `rlctl nameserver --listen ADDR:2379` on a host the nodes reach, and give --nameresolve ADDR:2379)", ErrNameResolve, ep)
+		}
+	}
+	return nil
+}
+
+// anyAnswers reports whether some endpoint accepts a TCP connection: a
+// quick check before etcd.Open, which would take its full dial timeout to
+// fail on a port nobody listens on.
+func anyAnswers(ctx context.Context, endpoints []string) bool {
+	d := net.Dialer{Timeout: probeTimeout}
+	for _, ep := range endpoints {
+		hostport := ep
+		if i := strings.Index(ep, "://"); i >= 0 {
+			hostport = ep[i+3:]
+		}
+		if conn, err := d.DialContext(ctx, "tcp", hostport); err == nil {
+			conn.Close()
+			return true
+		}
+	}
+	return false
+}
+
+// clearStaleRecords refuses a trial whose workers are alive and clears the
+// records a dead run left behind.
+func (c *Controller) clearStaleRecords(ctx context.Context) error {
+	c.panel = worker.NewControlPanel(c.repo, c.trial, c.panelOptions())
+	ctx, cancel := context.WithTimeout(ctx, shutdownTimeout)
+	defer cancel()
+	ws, err := c.panel.Workers(ctx)
+	if err != nil {
+		return fmt.Errorf("controller: read the trial's records: %w", err)
+	}
+	var alive []string
+	for _, w := range ws {
+		if w.Address != "" {
+			alive = append(alive, w.Name)
+		}
+	}
+	if len(alive) > 0 {
+		return &WorkersAliveError{Prefix: c.trial.Prefix(), Workers: alive}
+	}
+	if err := c.repo.ClearSubtree(ctx, c.trial.Prefix()); err != nil {
+		return fmt.Errorf("controller: clear the records of an earlier run: %w", err)
+	}
+	c.owner = true
+	return nil
+}
+
+func (c *Controller) panelOptions() worker.PanelOptions {
+	var opts worker.PanelOptions
+	if c.opts.Curve != nil {
+		opts.Curve = c.opts.Curve.ClientKeys()
+	}
+	return opts
+}

@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/distrl/distrl/experiment"
+	"github.com/distrl/distrl/rpc"
+)
+
+// Defaults of Options.
+const (
+	// DefaultWorkerTTL is the workers' address lease: short, so that a
+	// killed worker's name is free for its replacement within seconds.
+	DefaultWorkerTTL       = 3 * time.Second
+	DefaultMonitorInterval = time.Second
+	DefaultStopGrace       = 10 * time.Second
+	DefaultOrphanTimeout   = 15 * time.Second
+	// DefaultHost is where local workers and the controller bind.
+	DefaultHost = "127.0.0.1"
+	// CtlName is the controller's name among the trial's workers.
+	CtlName = "ctl"
+)
+
+// Timeouts of single steps, generous for a loaded 2-core machine.
+const (
+	requestTimeout   = 30 * time.Second // configure, start, on each group
+	statsTimeout     = 3 * time.Second
+	shutdownTimeout  = 5 * time.Second // each shutdown step
+	probeTimeout     = 300 * time.Millisecond
+	etcdDialTimeout  = 3 * time.Second
+	registerPoll     = 100 * time.Millisecond
+	logTailBytes     = 2048
+	registerBase     = 30 * time.Second
+	registerPerProc  = 250 * time.Millisecond
+	interruptTimeout = 2 * time.Second
+)
+
+// Options configure Run.
+type Options struct {
+	// Config is the experiment, validated.
+	Config *experiment.Config
+	// Trial names the trial.
+	Trial string
+	// Dir is the trial directory; created if missing.
+	Dir TrialDir
+	// Scheduler runs the workers; SchedulerName goes into the record.
+	Scheduler     Scheduler
+	SchedulerName string
+	// NameResolve are the etcd endpoints to use. If none answers, the
+	// controller runs an embedded etcd for the trial's lifetime.
+	NameResolve []string
+	// WorkerArgs are added to every worker's flags (--log-level, --curve-keys).
+	WorkerArgs []string
+	// Host is where workers and the controller bind; DefaultHost if empty.
+	Host string
+	// RemoteWorkers: the workers run on other machines (a cluster
+	// scheduler). They get no --host and advertise the address of their
+	// interface that routes to the name server, and the name server must
+	// be an etcd that answers at a non-loopback address: no embedded one.
+	RemoteWorkers bool
+	// OrphanTimeout is remote workers' --orphan-timeout: they interrupt
+	// themselves when the controller's record has been gone this long
+	// (the controller died). DefaultOrphanTimeout if zero; negative: never.
+	OrphanTimeout time.Duration
+	// Curve is the experiment's key pair when workers run with CURVE.
+	Curve *rpc.CurveKeyPair
+	// Out receives progress; nil discards it. TTY redraws the status line
+	// in place instead of printing a line per interval.
+	Out io.Writer
+	TTY bool
+	// Logger receives diagnostics; nil discards them.
+	Logger *slog.Logger
+
+	// WorkerTTL is the workers' --ttl; DefaultWorkerTTL if zero.
+	WorkerTTL time.Duration
+	// RegisterTimeout bounds the wait for every worker to register; zero
+	// means 30 s plus 250 ms per worker.
+	RegisterTimeout time.Duration
+	// MonitorInterval is how often worker states are checked.
+	MonitorInterval time.Duration
+	// StopGrace is how long workers may take to exit when told to before
+	// they are signalled, then killed.
+	StopGrace time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.Host == "" {
+		o.Host = DefaultHost
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.WorkerTTL <= 0 {
+		o.WorkerTTL = DefaultWorkerTTL
+	}
+	if o.MonitorInterval <= 0 {
+		o.MonitorInterval = DefaultMonitorInterval
+	}
+	if o.OrphanTimeout == 0 {
+		o.OrphanTimeout = DefaultOrphanTimeout
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
+	}
+	if o.SchedulerName == "" {
+		o.SchedulerName = "local"
+	}
+}
+
+// Outcome is how a trial ended.
+type Outcome int
+
+const (
+	// Completed: a stop condition held, or the controller was told to exit.
+	Completed Outcome = iota + 1
+	// Interrupted: the context was cancelled (Ctrl-C, SIGTERM, `rlctl stop`).
+	Interrupted
+	// Failed: the trial could not start, or a worker failed past its restarts.
+	Failed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Completed:
+		return "completed"
+	case Interrupted:
+		return "interrupted"
+	case Failed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// Result is what Run reports.
+type Result struct {
+	Outcome Outcome
+	// Reason says why the trial ended, in words.
+	Reason string
+	// Startup is from Run to every worker running; Elapsed from then to the stop.
+	Startup, Elapsed time.Duration
+	// Metrics is the last metrics line; nil if the workers never ran.
+	Metrics  *Metrics
+	Restarts int
+	Dir      TrialDir
+}

@@ -1,0 +1,205 @@
+package policyworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/paramstream"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// TypeName is the worker type name ("policy/0", "policy/1", ...).
+const TypeName = worker.TypePolicy
+
+// Worker is the policy worker type. Like every worker.Impl, all its methods
+// run on the worker's loop goroutine.
+type Worker struct {
+	info worker.Info
+	log  *slog.Logger
+
+	cfg    Config
+	policy *policy.ActorCritic
+	server *stream.InferenceServer
+	params *paramstream.Subscriber // nil unless following published parameters
+
+	// Reused across polls so that serving does not allocate per batch.
+	batch stream.InferenceBatch
+	out   api.Inference
+
+	stats   counters
+	warning string
+	// paramWarning is why the last published version was not loaded.
+	paramWarning string
+}
+
+var (
+	_ worker.Impl        = (*Worker)(nil)
+	_ worker.Commander   = (*Worker)(nil)
+	_ worker.SocketOwner = (*Worker)(nil)
+	_ worker.Reporter    = (*Worker)(nil)
+)
+
+// New is the worker.Factory of the policy type.
+func New(info worker.Info) (worker.Impl, error) {
+	return &Worker{info: info, log: info.Log()}, nil
+}
+
+// Configure builds the policy and binds the inference server. A worker
+// configured again closes its server and starts over with a new policy
+// (version 0 of the new configuration). A bad configuration is a
+// bad_arguments error that leaves the worker as it was.
+//
+// Unless follow_params is false, it also subscribes to the policy's
+// published parameters and loads the newest version, so that a policy
+// worker that restarts mid-training serves the current policy from its
+// first batch.
+func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
+	cfg, pcfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	p, err := policy.New(pcfg)
+	if err != nil {
+		return rpc.Errorf(rpc.ErrTypeBadArguments, "%v", err)
+	}
+	// The old server goes first: the new one registers the same endpoint
+	// record, and actors must not keep sending to a policy being replaced.
+	if err := w.closeStreams(); err != nil {
+		w.log.Warn("close the previous streams", "err", err)
+	}
+	srv, err := stream.NewInferenceServer(ctx, stream.InferenceServerOptions{
+		Repo: w.info.Repo, Trial: w.info.Trial, Policy: cfg.Policy,
+		Index: w.info.Index, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
+		// Requests of another width are dropped as malformed by the
+		// server rather than failing the policy's shape check here.
+		ObsDim: pcfg.ObsDim,
+	})
+	if err != nil {
+		w.policy = nil
+		return fmt.Errorf("policy worker: inference server: %w", err)
+	}
+	var sub *paramstream.Subscriber
+	if cfg.FollowParams {
+		sub, err = paramstream.NewSubscriber(ctx, paramstream.SubscriberOptions{
+			Repo: w.info.Repo, Trial: w.info.Trial, Policy: cfg.Policy,
+			CacheDir: cfg.ParamCacheDir, Logger: w.log,
+		})
+		if err != nil {
+			if cerr := srv.Close(); cerr != nil {
+				w.log.Warn("close the inference server", "err", cerr)
+			}
+			w.policy = nil
+			return fmt.Errorf("policy worker: parameter subscriber: %w", err)
+		}
+	}
+	w.cfg, w.policy, w.server, w.params = cfg, p, srv, sub
+	w.stats = counters{}
+	w.warning, w.paramWarning = "", ""
+	if sub != nil {
+		w.loadNewest(ctx)
+	}
+	w.log.Info("configured", "policy", cfg.Policy, "addr", srv.Addr(),
+		"obs_dim", pcfg.ObsDim, "action_dim", pcfg.ActionDim, "head", pcfg.Head,
+		"params", p.NumParams(), "max_batch", cfg.MaxBatch)
+	return nil
+}
+
+// Poll loads newly published parameters, if any have arrived, and then
+// serves one batch: every whole request waiting, up to max_batch rows, in
+// one forward pass. Parameters thus change between batches, never within
+// one, and every answer's version says which parameters made it.
+func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
+	if w.server == nil {
+		return worker.PollResult{}, errors.New("policy worker: polled before configure")
+	}
+	if w.params != nil {
+		p, err := w.params.Poll(ctx)
+		if err != nil {
+			return worker.PollResult{}, fmt.Errorf("policy worker: follow published parameters: %w", err)
+		}
+		if p != nil {
+			w.applyParams(p)
+		}
+	}
+	rows, err := w.server.Poll(w.cfg.MaxBatch, &w.batch)
+	if err != nil {
+		return worker.PollResult{}, fmt.Errorf("policy worker: receive requests: %w", err)
+	}
+	if rows == 0 {
+		return worker.PollResult{}, nil
+	}
+	begin := time.Now()
+	if err := w.policy.Infer(w.batch.Obs, &w.out); err != nil {
+		// Most likely a client sent a non-finite observation. That is no
+		// reason to stop serving everyone else: the batch goes unanswered,
+		// its requests time out on the clients, which post them again.
+		w.stats.inferErrors++
+		w.warning = fmt.Sprintf("a batch of %d rows was dropped: %v", rows, err)
+		w.log.Warn("inference failed; batch dropped", "rows", rows, "err", err)
+		return worker.PollResult{Batches: 1}, nil
+	}
+	inferred := time.Now()
+	if err := w.server.Respond(&w.batch, &w.out); err != nil {
+		return worker.PollResult{}, fmt.Errorf("policy worker: reply: %w", err)
+	}
+	w.stats.record(begin, time.Now(), rows, inferred.Sub(begin))
+	w.warning = ""
+	return worker.PollResult{Samples: int64(rows), Batches: 1}, nil
+}
+
+// Sockets lets an idle worker sleep on the inference socket and the
+// parameter subscriber's sockets, so that a request, a new version's
+// notification or a fetch reply wakes it.
+func (w *Worker) Sockets() []*zmq.Socket {
+	if w.server == nil {
+		return nil
+	}
+	socks := []*zmq.Socket{w.server.Socket()}
+	if w.params != nil {
+		socks = append(socks, w.params.Sockets()...)
+	}
+	return socks
+}
+
+// Warning reports a dropped batch until the next batch is served, else
+// published parameters that could not be obtained or loaded.
+func (w *Worker) Warning() string {
+	switch {
+	case w.warning != "":
+		return w.warning
+	case w.paramWarning != "":
+		return w.paramWarning
+	case w.params != nil:
+		return w.params.Warning()
+	}
+	return ""
+}
+
+// Close closes the inference server, which removes its endpoint record,
+// and the parameter subscriber.
+func (w *Worker) Close() error { return w.closeStreams() }
+
+func (w *Worker) closeStreams() error {
+	var errs []error
+	if w.server != nil {
+		if err := w.server.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("policy worker: close inference server: %w", err))
+		}
+		w.server = nil
+	}
+	if w.params != nil {
+		if err := w.params.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("policy worker: close parameter subscriber: %w", err))
+		}
+		w.params = nil
+	}
+	return errors.Join(errs...)
+}

@@ -173,6 +173,10 @@ func TestActorCompletes(t *testing.T) {
 		{"python parallel env stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 3,
 			"env_config":   map[string]any{"module": "distrl.examples.spread", "kwargs": map[string]any{"n_agents": 2, "max_cycles": 25}},
 			"sample_steps": 10, "max_env_steps": 200}},
+		// Box actions from the Gaussian head, clipped by the host.
+		{"python box actions stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 2,
+			"env_config": map[string]any{"module": "badenvs", "factory": "multidiscrete_observations", "path": []any{pyTestdata(t)}},
+			"sample_steps": 8, "max_env_steps": 120}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -482,10 +486,7 @@ func envHosts(t *testing.T) []int {
 // actor in ERROR with the Python exception's message, and its host is gone
 // once the worker closes.
 func TestActorPythonEnvFails(t *testing.T) {
-	testdata, err := filepath.Abs(filepath.Join("..", "pyenv", "testdata"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	testdata := pyTestdata(t)
 	cases := []struct{ factory, want string }{
 		{"raise_at_step", "ValueError: the pole broke at step 3"},
 		{"die_at_step", "python environment host exited (exit status 3"},
@@ -563,4 +564,14 @@ func TestPythonActorMatchesGo(t *testing.T) {
 		t.Errorf("%d terminated and %d truncated steps: the run should end episodes both ways", terminated, truncated)
 	}
 	t.Logf("%d identical batches, %d terminated and %d truncated episodes", len(goC.batches), terminated, truncated)
+}
+
+// pyTestdata is the directory of pyenv's test environments.
+func pyTestdata(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "pyenv", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

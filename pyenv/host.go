@@ -194,8 +194,9 @@ func (h *Host) Agents() []string { return h.agents }
 func (h *Host) Pid() int { return h.cmd.Process.Pid }
 
 // Run resets and steps environments in one message (see api.EnvBatch).
-// Actions are checked against the action space first; a bad one is an
-// error wrapping api.ErrInvalidAction and nothing is sent.
+// Actions are checked against the action space first (Box actions are
+// clipped to its bounds); a bad one is an error wrapping
+// api.ErrInvalidAction and nothing is sent.
 func (h *Host) Run(ctx context.Context, resets []api.EnvReset, steps []api.EnvStep) error {
 	if err := h.usable(); err != nil {
 		return err
@@ -262,7 +263,13 @@ func (h *Host) actions(steps []api.EnvStep) (any, error) {
 			return nil, err
 		}
 		for j, act := range s.Actions {
-			copy(t.Data[(i*a+j)*d:], act.Continuous)
+			// A policy's Gaussian is unbounded: clip to the space, as
+			// gymnasium's ClipAction does. The sample keeps the unclipped
+			// action, whose log-probability the learner needs.
+			row := t.Data[(i*a+j)*d : (i*a+j+1)*d]
+			for k, v := range act.Continuous {
+				row[k] = min(max(v, h.act.Low[k]), h.act.High[k])
+			}
 		}
 	}
 	return t, nil
@@ -276,12 +283,20 @@ func (h *Host) checkStep(s api.EnvStep) error {
 		return fmt.Errorf("pyenv: environment %d: %d actions for %d agents: %w", s.Env, len(s.Actions), len(h.agents), api.ErrInvalidAction)
 	}
 	for _, act := range s.Actions {
-		if err := h.act.CheckAction(act); err != nil {
-			return fmt.Errorf("pyenv: environment %d: %w", s.Env, err)
+		if h.act.Kind == api.Discrete {
+			if err := h.act.CheckAction(act); err != nil {
+				return fmt.Errorf("pyenv: environment %d: %w", s.Env, err)
+			}
+			continue
+		}
+		if len(act.Continuous) != h.act.Size() || slices.ContainsFunc(act.Continuous, isNaN) {
+			return fmt.Errorf("pyenv: environment %d: %w: %v for a Box of shape %v", s.Env, api.ErrInvalidAction, act.Continuous, h.act.Shape)
 		}
 	}
 	return nil
 }
+
+func isNaN(v float32) bool { return v != v }
 
 // results checks the step reply's shapes and fills the steps' Results.
 func (h *Host) results(steps []api.EnvStep, r *stepReply) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -163,9 +164,20 @@ func TestMultiDiscreteObservationsBoxActions(t *testing.T) {
 	if m := h.InfoMeans()["norm"]; m != (0.3125+2)/2 {
 		t.Errorf("info mean of norm %v, want %v", m, (0.3125+2)/2)
 	}
-	err := h.Run(ctx, nil, []api.EnvStep{{Env: 0, Actions: []api.Action{{Continuous: []float32{2, 0}}}}})
-	if !errors.Is(err, api.ErrInvalidAction) {
-		t.Errorf("action out of the Box: %v, want ErrInvalidAction", err)
+	// A Box action beyond the bounds is clipped (a Gaussian policy's
+	// samples are unbounded); NaN or the wrong width is refused.
+	clipped := []api.EnvStep{{Env: 0, Actions: []api.Action{{Continuous: []float32{2, -0.5}}}}}
+	if err := h.Run(ctx, nil, clipped); err != nil {
+		t.Fatal(err)
+	}
+	if r := clipped[0].Result.Rewards[0]; r != 0.5 {
+		t.Errorf("reward %v for action (2, -0.5) in Box(-1, 1): want 0.5, the clipped action's sum", r)
+	}
+	for _, bad := range [][]float32{{float32(math.NaN()), 0}, {0.5}} {
+		err := h.Run(ctx, nil, []api.EnvStep{{Env: 0, Actions: []api.Action{{Continuous: bad}}}})
+		if !errors.Is(err, api.ErrInvalidAction) {
+			t.Errorf("action %v: %v, want ErrInvalidAction", bad, err)
+		}
 	}
 }
 

@@ -175,7 +175,7 @@ func TestActorCompletes(t *testing.T) {
 			"sample_steps": 10, "max_env_steps": 200}},
 		// Box actions from the Gaussian head, clipped by the host.
 		{"python box actions stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 2,
-			"env_config": map[string]any{"module": "badenvs", "factory": "multidiscrete_observations", "path": []any{pyTestdata(t)}},
+			"env_config":   map[string]any{"module": "badenvs", "factory": "multidiscrete_observations", "path": []any{pyTestdata(t)}},
 			"sample_steps": 8, "max_env_steps": 120}},
 	}
 	for _, c := range cases {

@@ -204,7 +204,12 @@ func TestStartPythonEnvFailures(t *testing.T) {
 					t.Errorf("output does not say %q:\n%s", w, out)
 				}
 			}
-			assertWorkersGone(t, readRecord(t, filepath.Join(work, "pycartpole-ppo", fmt.Sprintf("f%d", i))))
+			dir := filepath.Join(work, "pycartpole-ppo", fmt.Sprintf("f%d", i))
+			// The traceback is in the actor's log.
+			if log := readFile(t, filepath.Join(dir, "logs", "actor-0.log")); !strings.Contains(log, "Traceback (most recent call last)") {
+				t.Errorf("actor/0's log has no Python traceback:\n%s", log)
+			}
+			assertWorkersGone(t, readRecord(t, dir))
 			if left := envHosts(t, mark); len(left) > 0 {
 				t.Errorf("Python environment hosts left: %v", left)
 			}

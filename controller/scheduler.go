@@ -79,3 +79,24 @@ func startGroup(ctx context.Context, s Scheduler, specs []WorkerSpec) ([]Handle,
 	}
 	return hs, nil
 }
+
+// Queued is a Handle whose worker may wait in a queue before it runs (a
+// cluster job). Time in the queue does not count against the controller's
+// register timeout: a busy cluster is not a failed worker.
+type Queued interface {
+	// Queued reports whether the worker is still waiting to run, and why.
+	Queued() (bool, string)
+}
+
+// queued lists the handles of names that are waiting in a queue, with why.
+func queued(procs map[string]Handle, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if q, ok := procs[n].(Queued); ok {
+			if yes, why := q.Queued(); yes {
+				out = append(out, n+" ("+why+")")
+			}
+		}
+	}
+	return out
+}

@@ -445,9 +445,7 @@ func (s *Slurm) update(q map[taskKey]queueEntry, asked map[taskKey]bool) {
 		}
 		e, ok := q[key]
 		if ok && activeStates[e.state] {
-			if e.state == "RUNNING" {
-				t.node.Store(&e.node)
-			}
+			t.last.Store(&e)
 			continue
 		}
 		var err error
@@ -575,7 +573,7 @@ func (e *SlurmTaskError) Error() string {
 type slurmTask struct {
 	s    *Slurm
 	key  taskKey
-	node atomic.Pointer[string]
+	last atomic.Pointer[queueEntry] // squeue's newest word while it runs
 	done chan struct{}
 	err  error // set before done closes
 	once sync.Once
@@ -623,10 +621,19 @@ func (t *slurmTask) Kill() error {
 
 // Node is the node the task runs on, once squeue has shown it running.
 func (t *slurmTask) Node() string {
-	if n := t.node.Load(); n != nil {
-		return *n
+	if e := t.last.Load(); e != nil {
+		return e.node
 	}
 	return ""
+}
+
+// Queued reports whether squeue shows the task pending, and its reason.
+func (t *slurmTask) Queued() (bool, string) {
+	e := t.last.Load()
+	if e == nil || e.state != "PENDING" {
+		return false, ""
+	}
+	return true, "slurm task " + t.String() + " PENDING: " + e.reason
 }
 
 // DryRun writes the scripts of every worker group of opts's trial without

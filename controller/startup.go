@@ -152,6 +152,16 @@ func (c *Controller) waitRegistered(ctx context.Context, procs map[string]Handle
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
+			var names []string
+			for _, u := range missing {
+				names = append(names, u.Worker)
+			}
+			if q := queued(procs, names); len(q) > 0 {
+				slices.Sort(q)
+				c.out.event("%d workers still queued, waiting for them: %s", len(q), strings.Join(q, ", "))
+				deadline.Reset(timeout)
+				continue
+			}
 			for i := range missing {
 				missing[i].Tail = tail(missing[i].Log, 512)
 			}

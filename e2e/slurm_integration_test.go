@@ -310,3 +310,23 @@ func TestSlurmOrphanedWorkersExit(t *testing.T) {
 		}
 	}
 }
+
+// Tasks waiting in the queue do not count against the register timeout:
+// held jobs outlast it, and the trial starts once they are released.
+func TestSlurmQueuedTasksWait(t *testing.T) {
+	s := newSlurmTrial(t, "echo-64")
+	p := s.start("--set", "workers.echo.count=2", "--set", "stop.wall_time=2s", "--register-timeout", "1s", "--sbatch-arg=--hold")
+	waitOutput(t, p, regexp.MustCompile(`2 workers still queued, waiting for them: echo/0 \(slurm task \S+ PENDING: JobHeldUser\)`), time.Minute)
+	out, err := s.sc.Command("squeue", "-h", "--name="+strings.Join(s.jobNames(), ","), "-o", "%A").Output()
+	if err != nil || len(strings.Fields(string(out))) == 0 {
+		t.Fatalf("held jobs: %q, %v", out, err)
+	}
+	if b, err := s.sc.Command("scontrol", append([]string{"release"}, strings.Fields(string(out))...)...).CombinedOutput(); err != nil {
+		t.Fatalf("scontrol release: %v\n%s", err, b)
+	}
+	waitOutput(t, p, workersRunning, time.Minute)
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Errorf("rlctl start exited with %d", code)
+	}
+	s.assertClean()
+}

@@ -44,8 +44,10 @@ vet:
 $(GOBIN)/staticcheck:
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+# Also refuses tracked files over 1 MB (a committed binary once weighed 35 MB).
 lint: vet $(GOBIN)/staticcheck
 	$(GOBIN)/staticcheck ./...
+	scripts/checksize.sh
 
 # Every test, integration tests included (real sockets, real etcd, real processes), with -race.
 test: deps lint

@@ -127,7 +127,8 @@ def _split_reset(res):
 
 
 class SingleAgent:
-    """Adapts a gymnasium-style environment: one agent, "agent_0"."""
+    """Adapts a gymnasium-style environment: one agent, "agent_0". Host._step
+    calls the environment's step itself: that loop is the host's hot path."""
 
     def __init__(self, env):
         self.env = env
@@ -138,15 +139,6 @@ class SingleAgent:
     def reset(self, seed):
         obs, _ = _split_reset(self.env.reset(seed=seed))
         return [obs]
-
-    def step(self, actions):
-        res = self.env.step(actions[0])
-        if not isinstance(res, tuple) or len(res) != 5:
-            raise TypeError("step must return (obs, reward, terminated, truncated, info)")
-        obs, reward, terminated, truncated, info = res
-        infos = {}
-        _numeric_info(info, infos)
-        return [obs], [reward], [terminated], [truncated], infos
 
     def close(self):
         close = getattr(self.env, "close", None)
@@ -428,12 +420,14 @@ def serve(address, host=None):
     sock.connect(address)
     sock.send(msgpack.packb({"hello": {"protocol": PROTOCOL, "pid": os.getpid()}}))
     try:
+        sock.setsockopt(zmq.RCVTIMEO, PARENT_CHECK_MS)
         while True:
-            if not sock.poll(PARENT_CHECK_MS):
+            try:
+                raw = sock.recv()
+            except zmq.Again:
                 if os.getppid() != parent:
                     return  # the actor is gone; nobody will ask again
                 continue
-            raw = sock.recv()
             closing = False
             try:
                 msg = msgpack.unpackb(raw, raw=False)

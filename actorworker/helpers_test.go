@@ -190,7 +190,7 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { tg.Close() })
-		if err := tg.Reset(actorworker.EnvSeed(1, i, 0)); err != nil {
+		if err := tg.Reset(t.Context(), actorworker.EnvSeed(1, i, 0)); err != nil {
 			t.Fatal(err)
 		}
 		targets = append(targets, tg)
@@ -222,7 +222,7 @@ func (r *rig) poll(t *testing.T) (steps int) {
 	}
 	for range r.ring.Len() {
 		if tg := r.ring.Current(); tg.ReadyToStep() {
-			n, err := tg.Step()
+			n, err := tg.Step(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -159,24 +159,24 @@ func (t *EnvTarget) Stats() TargetStats { return t.stats }
 
 // Reset starts an episode with seed and posts every agent's first
 // observation. Later episodes are seeded by EnvSeed.
-func (t *EnvTarget) Reset(seed int64) error {
+func (t *EnvTarget) Reset(ctx context.Context, seed int64) error {
 	t.resetDue, t.resetSeed = true, seed
-	_, err := t.run(callReset)
+	_, err := t.run(ctx, callReset)
 	return err
 }
 
 // run makes the environment call alone and completes it.
-func (t *EnvTarget) run(call envCall) (int, error) {
+func (t *EnvTarget) run(ctx context.Context, call envCall) (int, error) {
 	switch call {
 	case callReset:
 		r := []api.EnvReset{t.resetCall()}
-		if err := t.batch.Run(context.Background(), r, nil); err != nil {
+		if err := t.batch.Run(ctx, r, nil); err != nil {
 			return 0, fmt.Errorf("actorworker: target %d: reset: %w", t.index, err)
 		}
 		return 0, t.completeReset(r[0].Obs)
 	case callStep:
 		s := []api.EnvStep{t.stepCall()}
-		if err := t.batch.Run(context.Background(), nil, s); err != nil {
+		if err := t.batch.Run(ctx, nil, s); err != nil {
 			return 0, fmt.Errorf("actorworker: target %d: step: %w", t.index, err)
 		}
 		return t.completeStep(s[0].Result)
@@ -230,17 +230,17 @@ func (t *EnvTarget) ReadyToStep() bool {
 // cut. A failed inference is posted again and the target stays not ready
 // for that agent. Step returns the number of agent steps recorded (0 or
 // the number of agents) and sends the batches that are complete.
-func (t *EnvTarget) Step() (int, error) {
+func (t *EnvTarget) Step(ctx context.Context) (int, error) {
 	call, err := t.prepare()
 	if err != nil || call == callNone {
 		return 0, err
 	}
-	n, err := t.run(call)
+	n, err := t.run(ctx, call)
 	if err != nil || !t.resetDue {
 		return n, err
 	}
 	// The episode terminated: the next one starts at once.
-	_, err = t.run(callReset)
+	_, err = t.run(ctx, callReset)
 	return n, err
 }
 

@@ -48,6 +48,8 @@ var keyStats = map[string][]string{
 		worker.StatEpisodes, worker.StatMeanReturn, worker.StatPolicyLag, "policy_loss", "value_loss", "entropy",
 		"approx_kl", "dropped_stale", "checkpoints"},
 	worker.TypeEcho: {"echoes"},
+	worker.TypeReplay: {"size", "inserts", "samples", "inserts_per_s", "samples_per_s", "samples_per_insert",
+		"evictions", "priority_updates", "limiter_waits", "limiter_timeouts"},
 }
 
 // KeyStats picks the statistics of a worker of type typ worth showing.

@@ -398,3 +398,22 @@ func (t *Table) UpdatePriorities(ids []uint64, priorities []float64) (UpdateResu
 	t.c.UnknownUpdates += int64(r.Unknown)
 	return r, nil
 }
+
+// Delete removes the items with the given ids (ids not in the table are
+// skipped) and returns how many it removed. A server uses it to replace an
+// actor's previous cache.
+func (t *Table) Delete(ids []uint64) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if s, ok := t.byID[id]; ok {
+			t.removeLocked(s)
+			n++
+		}
+	}
+	if n > 0 {
+		t.notifyLocked() // a smaller table may let inserts below min size through
+	}
+	return n
+}

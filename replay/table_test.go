@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/distrl/distrl/internal/stattest"
+	"github.com/distrl/distrl/internal/testsupport/stattest"
 )
 
 func mustTable(t testing.TB, o Options) *Table {
@@ -307,5 +307,20 @@ func TestSampleBeforeMinSizeTimesOut(t *testing.T) {
 	}
 	if c := tb.Counters(); c.SampleWaits != 1 || c.SampleTimeouts != 1 {
 		t.Fatalf("counters %+v", c)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	tb := mustTable(t, Options{Name: "t", MaxSize: 10, Sampler: Prioritized, Remover: RemoveFIFO, Alpha: 1})
+	a, _ := tb.TryInsert(1, []byte("a"))
+	b, _ := tb.TryInsert(5, []byte("b"))
+	if n := tb.Delete([]uint64{b, 12345}); n != 1 {
+		t.Fatalf("deleted %d", n)
+	}
+	for range 20 {
+		s, _ := tb.TrySample(1)
+		if s[0].ID != a || s[0].Probability != 1 {
+			t.Fatalf("sampled %+v after delete", s[0])
+		}
 	}
 }

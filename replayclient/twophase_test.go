@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/distrl/distrl/internal/stattest"
+	"github.com/distrl/distrl/internal/testsupport/stattest"
 	"github.com/distrl/distrl/replay"
 )
 

@@ -31,34 +31,45 @@ const (
 // broken watch is re-established: the owner just converges on the newest
 // view.
 type peerSet struct {
+	*endpointWatch
 	sock      *zmq.Socket
-	log       *slog.Logger
-	updates   chan map[string]string // key -> endpoint; the newest snapshot
-	cancel    context.CancelFunc
-	done      chan struct{}
 	connected map[string]bool // endpoints; owner goroutine only
+}
+
+// endpointWatch follows a name-resolve prefix on a goroutine of its own and
+// hands the newest snapshot (key -> address) to its owner through a channel
+// of capacity one.
+type endpointWatch struct {
+	log     *slog.Logger
+	updates chan map[string]string // key -> endpoint; the newest snapshot
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// newEndpointWatch lists the prefix once (bounded by ctx) and returns that
+// listing, then starts the watch goroutine, which lives until close.
+func newEndpointWatch(ctx context.Context, repo nameresolve.Repository, prefix string, log *slog.Logger) (*endpointWatch, map[string]string, error) {
+	entries, err := repo.Find(ctx, prefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("find endpoints under %q: %w", prefix, err)
+	}
+	// The watch outlives ctx, which only bounds construction.
+	wctx, cancel := context.WithCancel(context.Background())
+	w := &endpointWatch{log: log, updates: make(chan map[string]string, 1), cancel: cancel, done: make(chan struct{})}
+	go w.follow(wctx, repo, prefix)
+	return w, snapshot(entries), nil
 }
 
 // newPeerSet lists the prefix once (bounded by ctx) and connects sock to
 // what it finds, so that a new client is usable at once, then starts the
 // watch goroutine, which lives until close.
 func newPeerSet(ctx context.Context, repo nameresolve.Repository, prefix string, sock *zmq.Socket, log *slog.Logger) (*peerSet, error) {
-	entries, err := repo.Find(ctx, prefix)
+	w, snap, err := newEndpointWatch(ctx, repo, prefix, log)
 	if err != nil {
-		return nil, fmt.Errorf("find endpoints under %q: %w", prefix, err)
+		return nil, err
 	}
-	// The watch outlives ctx, which only bounds construction.
-	wctx, cancel := context.WithCancel(context.Background())
-	p := &peerSet{
-		sock:      sock,
-		log:       log,
-		updates:   make(chan map[string]string, 1),
-		cancel:    cancel,
-		done:      make(chan struct{}),
-		connected: map[string]bool{},
-	}
-	p.apply(snapshot(entries))
-	go p.follow(wctx, repo, prefix)
+	p := &peerSet{endpointWatch: w, sock: sock, connected: map[string]bool{}}
+	p.apply(snap)
 	return p, nil
 }
 
@@ -73,7 +84,7 @@ func snapshot(entries []nameresolve.Entry) map[string]string {
 
 // follow runs the watch until ctx ends or the repository closes,
 // re-establishing it with backoff when it breaks.
-func (p *peerSet) follow(ctx context.Context, repo nameresolve.Repository, prefix string) {
+func (p *endpointWatch) follow(ctx context.Context, repo nameresolve.Repository, prefix string) {
 	defer close(p.done)
 	backoff := watchRetryMin
 	for {
@@ -117,7 +128,7 @@ func (p *peerSet) follow(ctx context.Context, repo nameresolve.Repository, prefi
 
 // publish replaces any snapshot the owner has not taken yet. It never
 // blocks: follow is the only sender, so after the drain the buffer has room.
-func (p *peerSet) publish(snap map[string]string) {
+func (p *endpointWatch) publish(snap map[string]string) {
 	select {
 	case <-p.updates:
 	default:
@@ -125,13 +136,21 @@ func (p *peerSet) publish(snap map[string]string) {
 	p.updates <- snap
 }
 
+// take returns the newest snapshot if one arrived since the last take.
+func (p *endpointWatch) take() (map[string]string, bool) {
+	select {
+	case snap := <-p.updates:
+		return snap, true
+	default:
+		return nil, false
+	}
+}
+
 // sync applies the newest snapshot, if one arrived, and returns the number
 // of connected endpoints. Owner goroutine only.
 func (p *peerSet) sync() int {
-	select {
-	case snap := <-p.updates:
+	if snap, ok := p.take(); ok {
 		p.apply(snap)
-	default:
 	}
 	return len(p.connected)
 }
@@ -167,7 +186,7 @@ func (p *peerSet) apply(snap map[string]string) {
 }
 
 // close stops the watch goroutine and waits for it.
-func (p *peerSet) close() {
+func (p *endpointWatch) close() {
 	p.cancel()
 	<-p.done
 }

@@ -53,6 +53,14 @@ type SocketOwner interface {
 	Sockets() []*zmq.Socket
 }
 
+// Deadliner is implemented by worker types with work due at a time of
+// their own, not only when a socket has input (the replay worker answers a
+// request the rate limiter held back when its deadline passes): an idle
+// RUNNING worker then waits at most IdleFor (at least 1 ms).
+type Deadliner interface {
+	IdleFor() time.Duration
+}
+
 // Reporter is implemented by worker types that can be degraded without
 // having failed: an actor whose policy worker stopped answering keeps
 // running and retrying, and says so. A non-empty Warning goes into the

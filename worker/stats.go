@@ -11,6 +11,7 @@ const (
 	TypeTrainer = "trainer"
 	TypeSink    = "sink"
 	TypeEcho    = "echo"
+	TypeReplay  = "replay"
 )
 
 // Keys of the "stats" reply read outside the worker type.

@@ -193,7 +193,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			idle = idle && res.idle()
 		}
 		if idle && !w.exiting {
-			if _, err := w.srv.WaitRequest(ctx, w.opts.IdleWait); err != nil && ctx.Err() == nil {
+			wait := w.opts.IdleWait
+			if d, ok := w.impl.(Deadliner); ok && w.state == StateRunning {
+				wait = min(wait, max(d.IdleFor(), time.Millisecond))
+			}
+			if _, err := w.srv.WaitRequest(ctx, wait); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("worker %s: wait: %w", w.name, err)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/distrl/distrl/echoworker"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/sinkworker"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker"
@@ -26,6 +27,7 @@ func builtinTypes() (*worker.Registry, error) {
 		policyworker.TypeName:  policyworker.New,
 		actorworker.TypeName:   actorworker.New,
 		trainerworker.TypeName: trainerworker.New,
+		replayworker.TypeName:  replayworker.New,
 	} {
 		if err := reg.Register(name, f); err != nil {
 			return nil, err

@@ -1,0 +1,272 @@
+package replayworker_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/replayworker"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
+	zmq "github.com/pebbe/zmq4"
+)
+
+var (
+	testTypes = workertest.Registry(map[string]worker.Factory{replayworker.TypeName: replayworker.New})
+	testTrial = names.NewTrial("replaytest", "t1")
+)
+
+func ctxT(t *testing.T) context.Context { return workertest.Ctx(t, 20*time.Second) }
+
+// startReplay runs replay worker index, configured with one table "t"
+// (prioritized, alpha 1, beta 0.5, min size 4) and started. The idle wait
+// is far longer than the test: requests must wake it.
+func startReplay(t *testing.T, repo nameresolve.Repository, panel *worker.ControlPanel, index int, ckptDir string) *workertest.Running {
+	t.Helper()
+	r := workertest.Start(t, worker.Options{Trial: testTrial, Registry: testTypes, Type: replayworker.TypeName,
+		Index: index, Host: "127.0.0.1", Repo: repo, IdleWait: time.Minute, Logger: workertest.Logger(t, slog.LevelInfo)})
+	cfg := map[string]any{
+		"tables":         []map[string]any{{"name": "t", "max_size": 1000, "alpha": 1.0, "beta": 0.5, "limiter": map[string]any{"min_size": 4}}},
+		"checkpoint_dir": ckptDir,
+	}
+	name := names.WorkerName(replayworker.TypeName, index)
+	if err := panel.Request(ctxT(t), name, "configure", cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := panel.Request(ctxT(t), name, "start", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func client(t *testing.T, repo nameresolve.Repository) *stream.ReplayClient {
+	c, err := stream.NewReplayClient(ctxT(t), stream.ReplayClientOptions{Repo: repo, Trial: testTrial, Slack: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// send sends req to shard, trying again while the connection is not up.
+func send(t *testing.T, c *stream.ReplayClient, shard int, req *stream.ReplayRequest) int64 {
+	t.Helper()
+	var rid int64
+	eventually.NoError(t, 5*time.Second, "send", func() error {
+		var err error
+		rid, err = c.Send(shard, req)
+		return err
+	})
+	return rid
+}
+
+// do sends req to shard and waits for its reply.
+func do(t *testing.T, c *stream.ReplayClient, shard int, req *stream.ReplayRequest) *stream.ReplayReply {
+	t.Helper()
+	rid := send(t, c, shard, req)
+	var got *stream.ReplayReply
+	eventually.NoError(t, 10*time.Second, "reply", func() error {
+		reps, err := c.Poll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reps {
+			if r.RID == rid {
+				got = r
+				return nil
+			}
+		}
+		return fmt.Errorf("no reply to %d yet", rid)
+	})
+	return got
+}
+
+func f64(v ...float64) api.Tensor[float64] { return api.Tensor[float64]{Shape: []int{len(v)}, Data: v} }
+func i64(v ...int64) api.Tensor[int64]     { return api.Tensor[int64]{Shape: []int{len(v)}, Data: v} }
+
+type stats struct {
+	Size             int     `msgpack:"size"`
+	Inserts          int64   `msgpack:"inserts"`
+	Samples          int64   `msgpack:"samples"`
+	PriorityUpdates  int64   `msgpack:"priority_updates"`
+	UnknownUpdates   int64   `msgpack:"unknown_updates"`
+	RefusedUpdates   int64   `msgpack:"refused_updates"`
+	LimiterWaits     int64   `msgpack:"limiter_waits"`
+	LimiterTimeouts  int64   `msgpack:"limiter_timeouts"`
+	Malformed        int64   `msgpack:"malformed"`
+	UnknownTable     int64   `msgpack:"unknown_table"`
+	Parked           int     `msgpack:"parked"`
+	SamplesPerInsert float64 `msgpack:"samples_per_insert"`
+}
+
+func getStats(t *testing.T, panel *worker.ControlPanel, index int) stats {
+	t.Helper()
+	var s stats
+	if err := panel.Request(ctxT(t), names.WorkerName(replayworker.TypeName, index), "stats", nil, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Two shards: a sample before min size is held without blocking the loop
+// and fails at its deadline; inserts spread over both shards; samples,
+// priority updates routed by id, bad priorities refused, malformed frames
+// counted; stats say so.
+func TestReplayWorkerServesShards(t *testing.T) {
+	repo := workertest.Repo(t)
+	panel := workertest.Panel(t, repo, testTrial)
+	startReplay(t, repo, panel, 0, "")
+	startReplay(t, repo, panel, 1, "")
+	c := client(t, repo)
+	eventually.True(t, 5*time.Second, "both shards known", func() bool { return slices.Equal(c.Shards(), []int{0, 1}) })
+
+	// A sample before min size waits; meanwhile the worker answers
+	// requests; at its deadline it fails naming the starved side.
+	rid := send(t, c, 0, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 2, TimeoutMs: 1500})
+	eventually.True(t, 5*time.Second, "the worker answers while the sample is parked", func() bool {
+		s := getStats(t, panel, 0)
+		return s.Parked == 1 && s.LimiterWaits == 1
+	})
+	var rep *stream.ReplayReply
+	eventually.True(t, 5*time.Second, "sample times out", func() bool {
+		reps, _ := c.Poll()
+		for _, r := range reps {
+			if r.RID == rid {
+				rep = r
+			}
+		}
+		return rep != nil
+	})
+	if rep.Error == nil || rep.Error.Type != stream.ReplayErrRateLimited {
+		t.Fatalf("early sample: %+v", rep)
+	}
+	t.Logf("early sample: %v", rep.Error)
+
+	// Inserts round-robin (shard -1): each shard gets two requests of 3.
+	var ids []int64
+	for i := range 4 {
+		r := do(t, c, -1, &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "t",
+			Items: [][]byte{{byte(i), 0}, {byte(i), 1}, {byte(i), 2}}, Priorities: f64(1, 2, 3)})
+		if r.Error != nil || r.IDs.Len() != 3 {
+			t.Fatalf("insert: %+v", r)
+		}
+		for _, id := range r.IDs.Data {
+			if stream.ReplayShardOf(id) != r.Shard {
+				t.Fatalf("id %x from shard %d says shard %d", id, r.Shard, stream.ReplayShardOf(id))
+			}
+		}
+		ids = append(ids, r.IDs.Data...)
+	}
+	for shard := range 2 {
+		r := do(t, c, shard, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 16, TimeoutMs: 1000})
+		if r.Error != nil || len(r.Items) != 16 || r.Size != 6 {
+			t.Fatalf("sample of shard %d: %+v", shard, r)
+		}
+		for i := range r.Items {
+			// Priority p of 6 items with priorities 1,2,3,1,2,3: P = p/12,
+			// weight (P_min/P)^0.5.
+			p := r.Priorities.Data[i]
+			if math.Abs(r.Probabilities.Data[i]-p/12) > 1e-12 || math.Abs(r.Weights.Data[i]-math.Sqrt(1/p)) > 1e-12 ||
+				stream.ReplayShardOf(r.IDs.Data[i]) != shard || float64(r.Items[i][1]+1) != p {
+				t.Fatalf("item %d of shard %d: id %x priority %v probability %v weight %v data %v", i, shard,
+					r.IDs.Data[i], p, r.Probabilities.Data[i], r.Weights.Data[i], r.Items[i])
+			}
+		}
+	}
+	// Updates by shard of id: one unknown id.
+	for shard := range 2 {
+		var mine []int64
+		for _, id := range ids {
+			if stream.ReplayShardOf(id) == shard {
+				mine = append(mine, id)
+			}
+		}
+		mine = append(mine, mine[0]+1000)
+		pr := make([]float64, len(mine))
+		r := do(t, c, shard, &stream.ReplayRequest{Op: stream.ReplayUpdate, Table: "t", IDs: i64(mine...), Priorities: f64(pr...)})
+		if r.Error != nil || r.Updated != 6 || r.Unknown != 1 {
+			t.Fatalf("update on shard %d: %+v", shard, r)
+		}
+		pr[0] = math.NaN()
+		r = do(t, c, shard, &stream.ReplayRequest{Op: stream.ReplayUpdate, Table: "t", IDs: i64(mine...), Priorities: f64(pr...)})
+		if r.Error == nil || r.Error.Type != stream.ReplayErrBadPriority {
+			t.Fatalf("NaN update: %+v", r)
+		}
+	}
+	if r := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "nope", N: 1}); r.Error == nil || r.Error.Type != stream.ReplayErrNoTable {
+		t.Fatalf("unknown table: %+v", r)
+	}
+	if r := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "t", Items: [][]byte{{1}}, Priorities: f64(1, 2)}); r.Error == nil || r.Error.Type != stream.ReplayErrBadRequest {
+		t.Fatalf("mismatched insert: %+v", r)
+	}
+
+	// Garbage straight to shard 0's socket (the mismatched insert above was the first malformed request).
+	addr, err := repo.Get(ctxT(t), testTrial.Stream(stream.ReplayKind, stream.DefaultStream, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := zmq.NewSocket(zmq.DEALER)
+	defer raw.Close()
+	raw.Connect("tcp://" + addr)
+	for _, g := range [][]byte{[]byte("garbage"), {0xdf, 0xff, 0xff, 0xff, 0xff}, {0x81, 0xa2, 'o', 'p', 0xa1, 'x'}} {
+		raw.SendBytes(g, 0)
+	}
+	eventually.NoError(t, 5*time.Second, "malformed counted", func() error {
+		if s := getStats(t, panel, 0); s.Malformed != 4 {
+			return fmt.Errorf("stats %+v", s)
+		}
+		return nil
+	})
+	s := getStats(t, panel, 0)
+	if s.Size != 6 || s.Inserts != 6 || s.Samples != 16 || s.PriorityUpdates != 6 || s.UnknownUpdates != 1 ||
+		s.RefusedUpdates != 7 || s.LimiterWaits != 1 || s.LimiterTimeouts != 1 || s.UnknownTable != 1 {
+		t.Fatalf("stats of shard 0: %+v", s)
+	}
+}
+
+// A replay worker restarted with its checkpoint directory resumes its table.
+func TestReplayWorkerResumesFromCheckpoint(t *testing.T) {
+	repo := workertest.Repo(t)
+	panel := workertest.Panel(t, repo, testTrial)
+	dir := t.TempDir()
+	r := startReplay(t, repo, panel, 0, dir)
+	c := client(t, repo)
+	eventually.True(t, 5*time.Second, "shard known", func() bool { return len(c.Shards()) == 1 })
+	ins := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "t", Items: [][]byte{{1}, {2}, {3}, {4}, {5}}, Priorities: f64(1, 1, 1, 1, 1)})
+	if ins.Error != nil {
+		t.Fatal(ins.Error)
+	}
+	if err := panel.Request(ctxT(t), r.Name(), "checkpoint", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.Cancel()
+	<-r.Done()
+	// A new panel: the old one's connection points at the old address.
+	startReplay(t, repo, workertest.Panel(t, repo, testTrial), 0, dir)
+	eventually.True(t, 5*time.Second, "restarted shard known", func() bool {
+		c.Poll()
+		return len(c.Shards()) == 1
+	})
+	var got *stream.ReplayReply
+	eventually.NoError(t, 10*time.Second, "sample from the restarted worker", func() error {
+		got = do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 5, TimeoutMs: 200})
+		if got.Error != nil {
+			return got.Error
+		}
+		return nil
+	})
+	for i, id := range got.IDs.Data {
+		if !slices.Contains(ins.IDs.Data, id) {
+			t.Fatalf("item %d: id %x not one inserted before the restart (%x)", i, id, ins.IDs.Data)
+		}
+	}
+}

@@ -1,0 +1,260 @@
+package stream
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/distrl/distrl/internal/zsock"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// Errors of ReplayClient.Send; nothing was sent, try again later.
+var (
+	// ErrNoReplayShard: the request names a shard no replay server holds now.
+	ErrNoReplayShard = errors.New("stream: no such replay shard")
+	// ErrReplayBusy: the shard is not connected yet (or any more), or its
+	// queue is full.
+	ErrReplayBusy = errors.New("stream: replay shard not connected or its queue full; request not sent")
+)
+
+// ReplayClientOptions configure a ReplayClient.
+type ReplayClientOptions struct {
+	Repo  nameresolve.Repository
+	Trial names.Trial
+	Name  string // the replay stream (default "default")
+	// Slack is how long after its own timeout_ms a request is given up
+	// when no reply came (the server died). Default 2 s.
+	Slack time.Duration
+	// SendHWM bounds the requests queued per shard (default 64).
+	SendHWM int
+	Logger  *slog.Logger
+}
+
+type replayShard struct {
+	index int
+	addr  string
+	sock  *zmq.Socket
+}
+
+type replayPending struct {
+	op       string
+	shard    int
+	deadline time.Time
+}
+
+// ReplayClientStats are a client's counters.
+type ReplayClientStats struct {
+	Sent, Replies, Expired, Late, Malformed, Backpressure int64
+}
+
+// ReplayClient talks to every replay server (shard) of a replay stream:
+// one DEALER socket per shard, found and followed through name resolve.
+// Requests are pipelined: Send never waits, Poll collects the replies that
+// have arrived, in any order, and gives up on requests whose server did
+// not answer in time (a reply with error type "timeout"). It is for one
+// goroutine.
+type ReplayClient struct {
+	opts    ReplayClientOptions
+	log     *slog.Logger
+	watch   *endpointWatch
+	shards  map[string]*replayShard // by name-resolve key
+	enc     *encoder
+	dec     *zsock.Decoder
+	nextRID int64
+	pending map[int64]replayPending
+	rr      int
+	stats   ReplayClientStats
+}
+
+// NewReplayClient connects to the replay servers registered now and
+// follows the stream's records for more. ctx bounds the first listing.
+func NewReplayClient(ctx context.Context, opts ReplayClientOptions) (*ReplayClient, error) {
+	opts.Name = cmp.Or(opts.Name, DefaultStream)
+	opts.Slack = cmp.Or(opts.Slack, 2*time.Second)
+	opts.SendHWM = cmp.Or(opts.SendHWM, 64)
+	if opts.Repo == nil {
+		return nil, errors.New("stream: ReplayClientOptions.Repo is required")
+	}
+	log := zsock.LoggerOr(opts.Logger).With("replay", opts.Name)
+	w, snap, err := newEndpointWatch(ctx, opts.Repo, opts.Trial.StreamPrefix(ReplayKind, opts.Name), log)
+	if err != nil {
+		return nil, fmt.Errorf("stream: replay client: %w", err)
+	}
+	c := &ReplayClient{opts: opts, log: log, watch: w, shards: map[string]*replayShard{},
+		enc: newEncoder(), dec: zsock.NewDecoder(), pending: map[int64]replayPending{}}
+	c.apply(snap)
+	return c, nil
+}
+
+// apply opens a socket to each new shard and closes those of vanished
+// ones (a restarted server at a new address gets a new socket).
+func (c *ReplayClient) apply(snap map[string]string) {
+	for key, sh := range c.shards {
+		if snap[key] != sh.addr {
+			sh.sock.Close()
+			delete(c.shards, key)
+		}
+	}
+	for key, addr := range snap {
+		if c.shards[key] != nil {
+			continue
+		}
+		idx, err := strconv.Atoi(path.Base(key))
+		if err != nil || idx < 0 || idx > MaxReplayShard {
+			c.log.Warn("stream: replay record with a bad index skipped", "key", key)
+			continue
+		}
+		o := connectingOptions(0)
+		o.SendHWM = c.opts.SendHWM
+		sock, err := zsock.New(zmq.DEALER, o)
+		if err == nil {
+			if err = sock.Connect(zsock.Endpoint(addr)); err != nil {
+				sock.Close()
+			}
+		}
+		if err != nil {
+			c.log.Warn("stream: cannot connect to replay server", "key", key, "address", addr, "err", err)
+			continue
+		}
+		c.shards[key] = &replayShard{index: idx, addr: addr, sock: sock}
+	}
+}
+
+func (c *ReplayClient) sync() {
+	if snap, ok := c.watch.take(); ok {
+		c.apply(snap)
+	}
+}
+
+// Shards returns the indices of the replay servers known now, sorted.
+func (c *ReplayClient) Shards() []int {
+	c.sync()
+	out := make([]int, 0, len(c.shards))
+	for _, sh := range c.shards {
+		out = append(out, sh.index)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (c *ReplayClient) shard(index int) *replayShard {
+	for _, sh := range c.shards {
+		if sh.index == index {
+			return sh
+		}
+	}
+	return nil
+}
+
+// Send sends req to shard (-1: the next shard in turn) and returns the
+// request id its reply will carry. With no shard, or the shard's queue
+// full, it returns ErrNoReplayShard or ErrReplayBusy and nothing is sent.
+func (c *ReplayClient) Send(shard int, req *ReplayRequest) (int64, error) {
+	c.sync()
+	var sh *replayShard
+	if shard < 0 {
+		idx := c.Shards()
+		if len(idx) == 0 {
+			return 0, ErrNoReplayShard
+		}
+		c.rr++
+		sh = c.shard(idx[c.rr%len(idx)])
+	} else if sh = c.shard(shard); sh == nil {
+		return 0, fmt.Errorf("%w: %d", ErrNoReplayShard, shard)
+	}
+	c.nextRID++
+	req.RID = c.nextRID
+	e := c.enc.reset()
+	if err := e.Encode(req); err != nil {
+		return 0, fmt.Errorf("stream: encode replay request: %w", err)
+	}
+	if _, err := sh.sock.SendBytes(c.enc.buf.Bytes(), zmq.DONTWAIT); err != nil {
+		if zsock.IsEAGAIN(err) {
+			c.stats.Backpressure++
+			return 0, ErrReplayBusy
+		}
+		return 0, fmt.Errorf("stream: send replay request: %w", err)
+	}
+	c.stats.Sent++
+	c.pending[req.RID] = replayPending{op: req.Op, shard: sh.index,
+		deadline: time.Now().Add(time.Duration(req.TimeoutMs)*time.Millisecond + c.opts.Slack)}
+	return req.RID, nil
+}
+
+// Poll returns the replies that have arrived, without blocking, and a
+// "timeout" error reply for each request whose deadline passed unanswered.
+// Malformed replies and replies to requests already given up are dropped
+// and counted.
+func (c *ReplayClient) Poll() ([]*ReplayReply, error) {
+	c.sync()
+	var out []*ReplayReply
+	for _, sh := range c.shards {
+		for range maxDropsPerPoll {
+			frame, err := sh.sock.RecvBytes(zmq.DONTWAIT)
+			if zsock.IsEAGAIN(err) {
+				break
+			}
+			if err != nil {
+				return out, fmt.Errorf("stream: receive replay reply: %w", err)
+			}
+			rep := &ReplayReply{}
+			if err := decodeReplay(c.dec, frame, rep); err != nil {
+				c.stats.Malformed++
+				continue
+			}
+			if _, ok := c.pending[rep.RID]; !ok {
+				c.stats.Late++
+				continue
+			}
+			delete(c.pending, rep.RID)
+			rep.Shard = sh.index
+			c.stats.Replies++
+			out = append(out, rep)
+		}
+	}
+	now := time.Now()
+	for rid, p := range c.pending {
+		if now.After(p.deadline) {
+			delete(c.pending, rid)
+			c.stats.Expired++
+			out = append(out, &ReplayReply{Op: p.op, RID: rid, Shard: p.shard,
+				Error: &ReplayError{Type: "timeout", Message: fmt.Sprintf("no reply from replay shard %d", p.shard)}})
+		}
+	}
+	return out, nil
+}
+
+// Pending is the number of requests sent and not yet answered.
+func (c *ReplayClient) Pending() int { return len(c.pending) }
+
+// Stats returns the client's counters.
+func (c *ReplayClient) Stats() ReplayClientStats { return c.stats }
+
+// Sockets are the shards' sockets, to poll with the caller's own.
+func (c *ReplayClient) Sockets() []*zmq.Socket {
+	out := make([]*zmq.Socket, 0, len(c.shards))
+	for _, sh := range c.shards {
+		out = append(out, sh.sock)
+	}
+	return out
+}
+
+// Close stops following the records and closes every socket.
+func (c *ReplayClient) Close() error {
+	c.watch.close()
+	var errs []error
+	for key, sh := range c.shards {
+		errs = append(errs, sh.sock.Close())
+		delete(c.shards, key)
+	}
+	return errors.Join(errs...)
+}

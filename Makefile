@@ -5,10 +5,11 @@ SHELL        := /bin/bash
 GO           ?= go
 BIN          := bin
 RLCTL        := $(BIN)/rlctl
-# python3-zmq and python3-msgpack: Python environments (package pyenv), the Python package's own tests, and docs/protocol.md's Python client.
+# python3-zmq and python3-msgpack: Python environments (package pyenv), the Python package's own tests, and docs/protocol.md's Python client;
+# python3-numpy (optional for users) so the tests also cover environments that return numpy arrays, as gymnasium's do.
 # slurmctld, slurmd, slurm-client and munge: the SLURM tests run a real
 # multi-node cluster (scripts/slurmcluster.sh; as root, else they skip).
-APT_PACKAGES := libzmq3-dev pkg-config python3-zmq python3-msgpack \
+APT_PACKAGES := libzmq3-dev pkg-config python3-zmq python3-msgpack python3-numpy \
                 slurmctld slurmd slurm-client munge iproute2 util-linux
 STATICCHECK_VERSION := v0.8.2
 GOBIN        := $(shell $(GO) env GOPATH)/bin

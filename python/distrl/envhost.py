@@ -85,6 +85,45 @@ def flatten(x):
     return [x]
 
 
+class ObsBuffer:
+    """Collects the observations of a reply as float32 rows of obs_dim. Plain
+    Python values go to a list encoded at the end; numpy arrays, the usual
+    case of gymnasium environments, go straight to a numpy buffer."""
+
+    def __init__(self, rows, dim):
+        self.rows, self.dim = rows, dim
+        self.flat = []
+        self.arr = None
+        self.n = 0
+
+    def add(self, env, o):
+        if o is None:
+            o = [0.0] * self.dim
+        if np is not None and isinstance(o, np.ndarray):
+            if o.size != self.dim:
+                raise HostError("env_error", f"env {env}: observation has {o.size} values, the observation space {self.dim}")
+            if self.arr is None:
+                self.arr = np.empty((self.rows, self.dim), dtype=np.float32)
+                if self.flat:
+                    self.arr[: self.n] = np.asarray(self.flat, dtype=np.float32).reshape(self.n, self.dim)
+            self.arr[self.n] = o.reshape(-1)
+            self.n += 1
+            return
+        v = flatten(o)
+        if len(v) != self.dim:
+            raise HostError("env_error", f"env {env}: observation has {len(v)} values, the observation space {self.dim}")
+        if self.arr is not None:
+            self.arr[self.n] = v
+        else:
+            self.flat.extend(v)
+        self.n += 1
+
+    def encode(self, shape):
+        if self.arr is None:
+            return wire.encode(self.flat, shape)
+        return {"dtype": "float32", "shape": list(shape), "data": self.arr[: self.n].astype("<f4", copy=False).tobytes()}
+
+
 def describe_space(space):
     """Describes a space for the Go side; unknown kinds carry only their name."""
     name = type(space).__name__
@@ -271,13 +310,12 @@ class Host:
         if len(reset_envs) != len(seeds):
             raise HostError("bad_request", f"{len(reset_envs)} envs to reset with {len(seeds)} seeds")
         if reset_envs:
-            flat = []
+            buf = ObsBuffer(len(reset_envs) * len(self.agents), self.obs_dim)
             for i, seed in zip(reset_envs, seeds):
                 env = self._env(i)
-                obs = self._call(i, "reset", env.reset, seed)
-                for o in obs:
-                    self._append_obs(flat, i, o)
-            out["reset_obs"] = wire.encode(flat, [len(reset_envs), len(self.agents), self.obs_dim])
+                for o in self._call(i, "reset", env.reset, seed):
+                    buf.add(i, o)
+            out["reset_obs"] = buf.encode([len(reset_envs), len(self.agents), self.obs_dim])
         step_envs = msg.get("step_envs") or []
         if step_envs:
             out["step"] = self._step(step_envs, msg.get("actions"))
@@ -305,15 +343,6 @@ class Host:
             return fn(*args)
         except Exception as e:
             raise HostError("env_error", f"env {i}: {what}: {type(e).__name__}: {e}", traceback.format_exc())
-
-    def _append_obs(self, flat, i, o):
-        if o is None:
-            flat.extend([0.0] * self.obs_dim)
-            return
-        v = flatten(o)
-        if len(v) != self.obs_dim:
-            raise HostError("env_error", f"env {i}: observation has {len(v)} values, the observation space {self.obs_dim}")
-        flat.extend(v)
 
     def _actions(self, step_envs, actions):
         values, shape, dtype = wire.decode(actions)
@@ -343,7 +372,8 @@ class Host:
         acts = self._actions(step_envs, actions)
         k, a = len(step_envs), len(self.agents)
         envs = [self._env(i) for i in step_envs]
-        obs, rew, term, trunc = [], [], [], []
+        obs = ObsBuffer(k * a, self.obs_dim)
+        rew, term, trunc = [], [], []
         infos = {}
         single = isinstance(envs[0], SingleAgent)
         for e, i in enumerate(step_envs):
@@ -357,7 +387,7 @@ class Host:
                 if type(res) is not tuple or len(res) != 5:
                     raise HostError("env_error", f"env {i}: step must return (obs, reward, terminated, truncated, info)")
                 o, r, te, tr, info = res
-                self._append_obs(obs, i, o)
+                obs.add(i, o)
                 rew.append(r)
                 term.append(1 if te else 0)
                 trunc.append(1 if tr else 0)
@@ -369,7 +399,7 @@ class Host:
                 continue
             o, r, te, tr, info = self._call(i, "step", envs[e].step, acts[e])
             for x in o:
-                self._append_obs(obs, i, x)
+                obs.add(i, x)
             rew.extend(r)
             term.extend(1 if x else 0 for x in te)
             trunc.extend(1 if x else 0 for x in tr)
@@ -380,7 +410,7 @@ class Host:
         except (TypeError, ValueError) as err:
             raise HostError("env_error", f"a reward is not a number: {err}")
         return {
-            "obs": wire.encode(obs, [k, a, self.obs_dim]),
+            "obs": obs.encode([k, a, self.obs_dim]),
             "rewards": rewards,
             "terminated": wire.encode(term, [k, a], "uint8"),
             "truncated": wire.encode(trunc, [k, a], "uint8"),

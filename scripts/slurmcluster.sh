@@ -56,6 +56,12 @@ unsupported() {
   command -v nsenter >/dev/null || { echo "no nsenter"; return; }
   command -v ip >/dev/null || { echo "no ip (iproute2)"; return; }
   [ -d /proc/self/ns ] || { echo "no network namespaces"; return; }
+  # a container without CAP_SYS_ADMIN / CAP_NET_ADMIN is root but cannot
+  local probe=drlprobe$$ err
+  if ! err=$(ip netns add "$probe" 2>&1); then echo "cannot create a network namespace: $err"; return; fi
+  ip netns delete "$probe" 2>/dev/null || true
+  if ! err=$(ip link add "$probe" type bridge 2>&1); then echo "cannot create a bridge: $err"; return; fi
+  ip link delete "$probe" 2>/dev/null || true
 }
 
 record() { echo "$1 $2" >>"$STATE/created"; } # kind name

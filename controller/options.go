@@ -60,7 +60,7 @@ type Options struct {
 	// interface that routes to the name server, and the name server must
 	// be an etcd that answers at a non-loopback address: no embedded one.
 	RemoteWorkers bool
-	// OrphanTimeout is remote workers' --orphan-timeout: they interrupt
+	// OrphanTimeout is every worker's --orphan-timeout: they interrupt
 	// themselves when the controller's record has been gone this long
 	// (the controller died). DefaultOrphanTimeout if zero; negative: never.
 	OrphanTimeout time.Duration

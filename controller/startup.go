@@ -20,7 +20,8 @@ func (c *Controller) workerArgs() []string {
 	args := []string{"--nameresolve", c.endpoint, "--experiment", c.trial.Experiment, "--trial", c.trial.Trial}
 	if !c.opts.RemoteWorkers {
 		args = append(args, "--host", c.opts.Host)
-	} else if c.opts.OrphanTimeout > 0 {
+	}
+	if c.opts.OrphanTimeout > 0 {
 		args = append(args, "--orphan-timeout", c.opts.OrphanTimeout.String())
 	}
 	args = append(args, "--ttl", c.opts.WorkerTTL.String())

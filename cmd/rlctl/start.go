@@ -43,7 +43,7 @@ func startCommand() *cli.Command {
 			&cli.StringFlag{Name: "time", Usage: "slurm: the workers' time limit (sbatch --time), such as 2:00:00"},
 			&cli.StringSliceFlag{Name: "sbatch-arg", Usage: "slurm: one more sbatch option for every worker script (repeatable): --sbatch-arg=--qos=high"},
 			&cli.DurationFlag{Name: "register-timeout", Usage: "how long workers may take to register (default 30s + 250ms per worker; raise it where slurm jobs queue)"},
-			&cli.DurationFlag{Name: "orphan-timeout", Value: controller.DefaultOrphanTimeout, Usage: "slurm: workers interrupt themselves when the controller has been gone this long (negative: never)"},
+			&cli.DurationFlag{Name: "orphan-timeout", Value: controller.DefaultOrphanTimeout, Usage: "workers interrupt themselves when the controller's record has been gone this long (negative: never)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "slurm: write and print the sbatch scripts, submit nothing"},
 			&cli.GenericFlag{Name: "set", Value: &setList{}, Usage: "override a configuration value, key a dotted path (repeatable): --set workers.actor.count=4"},
 		),

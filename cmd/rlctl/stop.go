@@ -63,9 +63,17 @@ func runStop(c *cli.Context, args []string) error {
 		ep = rec.NameResolve
 	}
 	trial := names.NewTrial(experimentName(args[0]), args[1])
-	stopped, err := interruptTrial(c.Context, ep, trial)
+	deadline := time.Now().Add(c.Duration("timeout"))
+	repo, err := etcd.Open(c.Context, etcd.Config{Endpoints: endpoints(ep), DialTimeout: 2 * time.Second})
+	stopped := 0
+	if err == nil {
+		defer repo.Close()
+		stopped, err = interruptTrial(c.Context, repo, trial)
+	}
+	var pids []int
 	if recErr == nil {
-		stopped += signalWorkers(rec)
+		pids = signalWorkers(rec)
+		stopped += len(pids)
 		if rec.Scheduler == "slurm" {
 			if serr := cancelSlurmJobs(c, dir, trial); serr != nil {
 				fmt.Fprintln(os.Stderr, "rlctl:", serr)
@@ -74,23 +82,33 @@ func runStop(c *cli.Context, args []string) error {
 			}
 		}
 	}
+	if err != nil && stopped == 0 && recErr == nil && rec.EmbeddedEtcd {
+		// The name server died with its controller: nothing is registered.
+		fmt.Printf("the controller of %s is gone, with its name server; no worker of it runs here\n", trial.Prefix())
+		return nil
+	}
 	if err != nil && stopped == 0 {
 		return cli.Exit(fmt.Sprintf("no live controller for %s and %v", trial.Prefix(), err), exitFailed)
 	}
 	fmt.Printf("interrupted %d workers of %s\n", stopped, trial.Prefix())
+	if err := waitStopped(c.Context, repo, trial, pids, deadline); err != nil {
+		return cli.Exit(err.Error(), exitFailed)
+	}
+	if repo != nil {
+		// Nobody else will: the controller that owned the records is gone.
+		if err := repo.ClearSubtree(c.Context, trial.Prefix()); err != nil {
+			return cli.Exit(fmt.Sprintf("clear the records of %s: %v", trial.Prefix(), err), exitFailed)
+		}
+		fmt.Printf("cleared the records of %s\n", trial.Prefix())
+	}
 	return nil
 }
 
 // interruptTrial asks the trial's controller to stop if it is registered,
 // else interrupts every registered worker. It returns how many it reached.
-func interruptTrial(ctx context.Context, endpoint string, trial names.Trial) (int, error) {
+func interruptTrial(ctx context.Context, repo *etcd.Repository, trial names.Trial) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	repo, err := etcd.Open(ctx, etcd.Config{Endpoints: endpoints(endpoint), DialTimeout: 2 * time.Second})
-	if err != nil {
-		return 0, err
-	}
-	defer repo.Close()
 	panel := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
 	defer panel.Close()
 	live, err := panel.AutoConnect(ctx)
@@ -113,24 +131,60 @@ func interruptTrial(ctx context.Context, endpoint string, trial names.Trial) (in
 	return n, nil
 }
 
+// waitStopped waits until the signalled processes have exited and no
+// member of the trial is registered (repo may be nil: no name server).
+func waitStopped(ctx context.Context, repo *etcd.Repository, trial names.Trial, pids []int, deadline time.Time) error {
+	for {
+		var alive []string
+		for _, pid := range pids {
+			if controller.ProcessAlive(pid) {
+				alive = append(alive, fmt.Sprintf("pid %d", pid))
+			}
+		}
+		if repo != nil {
+			fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			live, err := repo.Find(fctx, trial.WorkerPrefix())
+			cancel()
+			for _, e := range live {
+				alive = append(alive, strings.TrimPrefix(e.Key, trial.WorkerPrefix()))
+			}
+			if err != nil {
+				alive = append(alive, "name server: "+err.Error())
+			}
+		}
+		if len(alive) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still running or registered after the timeout: %s", strings.Join(alive, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // signalWorkers sends SIGTERM to the worker processes a dead controller
 // left, where they still run on this machine (after a SIGKILL of the
-// controller they get it from the kernel anyway).
-func signalWorkers(rec *controller.Record) int {
+// controller they get it from the kernel anyway). It returns the pids
+// it signalled.
+func signalWorkers(rec *controller.Record) []int {
 	host, _ := os.Hostname()
 	if rec.Host != host {
-		return 0
+		return nil
 	}
-	n := 0
+	var pids []int
 	for _, pid := range rec.Workers {
 		if !controller.ProcessAlive(pid) || !isWorkerProcess(pid) {
 			continue
 		}
 		if syscall.Kill(pid, syscall.SIGTERM) == nil {
-			n++
+			pids = append(pids, pid)
 		}
 	}
-	return n
+	return pids
 }
 
 // isWorkerProcess checks that pid still runs `rlctl worker`, not another

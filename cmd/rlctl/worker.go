@@ -47,7 +47,7 @@ func workerCommand() *cli.Command {
 			&cli.IntFlag{Name: "port", Value: 0, Usage: "port to bind (0: any free port)"},
 			&cli.DurationFlag{Name: "ttl", Value: worker.DefaultAddressTTL, Usage: "lease of the address record: how long it outlives a killed worker"},
 			&cli.DurationFlag{Name: "status-ttl", Value: worker.DefaultStatusTTL, Usage: "lease of the status record"},
-			&cli.DurationFlag{Name: "orphan-timeout", Usage: "interrupt the worker once the trial's controller record (ctl), after it was seen, has been gone this long (0: never); rlctl start gives slurm workers 15s"},
+			&cli.DurationFlag{Name: "orphan-timeout", Usage: "interrupt the worker once the trial's controller record (ctl), after it was seen, has been gone this long (0: never); rlctl start gives its workers 15s"},
 		),
 		Action: runWorker,
 	}

@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+)
+
+// assertNoRecords checks that nothing is registered under the trial.
+func (c *cluster) assertNoRecords(prefix string) {
+	c.t.Helper()
+	left, err := c.repo().Find(ctxFor(c.t, 10*time.Second), prefix)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, e := range left {
+		c.t.Errorf("record left: %s = %s", e.Key, e.Value)
+	}
+}
+
+// A SIGKILLed controller of a local trial leaves nothing running: its own
+// workers get SIGTERM from the kernel, and a worker that joined by hand
+// (not its child) interrupts itself after --orphan-timeout. rlctl stop
+// then clears the records the dead controller owned.
+func TestControllerKilledLeavesNothing(t *testing.T) {
+	c := newCluster(t)
+	work := t.TempDir()
+	exp, trial := "echo-64", c.trial.Trial
+	env := append([]string{"RLCTL_NAMERESOLVE=" + c.endpoint}, "RLCTL_EXPERIMENT="+exp, "RLCTL_TRIAL="+trial)
+	p := start(t, "rlctl-start", env, "start", exp, trial, "--workdir", work,
+		"--set", "workers.echo.count=2", "--set", "stop.wall_time=5m", "--orphan-timeout", "1s")
+	waitOutput(t, p, regexp.MustCompile(`all 2 workers running`), 30*time.Second)
+	c.env = env
+	extra := c.worker("echo", 2, "--orphan-timeout", "1s")
+	repo := c.repo()
+	eventually.NoError(t, 20*time.Second, "echo/2 registers", func() error {
+		_, err := repo.Get(ctxFor(t, 5*time.Second), "distrl/"+exp+"/"+trial+"/worker/echo/2")
+		return err
+	})
+
+	killed := time.Now()
+	p.signal(t, syscall.SIGKILL)
+	p.wait(t, 10*time.Second)
+	if code := extra.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("the orphaned echo/2 exited with %d", code)
+	}
+	t.Logf("orphaned worker exited %v after the controller's SIGKILL (orphan timeout 1s, ctl TTL)", time.Since(killed).Round(time.Millisecond))
+	if log := readFile(t, extra.log); !strings.Contains(log, "controller is gone") {
+		t.Errorf("echo/2's log does not say why it stopped:\n%s", log)
+	}
+	rec := readRecord(t, filepath.Join(work, exp, trial))
+	eventually.NoError(t, 10*time.Second, "the controller's workers exit", func() error {
+		for name, pid := range rec.Workers {
+			if processAlive(pid) {
+				return fmt.Errorf("%s (pid %d) runs", name, pid)
+			}
+		}
+		return nil
+	})
+
+	out, code := runRlctl(t, env, "stop", exp, trial, "--workdir", work)
+	if code != 0 || !strings.Contains(out, "cleared the records") {
+		t.Fatalf("rlctl stop after the controller died: exit %d:\n%s", code, out)
+	}
+	c.assertNoRecords("distrl/" + exp + "/" + trial + "/")
+}

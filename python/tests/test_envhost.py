@@ -87,6 +87,32 @@ class HostTest(unittest.TestCase):
             envhost.adapt(object())
         self.assertEqual(cm.exception.type, "unsupported_env")
 
+    def test_box_actions_without_numpy(self):
+        # With numpy absent, a Box action arrives as (nested) lists.
+        from distrl.spaces import Box
+        saved, envhost.np = envhost.np, None
+        self.addCleanup(setattr, envhost, "np", saved)
+        seen = []
+
+        class Env:
+            observation_space = Box(0.0, 1.0, shape=(1,))
+            action_space = Box(-1.0, 1.0, shape=(2, 2))
+
+            def reset(self, seed=None, options=None):
+                return [0.5], {}
+
+            def step(self, action):
+                seen.append(action)
+                return (0.25,), 1, False, False, {}
+
+        h = envhost.Host()
+        h.envs = [envhost.adapt(Env())]
+        h.agents, h.obs_dim, h.action = ["agent_0"], 1, envhost.describe_space(Env.action_space)
+        h.handle({"op": "batch", "reset_envs": [0], "seeds": [0]})
+        out = h.handle({"op": "batch", "step_envs": [0], "actions": wire.encode([1.0, 2.0, 3.0, 4.0], [1, 1, 4], "float32")})
+        self.assertEqual(seen, [[[1.0, 2.0], [3.0, 4.0]]])
+        self.assertEqual(wire.decode(out["step"]["obs"])[0], [0.25])
+
     def test_spaces_described(self):
         self.assertEqual(envhost.describe_space(cartpole.Discrete(3, start=1)), {"kind": "Discrete", "n": 3, "start": 1})
         self.assertEqual(envhost.describe_space(spread.Spread(2).action_space("agent_0"))["n"], 5)

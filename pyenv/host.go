@@ -48,6 +48,10 @@ type Error struct {
 
 func (e *Error) Error() string { return "python " + e.Type + ": " + e.Message }
 
+// maxIPCPath is the longest ipc:// address used; sun_path holds 108 bytes
+// on Linux (104 elsewhere), including its terminating zero.
+const maxIPCPath = len("ipc://") + 100
+
 // pollSlice bounds each wait on the socket, so that a host that died is
 // noticed without waiting for the whole deadline.
 const pollSlice = 100 * time.Millisecond
@@ -56,8 +60,8 @@ const pollSlice = 100 * time.Millisecond
 const infoWindow = 100
 
 // Host is one Python process holding a batch of environments, reached over
-// a ZeroMQ PAIR socket on an ipc:// path in a private temporary
-// directory. It implements [api.EnvBatch]: one Run is one message each
+// a ZeroMQ PAIR socket on an ipc:// path in a private temporary directory
+// (or the loopback, when that path would be too long for a socket). It implements [api.EnvBatch]: one Run is one message each
 // way. A Host is not safe for concurrent use.
 type Host struct {
 	cfg    Config
@@ -115,8 +119,16 @@ func Start(ctx context.Context, cfg Config, n int, log *slog.Logger) (_ *Host, e
 		return nil, fmt.Errorf("pyenv: socket: %w", err)
 	}
 	addr := "ipc://" + filepath.Join(h.dir, "host.sock")
+	if len(addr) > maxIPCPath {
+		// A socket path longer than sun_path (a deep $TMPDIR on a
+		// cluster node) cannot be bound: use the loopback instead.
+		addr = "tcp://127.0.0.1:*"
+	}
 	if err = h.sock.Bind(addr); err != nil {
 		return nil, fmt.Errorf("pyenv: bind %s: %w", addr, err)
+	}
+	if addr, err = h.sock.GetLastEndpoint(); err != nil {
+		return nil, fmt.Errorf("pyenv: socket: %w", err)
 	}
 	h.poller = zmq.NewPoller()
 	h.poller.Add(h.sock, zmq.POLLIN)

@@ -275,3 +275,17 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// TestLongTempDir: where the temporary directory is too deep for an ipc://
+// socket path, the host is reached over the loopback instead.
+func TestLongTempDir(t *testing.T) {
+	deep := filepath.Join(t.TempDir(), strings.Repeat("d", 60), strings.Repeat("e", 60))
+	if err := os.MkdirAll(deep, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", deep)
+	h := start(t, config(t, "distrl.examples.cartpole", "make_env"), 1)
+	if err := h.Run(context.Background(), []api.EnvReset{{Env: 0, Seed: 1}}, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -85,6 +85,10 @@ var rows = []row{
 	{"replay table sample batch=32 (1M items) vs sum-tree find (items/s)", "replay.BenchmarkTableSample/batch=32 items/s", "replay.BenchmarkSumTreeFind items/s", true},
 	{"replay table sample batch=256 (1M items) vs sum-tree find (items/s)", "replay.BenchmarkTableSample/batch=256 items/s", "replay.BenchmarkSumTreeFind items/s", true},
 	{"replay priority update, 256 ids (1M items) vs sum-tree set (items/s)", "replay.BenchmarkTableUpdatePriorities items/s", "replay.BenchmarkSumTreeSet items/s", true},
+	// Off-policy: DQN with prioritized replay in one process against PPO in
+	// one process (both to a mean return of 475 on CartPole).
+	{"CartPole to 475: DQN + prioritized replay vs PPO, one process (wall s)", "dqn.BenchmarkSolveCartPole s-to-475", "ppo.BenchmarkSolveCartPole s-to-475", false},
+	{"CartPole to 475: DQN + prioritized replay vs PPO, one process (env steps)", "dqn.BenchmarkSolveCartPole steps-to-475", "ppo.BenchmarkSolveCartPole steps-to-475", false},
 	// Hostile input: an echo worker process gets 100k valid requests with
 	// one random byte changed each; its resident memory after them is held
 	// against its memory before (1.00x: nothing kept).

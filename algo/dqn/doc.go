@@ -1,0 +1,23 @@
+// Package dqn is deep Q-learning for discrete actions, as Ape-X's learner
+// runs it: double DQN on n-step targets, a target network updated hard
+// (copied every TargetUpdateEvery updates) or by Polyak averaging (Tau),
+// the Huber loss weighted by importance weights, an optional dueling head,
+// gradient clipping, and the |TD error| of every sample returned as its new
+// priority.
+//
+// The Q network is an nn.ActorCritic with a categorical head: its logits
+// are Q(s, ·). With Dueling the value head is V(s) and the logits are the
+// advantages, on a shared trunk: Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a').
+//
+// A batch holds transitions as replayclient makes them: s_t, a_t, the
+// discounted n-step reward sum R, s_{t+m} and the discount gamma^m (0 when
+// the episode terminated within the n steps). The target is
+//
+//	y = R + discount * Q_target(s_{t+m}, argmax_a Q_online(s_{t+m}, a))
+//
+// (double DQN; with Double false the max of Q_target), and the loss is
+// mean_i w_i Huber_delta(Q_online(s_i, a_i) - y_i).
+//
+// Actors act epsilon-greedily; Ape-X gives actor i of N the epsilon
+// ApeXEpsilon(i, N) = 0.4^(1 + 7 i/(N-1)).
+package dqn

@@ -1,0 +1,305 @@
+package dqn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/distrl/distrl/nn"
+)
+
+// Config holds DQN's hyperparameters; start from DefaultConfig.
+type Config struct {
+	LR float64 `msgpack:"lr"`
+	// HuberDelta is where the loss turns from quadratic to linear.
+	HuberDelta float64 `msgpack:"huber_delta"`
+	// MaxGradNorm clips the gradient norm (0: no clipping).
+	MaxGradNorm float64 `msgpack:"max_grad_norm"`
+	// TargetUpdateEvery copies the online network into the target every
+	// so many updates; 0 uses Polyak averaging with Tau after every update.
+	TargetUpdateEvery int     `msgpack:"target_update_every"`
+	Tau               float64 `msgpack:"tau"`
+	Double            bool    `msgpack:"double"`
+	Dueling           bool    `msgpack:"dueling"`
+}
+
+// DefaultConfig: double DQN, lr 5e-4, Huber delta 1, clip 10, target
+// copied every 500 updates.
+func DefaultConfig() Config {
+	return Config{LR: 5e-4, HuberDelta: 1, MaxGradNorm: 10, TargetUpdateEvery: 500, Double: true}
+}
+
+// ErrInvalidConfig is wrapped by Validate's errors.
+var ErrInvalidConfig = errors.New("dqn: invalid config")
+
+// Validate names the first field out of range.
+func (c Config) Validate() error {
+	switch {
+	case !(c.LR > 0) || math.IsInf(c.LR, 0):
+		return fmt.Errorf("%w: lr %v: want > 0", ErrInvalidConfig, c.LR)
+	case !(c.HuberDelta > 0) || math.IsInf(c.HuberDelta, 0):
+		return fmt.Errorf("%w: huber_delta %v: want > 0", ErrInvalidConfig, c.HuberDelta)
+	case !(c.MaxGradNorm >= 0):
+		return fmt.Errorf("%w: max_grad_norm %v: want >= 0", ErrInvalidConfig, c.MaxGradNorm)
+	case c.TargetUpdateEvery < 0:
+		return fmt.Errorf("%w: target_update_every %d: want >= 0", ErrInvalidConfig, c.TargetUpdateEvery)
+	case c.TargetUpdateEvery == 0 && !(c.Tau > 0 && c.Tau <= 1):
+		return fmt.Errorf("%w: tau %v: want 0 < tau <= 1 when target_update_every is 0", ErrInvalidConfig, c.Tau)
+	}
+	return nil
+}
+
+// Batch is a training batch of B transitions.
+type Batch struct {
+	Obs       []float32 // [B*ObsDim]
+	Actions   []int32   // [B]
+	Rewards   []float32 // [B] discounted n-step sums
+	Discounts []float32 // [B] gamma^m, 0 after termination
+	NextObs   []float32 // [B*ObsDim]
+	Weights   []float32 // [B] importance weights; nil: all 1
+}
+
+// Len is B.
+func (b *Batch) Len() int { return len(b.Actions) }
+
+// Stats are one update's figures.
+type Stats struct {
+	Loss     float64
+	MeanQ    float64
+	MeanTD   float64 // mean |TD error|
+	GradNorm float64
+}
+
+// Learner holds the online and target networks and the optimizer.
+type Learner struct {
+	cfg            Config
+	spec           nn.Spec
+	online, target *nn.ActorCritic
+	opt            *nn.Adam
+	updates        int64
+
+	ws, wsNext, wsTgt *nn.Workspace
+	out, outNext, tgt nn.Output
+	grad              []float32
+	dOut              nn.Output
+	q, qNext, qTgt    []float32
+}
+
+// NewLearner builds the networks for spec (a categorical head; the trunk
+// is shared when cfg.Dueling) seeded with seed.
+func NewLearner(spec nn.Spec, cfg Config, seed int64) (*Learner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if spec.Head != nn.Categorical {
+		return nil, fmt.Errorf("%w: DQN needs a categorical head (discrete actions), got %q", ErrInvalidConfig, spec.Head)
+	}
+	spec.SharedTrunk = spec.SharedTrunk || cfg.Dueling
+	online, err := nn.NewActorCritic(spec, seed)
+	if err != nil {
+		return nil, fmt.Errorf("dqn: %w", err)
+	}
+	return &Learner{cfg: cfg, spec: spec, online: online, target: online.Clone(),
+		opt: nn.NewAdam(online.NumParams(), float32(cfg.LR)), grad: make([]float32, online.NumParams()),
+		ws: nn.NewWorkspace(), wsNext: nn.NewWorkspace(), wsTgt: nn.NewWorkspace()}, nil
+}
+
+// Online is the online network (its parameters are what actors act with).
+func (l *Learner) Online() *nn.ActorCritic { return l.online }
+
+// Spec is the networks' spec.
+func (l *Learner) Spec() nn.Spec { return l.spec }
+
+// Updates counts the updates made.
+func (l *Learner) Updates() int64 { return l.updates }
+
+// QValues writes Q(s, ·) of the network m for batch observations into q
+// ([batch*ActionDim]), combining a dueling head; ws and out are scratch.
+func QValues(m *nn.ActorCritic, dueling bool, obs []float32, batch int, ws *nn.Workspace, out *nn.Output, q []float32) ([]float32, error) {
+	if err := m.Forward(obs, batch, ws, out); err != nil {
+		return q, err
+	}
+	a := m.Spec().ActionDim
+	q = grow(q, batch*a)
+	copy(q, out.Logits)
+	if dueling {
+		for b := range batch {
+			row := q[b*a : (b+1)*a]
+			mean := float32(0)
+			for _, x := range row {
+				mean += x
+			}
+			mean /= float32(a)
+			for i := range row {
+				row[i] += out.Values[b] - mean
+			}
+		}
+	}
+	return q, nil
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// Argmax is the greedy action of a row of Q-values (the first of ties).
+func Argmax(q []float32) int {
+	best := 0
+	for i, x := range q {
+		if x > q[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// EpsilonGreedy is a random action with probability eps, else Argmax(q).
+func EpsilonGreedy(r *rand.Rand, q []float32, eps float64) int {
+	if r.Float64() < eps {
+		return r.IntN(len(q))
+	}
+	return Argmax(q)
+}
+
+// ApeXEpsilon is actor i's epsilon of n actors: 0.4^(1 + 7 i/(n-1)) (one
+// actor: 0.4).
+func ApeXEpsilon(i, n int) float64 {
+	if n <= 1 {
+		return 0.4
+	}
+	return math.Pow(0.4, 1+7*float64(i)/float64(n-1))
+}
+
+// Update makes one gradient step on b and returns the stats and every
+// sample's |TD error| (its new priority), in b's order, into td.
+func (l *Learner) Update(b *Batch, td []float64) (Stats, []float64, error) {
+	st, td, err := l.lossAndGrad(b, td, true)
+	if err != nil {
+		return st, td, err
+	}
+	st.GradNorm = float64(nn.ClipGradNorm(l.grad, float32(l.cfg.MaxGradNorm)))
+	if math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
+		return st, td, fmt.Errorf("dqn: gradient norm is %v", st.GradNorm)
+	}
+	if err := l.opt.Update(l.online.Params(), l.grad); err != nil {
+		return st, td, fmt.Errorf("dqn: %w", err)
+	}
+	l.updates++
+	l.updateTarget()
+	return st, td, nil
+}
+
+// Loss is the batch's weighted Huber loss under the current networks,
+// without a step.
+func (l *Learner) Loss(b *Batch) (float64, error) {
+	st, _, err := l.lossAndGrad(b, nil, false)
+	return st.Loss, err
+}
+
+// lossAndGrad computes the loss and the |TD errors|, and with backward the
+// gradient into l.grad.
+func (l *Learner) lossAndGrad(b *Batch, td []float64, backward bool) (Stats, []float64, error) {
+	n, d, a := b.Len(), l.spec.ObsDim, l.spec.ActionDim
+	switch {
+	case n == 0:
+		return Stats{}, td, fmt.Errorf("dqn: empty batch")
+	case len(b.Obs) != n*d || len(b.NextObs) != n*d || len(b.Rewards) != n || len(b.Discounts) != n ||
+		(b.Weights != nil && len(b.Weights) != n):
+		return Stats{}, td, fmt.Errorf("dqn: batch of %d actions with %d obs, %d next obs, %d rewards, %d discounts, %d weights (obs dim %d)",
+			n, len(b.Obs), len(b.NextObs), len(b.Rewards), len(b.Discounts), len(b.Weights), d)
+	}
+	for _, act := range b.Actions {
+		if act < 0 || int(act) >= a {
+			return Stats{}, td, fmt.Errorf("dqn: action %d out of range [0, %d)", act, a)
+		}
+	}
+	var err error
+	// Targets first: the online network's Forward on s must be the last
+	// one on l.ws before Backward.
+	if l.qTgt, err = QValues(l.target, l.cfg.Dueling, b.NextObs, n, l.wsTgt, &l.tgt, l.qTgt); err != nil {
+		return Stats{}, td, fmt.Errorf("dqn: %w", err)
+	}
+	if l.cfg.Double {
+		if l.qNext, err = QValues(l.online, l.cfg.Dueling, b.NextObs, n, l.wsNext, &l.outNext, l.qNext); err != nil {
+			return Stats{}, td, fmt.Errorf("dqn: %w", err)
+		}
+	}
+	if l.q, err = QValues(l.online, l.cfg.Dueling, b.Obs, n, l.ws, &l.out, l.q); err != nil {
+		return Stats{}, td, fmt.Errorf("dqn: %w", err)
+	}
+	dLogits := grow(l.dOut.Logits, n*a)
+	clear(dLogits)
+	var dValues []float32
+	if l.cfg.Dueling {
+		dValues = grow(l.dOut.Values, n)
+	}
+	td = td[:0]
+	var st Stats
+	delta := l.cfg.HuberDelta
+	for i := range n {
+		next := l.qTgt[i*a : (i+1)*a]
+		var boot float32
+		if l.cfg.Double {
+			boot = next[Argmax(l.qNext[i*a:(i+1)*a])]
+		} else {
+			boot = next[Argmax(next)]
+		}
+		y := float64(b.Rewards[i]) + float64(b.Discounts[i])*float64(boot)
+		qa := float64(l.q[i*a+int(b.Actions[i])])
+		e := qa - y
+		w := 1.0
+		if b.Weights != nil {
+			w = float64(b.Weights[i])
+		}
+		// Huber: e²/2 inside delta, delta(|e| - delta/2) outside.
+		var loss, g float64
+		if math.Abs(e) <= delta {
+			loss, g = e*e/2, e
+		} else {
+			loss, g = delta*(math.Abs(e)-delta/2), math.Copysign(delta, e)
+		}
+		st.Loss += w * loss / float64(n)
+		st.MeanQ += qa / float64(n)
+		st.MeanTD += math.Abs(e) / float64(n)
+		td = append(td, math.Abs(e))
+		g *= w / float64(n)
+		row := dLogits[i*a : (i+1)*a]
+		if l.cfg.Dueling { // dQ(a_i)/dA(a') = 1{a'=a_i} - 1/A; dQ/dV = 1
+			for j := range row {
+				row[j] = float32(-g / float64(a))
+			}
+			dValues[i] = float32(g)
+		}
+		row[b.Actions[i]] += float32(g)
+	}
+	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
+		return st, td, fmt.Errorf("dqn: loss is %v", st.Loss)
+	}
+	l.dOut.Logits, l.dOut.Values = dLogits, dValues
+	if !backward {
+		return st, td, nil
+	}
+	clear(l.grad)
+	if err := l.online.Backward(l.ws, n, &l.dOut, l.grad); err != nil {
+		return st, td, fmt.Errorf("dqn: %w", err)
+	}
+	return st, td, nil
+}
+
+func (l *Learner) updateTarget() {
+	p, t := l.online.Params(), l.target.Params()
+	if l.cfg.TargetUpdateEvery > 0 {
+		if l.updates%int64(l.cfg.TargetUpdateEvery) == 0 {
+			copy(t, p)
+		}
+		return
+	}
+	tau := float32(l.cfg.Tau)
+	for i := range t {
+		t[i] += tau * (p[i] - t[i])
+	}
+}

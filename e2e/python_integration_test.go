@@ -166,9 +166,9 @@ func TestPythonHostsFollowTheirActors(t *testing.T) {
 	}
 }
 
-// An environment that raises mid-run puts its actor in ERROR; the
-// controller restarts it, and past max_restarts the trial fails with the
-// Python exception in its message. A module that does not import fails
+// An environment that raises, hangs or dies mid-run puts its actor in
+// ERROR; the controller restarts it, and past max_restarts the trial fails
+// with the cause in its message. A module that does not import fails
 // the trial at configure, saying so.
 func TestStartPythonEnvFailures(t *testing.T) {
 	testdata, err := filepath.Abs(filepath.Join("..", "pyenv", "testdata"))
@@ -176,15 +176,23 @@ func TestStartPythonEnvFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name string
-		set  []string
-		want []string
+		name      string
+		set       []string
+		want      []string
+		traceback bool
 	}{
 		{"raises in step", []string{"workers.actor.config.env_config.module=badenvs",
 			"workers.actor.config.env_config.factory=raise_at_step", "workers.actor.config.env_config.path=" + testdata},
-			[]string{"failed after 1 restarts", "ValueError: the pole broke at step 3"}},
+			[]string{"failed after 1 restarts", "ValueError: the pole broke at step 3"}, true},
+		{"hangs in step", []string{"workers.actor.config.env_config.module=badenvs",
+			"workers.actor.config.env_config.factory=hang_at_step", "workers.actor.config.env_config.path=" + testdata,
+			"workers.actor.config.env_config.step_timeout_s=1"},
+			[]string{"failed after 1 restarts", "did not answer in time"}, false},
+		{"process dies", []string{"workers.actor.config.env_config.module=badenvs",
+			"workers.actor.config.env_config.factory=die_at_step", "workers.actor.config.env_config.path=" + testdata},
+			[]string{"failed after 1 restarts", "python environment host exited (exit status 3"}, false},
 		{"module does not import", []string{"workers.actor.config.env_config.module=no_such_module"},
-			[]string{"configure failed", "ModuleNotFoundError: No module named 'no_such_module'"}},
+			[]string{"configure failed", "ModuleNotFoundError: No module named 'no_such_module'"}, true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,8 +213,8 @@ func TestStartPythonEnvFailures(t *testing.T) {
 				}
 			}
 			dir := filepath.Join(work, "pycartpole-ppo", fmt.Sprintf("f%d", i))
-			// The traceback is in the actor's log.
-			if log := readFile(t, filepath.Join(dir, "logs", "actor-0.log")); !strings.Contains(log, "Traceback (most recent call last)") {
+			// A Python exception's traceback is in the actor's log.
+			if log := readFile(t, filepath.Join(dir, "logs", "actor-0.log")); tt.traceback && !strings.Contains(log, "Traceback (most recent call last)") {
 				t.Errorf("actor/0's log has no Python traceback:\n%s", log)
 			}
 			assertWorkersGone(t, readRecord(t, dir))

@@ -25,25 +25,10 @@ func (s *slurmTrial) startFlags(scheduler string) []string {
 // echo workers RUNNING, as 64 child processes (local) and as one job array
 // of 64 tasks on the 3-node cluster (slurm); the median of 3 starts each.
 func BenchmarkSlurmStartupEcho(b *testing.B) {
-	for _, sched := range schedulers {
-		b.Run("scheduler="+sched, func(b *testing.B) {
-			var secs []float64
-			for i := range 3 * b.N {
-				s := newSlurmTrial(b, "echo-64")
-				s.trial.Trial += "-" + strconv.Itoa(i)
-				begin := time.Now()
-				p := start(b, "rlctl-start", s.env, append([]string{"start", "echo-64", s.trial.Trial, "--workdir", s.work,
-					"--set", "stop.wall_time=1s"}, s.startFlags(sched)...)...)
-				waitOutput(b, p, regexp.MustCompile(`all 64 workers running after`), 2*time.Minute)
-				secs = append(secs, time.Since(begin).Seconds())
-				if code := p.wait(b, time.Minute); code != 0 {
-					b.Fatalf("rlctl start exited with %d:\n%s", code, readFile(b, p.log))
-				}
-			}
-			b.ReportMetric(median(secs), "startup-s")
-			b.ReportMetric(0, "ns/op")
-		})
-	}
+	running := regexp.MustCompile(`all 64 workers running after`)
+	benchSchedulers(b, "echo-64", []string{"--set", "stop.wall_time=1s"}, "startup-s", func(b *testing.B, p *proc) {
+		waitOutput(b, p, running, 2*time.Minute)
+	})
 }
 
 // BenchmarkSlurmLearnCartPole: wall seconds of `rlctl start cartpole-ppo`
@@ -51,22 +36,34 @@ func BenchmarkSlurmStartupEcho(b *testing.B) {
 // stop), with the workers as local processes and as job arrays on the
 // 3-node cluster; the median of 3 runs each.
 func BenchmarkSlurmLearnCartPole(b *testing.B) {
+	benchSchedulers(b, "cartpole-ppo", nil, "s-to-475", func(b *testing.B, p *proc) {
+		if code := p.wait(b, 5*time.Minute); code != 0 {
+			b.Fatalf("rlctl start exited with %d:\n%s", code, readFile(b, p.log))
+		}
+	})
+}
+
+// benchSchedulers times 3 runs of `rlctl start experiment` per scheduler,
+// each from the command until done returns, and reports their median as
+// metric; every run is then waited for to exit 0.
+func benchSchedulers(b *testing.B, experiment string, flags []string, metric string, done func(*testing.B, *proc)) {
 	for _, sched := range schedulers {
 		b.Run("scheduler="+sched, func(b *testing.B) {
 			var secs []float64
 			for i := range 3 * b.N {
-				s := newSlurmTrial(b, "cartpole-ppo")
+				s := newSlurmTrial(b, experiment)
 				s.trial.Trial += "-" + strconv.Itoa(i)
+				args := append([]string{"start", experiment, s.trial.Trial, "--workdir", s.work}, flags...)
 				begin := time.Now()
-				p := start(b, "rlctl-start", s.env, append([]string{"start", "cartpole-ppo", s.trial.Trial, "--workdir", s.work},
-					s.startFlags(sched)...)...)
-				if code := p.wait(b, 5*time.Minute); code != 0 {
+				p := start(b, "rlctl-start", s.env, append(args, s.startFlags(sched)...)...)
+				done(b, p)
+				secs = append(secs, time.Since(begin).Seconds())
+				if code := p.wait(b, time.Minute); code != 0 {
 					b.Fatalf("rlctl start exited with %d:\n%s", code, readFile(b, p.log))
 				}
-				secs = append(secs, time.Since(begin).Seconds())
 				b.Logf("run %d: %.2fs; %s", i, secs[i], summaryLine.FindString(readFile(b, p.log)))
 			}
-			b.ReportMetric(median(secs), "s-to-475")
+			b.ReportMetric(median(secs), metric)
 			b.ReportMetric(0, "ns/op")
 		})
 	}

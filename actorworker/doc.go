@@ -14,12 +14,17 @@
 // round trip to the policy worker behind the stepping of the other
 // environments (the design of SRL's actor worker).
 //
-// Each poll of the worker takes in the replies that have arrived, steps the
-// ready targets of one turn of the ring (up to max_poll_steps), and then
-// flushes the inference client, so that all requests posted during the
-// poll travel in one message. Inline results are ready as soon as Flush
-// returns, so an inline actor goes round again until its max_poll_steps
-// are used.
+// Each poll of the worker takes in the replies that have arrived and steps
+// the ready targets a slot at a time (up to max_poll_steps visits): with
+// remote inference the ring is ring_slots slots (default 2) of consecutive
+// targets, and the requests a slot posts are flushed as one message before
+// the next slot steps, so that one half of the ring steps while the other
+// waits for its actions (Sample Factory's double-buffered sampling) and
+// several requests are in flight. A slot that steps nothing ends the poll;
+// the worker then sleeps on the inference socket until a reply arrives.
+// Inline inference has one slot, the whole ring, and its results are
+// ready as soon as Flush returns, so an inline actor goes round again until
+// its max_poll_steps are used.
 //
 // The ring's environments are one [api.EnvBatch] (api.NewEnvBatch with
 // ring_size). A turn prepares every ready target (takes its results, says
@@ -73,8 +78,9 @@
 // environment such as simple_spread that is every agent's return),
 // batches_sent, steps_per_s (environment steps per second since the first
 // poll), inference_failures, backpressure (batches refused and kept),
-// ring_size and version_last (the newest policy version among the results
-// taken).
+// ring_size, version_last (the newest policy version among the results
+// taken) and, with remote inference, inference_messages and
+// inference_bytes (request messages sent and their bytes).
 //
 // # Configuration
 //

@@ -29,6 +29,7 @@ const (
 	DefaultPolicy       = "default"
 	DefaultStream       = "default"
 	DefaultMaxPollSteps = 16
+	DefaultRingSlots    = 2
 	// NullStream as sample_stream discards every batch.
 	NullStream = "null"
 	// Inference modes.
@@ -55,8 +56,16 @@ type Config struct {
 	Deterministic bool          `msgpack:"deterministic"`
 	// SampleStream is the sample stream's name; "null" discards batches.
 	SampleStream string `msgpack:"sample_stream"`
-	SampleSteps  int    `msgpack:"sample_steps"`   // steps per batch; default 200
-	MaxPollSteps int    `msgpack:"max_poll_steps"` // target steps per poll; default 16
+	SampleSteps int `msgpack:"sample_steps"` // steps per batch; default 200
+	// MaxPollSteps bounds the targets one poll visits; default the larger
+	// of the ring size and 16.
+	MaxPollSteps int `msgpack:"max_poll_steps"`
+	// RingSlots splits the ring, with remote inference, into that many
+	// slots of consecutive targets, each stepped together and flushed as
+	// its own request: while one slot waits for its actions the others
+	// step (Sample Factory's double-buffered sampling). Default 2; at
+	// most ring_size. Inline inference steps the whole ring as one slot.
+	RingSlots int `msgpack:"ring_slots"`
 	// Seed seeds the environments (EnvSeed) and the inline policy; nil
 	// means the worker's index.
 	Seed *int64 `msgpack:"seed"`
@@ -82,7 +91,8 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 	cfg.SampleStream = cmp.Or(cfg.SampleStream, DefaultStream)
 	cfg.RingSize = cmp.Or(cfg.RingSize, DefaultRingSize)
 	cfg.SampleSteps = cmp.Or(cfg.SampleSteps, DefaultSampleSteps)
-	cfg.MaxPollSteps = cmp.Or(cfg.MaxPollSteps, DefaultMaxPollSteps)
+	cfg.MaxPollSteps = cmp.Or(cfg.MaxPollSteps, max(DefaultMaxPollSteps, cfg.RingSize))
+	cfg.RingSlots = cmp.Or(cfg.RingSlots, min(DefaultRingSlots, max(cfg.RingSize, 1)))
 	if cfg.Seed == nil {
 		s := int64(index)
 		cfg.Seed = &s
@@ -96,6 +106,8 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 		return cfg, nil, badConfig("sample_steps %d, want >= 1", cfg.SampleSteps)
 	case cfg.MaxPollSteps < 1:
 		return cfg, nil, badConfig("max_poll_steps %d, want >= 1", cfg.MaxPollSteps)
+	case cfg.RingSlots < 1 || cfg.RingSlots > cfg.RingSize:
+		return cfg, nil, badConfig("ring_slots %d, want 1 to ring_size (%d)", cfg.RingSlots, cfg.RingSize)
 	case cfg.MaxEnvSteps < 0:
 		return cfg, nil, badConfig("max_env_steps %d, want >= 0", cfg.MaxEnvSteps)
 	case cfg.InferenceTimeoutMs < 0:
@@ -238,12 +250,13 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 	return nil
 }
 
-// Poll takes in the replies that arrived, steps the targets that are ready
-// (up to max_poll_steps, in ring order), and flushes the requests posted
-// meanwhile as one message. The environment calls of one turn of the ring
-// travel together (api.EnvBatch.Run), so that a Python environment host
-// gets one message per turn. Samples in the result are agent steps; a
-// poll that did nothing is idle, so the worker sleeps on the inference
+// Poll takes in the replies that arrived and steps the targets that are
+// ready (up to max_poll_steps, in ring order) a slot at a time, flushing
+// the requests each slot posted as one message, so that several requests
+// are in flight while the next slot steps. The environment calls of one
+// slot travel together (api.EnvBatch.Run), so that a Python environment
+// host gets one message per slot. Samples in the result are agent steps;
+// a poll that did nothing is idle, so the worker sleeps on the inference
 // socket until replies arrive.
 func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if w.ring == nil {
@@ -267,8 +280,12 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	}
 	var samples int64
 	budget := w.cfg.MaxPollSteps
+	slot := w.ring.Len()
+	if w.client.Socket() != nil {
+		slot = (w.ring.Len() + w.cfg.RingSlots - 1) / w.cfg.RingSlots
+	}
 	for budget > 0 {
-		n, visits, err := w.turn(ctx, budget)
+		n, visits, err := w.turn(ctx, min(budget, slot))
 		if err != nil {
 			return worker.PollResult{}, err
 		}
@@ -277,10 +294,11 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		if err := w.client.Flush(ctx); err != nil {
 			return worker.PollResult{}, fmt.Errorf("actor: inference flush: %w", err)
 		}
-		// Inline results are ready as soon as Flush returns, so an inline
-		// actor uses the rest of its budget at once rather than in the
-		// next poll; a remote one returns to wait for its replies.
-		if w.client.Socket() != nil || n == 0 {
+		// The next slot steps while this one's request is out; inline
+		// results are ready as soon as Flush returns, so an inline actor
+		// goes round again. A turn that stepped nothing ends the poll:
+		// the worker waits on the inference socket for replies.
+		if n == 0 {
 			break
 		}
 	}
@@ -466,6 +484,12 @@ func (w *Worker) Stats() map[string]any {
 		"backpressure":        s.Backpressure,
 		"ring_size":           ring,
 		"version_last":        s.Version,
+	}
+	if c, ok := w.client.(interface {
+		Stats() stream.InferenceClientStats
+	}); ok {
+		cs := c.Stats()
+		out["inference_messages"], out["inference_bytes"] = cs.Messages, cs.Bytes
 	}
 	if b, ok := w.batch.(infoReporter); ok {
 		for k, v := range b.InfoMeans() {

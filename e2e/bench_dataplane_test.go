@@ -38,8 +38,10 @@ import (
 // requests of the ring and of several actors were batched), actor-busy
 // (the fraction of the window an actor spent in Poll, averaged over the
 // actors; the rest it mostly waited for inference replies), policy-busy
-// (the same for the policy worker) and sink-steps/s (agent steps that
-// reached the sink: whether the sample path keeps up).
+// (the same for the policy worker), sink-steps/s (agent steps that
+// reached the sink: whether the sample path keeps up), req-msgs/step
+// (inference request messages per environment step: 1/rows per request)
+// and bytes/step (inference requests and sample batches, per step).
 //
 // These benchmarks measure and report; they assert nothing about timings.
 
@@ -56,18 +58,34 @@ func BenchmarkPipeline(b *testing.B) {
 	c := newCluster(b) // one name server for every sub-benchmark; a trial each
 	for _, ring := range []int{1, 2, 8} {
 		b.Run(fmt.Sprint("ring=", ring), func(b *testing.B) {
-			benchPipeline(b, c.benchTrial(b), 1, ring)
+			benchPipeline(b, c.benchTrial(b), 1, ring, 0)
 		})
 	}
 }
 
 // BenchmarkPipelineActors is BenchmarkPipeline with 1, 2 or 4 actor
-// processes, each with a ring of 8, sharing the policy worker and the sink.
+// processes, each with a ring of 8, 64 or 256 environments, sharing the
+// policy worker and the sink.
 func BenchmarkPipelineActors(b *testing.B) {
 	c := newCluster(b)
 	for _, actors := range []int{1, 2, 4} {
-		b.Run(fmt.Sprint("actors=", actors), func(b *testing.B) {
-			benchPipeline(b, c.benchTrial(b), actors, 8)
+		for _, envs := range []int{8, 64, 256} {
+			b.Run(fmt.Sprintf("actors=%d/envs=%d", actors, envs), func(b *testing.B) {
+				benchPipeline(b, c.benchTrial(b), actors, envs, 0)
+			})
+		}
+	}
+}
+
+// BenchmarkPipelineSlots is 2 actors of 64 environments with their ring
+// stepped as 1, 2 or 4 slots (ring_slots): 1 is an actor that steps every
+// environment and then waits for all their actions; with 2 (the default)
+// one half steps while the other waits.
+func BenchmarkPipelineSlots(b *testing.B) {
+	c := newCluster(b)
+	for _, slots := range []int{1, 2, 4} {
+		b.Run(fmt.Sprint("slots=", slots), func(b *testing.B) {
+			benchPipeline(b, c.benchTrial(b), 2, 64, slots)
 		})
 	}
 }
@@ -100,6 +118,8 @@ type pipelineStats struct {
 	BusyFrac float64 `msgpack:"poll_busy_frac"` // of the uptime, spent in Poll
 	// actor
 	EnvSteps          int64 `msgpack:"env_steps"`
+	InferenceMessages int64 `msgpack:"inference_messages"`
+	InferenceBytes    int64 `msgpack:"inference_bytes"`
 	InferenceFailures int64 `msgpack:"inference_failures"`
 	Backpressure      int64 `msgpack:"backpressure"`
 	// policy worker
@@ -108,13 +128,15 @@ type pipelineStats struct {
 	// sink
 	Steps     int64 `msgpack:"steps"`
 	Malformed int64 `msgpack:"malformed"`
+	Bytes     int64 `msgpack:"bytes"`
 }
 
 func (s pipelineStats) busy() float64 { return s.BusyFrac * s.Uptime }
 
 // benchPipeline starts the processes of a pipeline of `actors` actors with
-// `ring` environments each, in c's trial, and measures it.
-func benchPipeline(b *testing.B, c *cluster, actors, ring int) {
+// `ring` environments each stepped in `slots` slots (0: the default), in
+// c's trial, and measures it.
+func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
 	ctx := ctxFor(b, time.Minute+time.Duration(b.N)*pipelineWindow)
 	procs := []*proc{c.worker("policy", 0), c.worker("sink", 0)}
 	actorNames := make([]string, actors)
@@ -146,9 +168,13 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring int) {
 	mustGroup(b, panel.GroupRequest(ctx, []string{"policy/0", "sink/0"}, worker.CmdStart, nil))
 	kwargs := make([]any, actors)
 	for i := range kwargs {
-		kwargs[i] = map[string]any{
+		kw := map[string]any{
 			"env": env.CartPoleName, "ring_size": ring, "inference": "remote", "seed": i,
 		}
+		if slots > 0 {
+			kw["ring_slots"] = slots
+		}
+		kwargs[i] = kw
 	}
 	mustGroup(b, panel.GroupRequestEach(ctx, actorNames, worker.CmdConfigure, kwargs))
 	mustGroup(b, panel.GroupRequest(ctx, actorNames, worker.CmdStart, nil))
@@ -183,10 +209,12 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring int) {
 	after, t1 := stats()
 	window := t1.Sub(t0).Seconds()
 
-	var steps, failures, backpressure int64
+	var steps, failures, backpressure, msgs, bytes int64
 	var actorBusy float64
 	for _, a := range actorNames {
 		steps += after[a].EnvSteps - before[a].EnvSteps
+		msgs += after[a].InferenceMessages - before[a].InferenceMessages
+		bytes += after[a].InferenceBytes - before[a].InferenceBytes
 		failures += after[a].InferenceFailures - before[a].InferenceFailures
 		backpressure += after[a].Backpressure - before[a].Backpressure
 		actorBusy += (after[a].busy() - before[a].busy()) / window
@@ -201,6 +229,11 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring int) {
 	b.ReportMetric(actorBusy/float64(actors), "actor-busy")
 	b.ReportMetric((pa.busy()-pb.busy())/window, "policy-busy")
 	b.ReportMetric(float64(sa.Steps-sb.Steps)/window, "sink-steps/s")
+	if steps > 0 {
+		// Requests and samples; replies are about as large as requests.
+		b.ReportMetric(float64(msgs)/float64(steps), "req-msgs/step")
+		b.ReportMetric(float64(bytes+sa.Bytes-sb.Bytes)/float64(steps), "bytes/step")
+	}
 	if failures > 0 || backpressure > 0 || sa.Malformed > 0 {
 		b.Logf("in the window: %d inference failures, %d batches refused with back-pressure; %d malformed at the sink",
 			failures, backpressure, sa.Malformed)
@@ -238,7 +271,7 @@ func BenchmarkSingleLoopLimit(b *testing.B) {
 		b.Fatal(err)
 	}
 	cfg.Seed = 0
-	for _, ring := range []int{1, 2, 8, 16, 32} {
+	for _, ring := range []int{1, 2, 8, 16, 32, 64, 128, 256, 512, 1024} {
 		b.Run(fmt.Sprint("ring=", ring), func(b *testing.B) {
 			p, err := policy.New(cfg)
 			if err != nil {

@@ -87,6 +87,7 @@ type RemoteInferenceOptions struct {
 type InferenceClientStats struct {
 	Posted    int64 // observations posted
 	Messages  int64 // request messages sent
+	Bytes     int64 // bytes of the request messages sent
 	Replies   int64 // results received in time
 	Failed    int64 // requests expired without a reply
 	Late      int64 // results that came after their request expired (dropped)
@@ -259,6 +260,7 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
 	c.blocked = sendOK
 	c.stats.Messages++
+	c.stats.Bytes += int64(c.enc.buf.Len())
 	return nil
 }
 

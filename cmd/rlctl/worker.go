@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/pprof"
+	"sync"
 	"time"
 
 	"github.com/distrl/distrl/actorworker"
@@ -47,6 +50,8 @@ func workerCommand() *cli.Command {
 			&cli.IntFlag{Name: "port", Value: 0, Usage: "port to bind (0: any free port)"},
 			&cli.DurationFlag{Name: "ttl", Value: worker.DefaultAddressTTL, Usage: "lease of the address record: how long it outlives a killed worker"},
 			&cli.DurationFlag{Name: "status-ttl", Value: worker.DefaultStatusTTL, Usage: "lease of the status record"},
+			&cli.StringFlag{Name: "cpuprofile", EnvVars: []string{"RLCTL_CPUPROFILE"}, Usage: "write a CPU profile of the worker to `PREFIX`.TYPE.INDEX (pprof), for --cpuprofile-for or until it exits"},
+			&cli.DurationFlag{Name: "cpuprofile-for", Value: 10 * time.Second, EnvVars: []string{"RLCTL_CPUPROFILE_FOR"}, Usage: "how long --cpuprofile profiles, from the start"},
 			&cli.DurationFlag{Name: "orphan-timeout", Usage: "interrupt the worker once the trial's controller record (ctl), after it was seen, has been gone this long (0: never); rlctl start gives its workers 15s"},
 		),
 		Action: runWorker,
@@ -74,6 +79,13 @@ func runWorker(c *cli.Context) error {
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
+	}
+	if p := c.String("cpuprofile"); p != "" {
+		stop, err := startCPUProfile(fmt.Sprintf("%s.%s.%d", p, c.String("type"), c.Int("index")), c.Duration("cpuprofile-for"))
+		if err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		defer stop()
 	}
 	ctx := c.Context
 	if d := c.Duration("orphan-timeout"); d > 0 {
@@ -140,4 +152,27 @@ func watchController(ctx context.Context, interrupt context.CancelFunc, sess *se
 			return
 		}
 	}
+}
+
+// startCPUProfile profiles the process into path for d (benchmarks kill
+// their workers, so the profile must be complete before that); stop ends
+// it early. Both are safe to call more than once.
+func startCPUProfile(path string, d time.Duration) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		})
+	}
+	time.AfterFunc(d, stop)
+	return stop, nil
 }

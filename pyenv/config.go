@@ -46,13 +46,13 @@ func ParseConfig(cfg map[string]any) (Config, error) {
 	}
 	var out Config
 	var err error
-	if out.Python, err = c.String("python", cmp.Or(os.Getenv(InterpreterEnv), "python3")); err != nil {
+	if out.Python, err = c.String("python", ""); err != nil {
 		return Config{}, err
 	}
 	if out.Module, err = c.String("module", ""); err != nil {
 		return Config{}, err
 	}
-	if out.Factory, err = c.String("factory", DefaultFactory); err != nil {
+	if out.Factory, err = c.String("factory", ""); err != nil {
 		return Config{}, err
 	}
 	if out.StartTimeout, err = seconds(c, "start_timeout_s", DefaultStartTimeout); err != nil {
@@ -85,6 +85,7 @@ func ParseConfig(cfg map[string]any) (Config, error) {
 		}
 		out.Kwargs = m
 	}
+	out = out.withDefaults()
 	if out.Module == "" {
 		return Config{}, fmt.Errorf("pyenv: env_config needs module (the Python module whose %s builds the environment)", out.Factory)
 	}
@@ -100,4 +101,13 @@ func seconds(c api.Config, key string, def time.Duration) (time.Duration, error)
 		return 0, fmt.Errorf("pyenv: %s %v, want > 0", key, f)
 	}
 	return time.Duration(f * float64(time.Second)), nil
+}
+
+// withDefaults fills the zero fields of a Config built in code.
+func (c Config) withDefaults() Config {
+	c.Python = cmp.Or(c.Python, os.Getenv(InterpreterEnv), "python3")
+	c.Factory = cmp.Or(c.Factory, DefaultFactory)
+	c.StartTimeout = cmp.Or(c.StartTimeout, DefaultStartTimeout)
+	c.StepTimeout = cmp.Or(c.StepTimeout, DefaultStepTimeout)
+	return c
 }

@@ -61,8 +61,9 @@ const infoWindow = 100
 
 // Host is one Python process holding a batch of environments, reached over
 // a ZeroMQ PAIR socket on an ipc:// path in a private temporary directory
-// (or the loopback, when that path would be too long for a socket). It implements [api.EnvBatch]: one Run is one message each
-// way. A Host is not safe for concurrent use.
+// (or the loopback, when that path would be too long for a socket). It
+// implements [api.EnvBatch]: one Run is one message each way. A Host is
+// not safe for concurrent use.
 type Host struct {
 	cfg    Config
 	n      int
@@ -88,9 +89,10 @@ type Host struct {
 
 var _ api.EnvBatch = (*Host)(nil)
 
-// Start starts a host for n environments built as cfg says and waits
-// (within cfg.StartTimeout and ctx) until they are built and their spaces
-// known. log receives the process's output, tracebacks included.
+// Start starts a host for n environments built as cfg says (zero fields
+// mean the defaults) and waits (within cfg.StartTimeout and ctx) until they
+// are built and their spaces known. log receives the process's output,
+// tracebacks included.
 func Start(ctx context.Context, cfg Config, n int, log *slog.Logger) (_ *Host, err error) {
 	if n < 1 {
 		return nil, fmt.Errorf("pyenv: %d environments, want >= 1", n)
@@ -98,6 +100,7 @@ func Start(ctx context.Context, cfg Config, n int, log *slog.Logger) (_ *Host, e
 	if log == nil {
 		log = slog.Default()
 	}
+	cfg = cfg.withDefaults()
 	pkg, err := python.Dir()
 	if err != nil {
 		return nil, fmt.Errorf("pyenv: %w", err)

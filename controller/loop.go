@@ -69,7 +69,7 @@ func (c *Controller) onExit(ctx context.Context, ev exitEvent) error {
 		c.out.event("%s exited after completing its work", ev.name)
 		return nil
 	}
-	return c.failure(ctx, m, "process exited: "+describeExit(ev.err))
+	return c.failure(ctx, m, "process exited: "+describeExit(ev.err), false)
 }
 
 // check reads every worker's records: a LOST or ERROR worker is restarted.
@@ -101,14 +101,20 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 		if st.PID != 0 && m.handle.PID() != 0 && st.PID != m.handle.PID() {
 			continue
 		}
+		if st.State == worker.StateHung && c.answers(ctx, m.spec.Name) {
+			// Its loop answers now: the heartbeat was late (a name server
+			// restart re-adds old records), not stuck.
+			continue
+		}
 		m.lastState = st.State
 		switch st.State {
-		case worker.StateLost, worker.StateError:
+		case worker.StateLost, worker.StateError, worker.StateHung:
 			reason := string(st.State)
 			if st.Error != "" {
 				reason += ": " + st.Error
 			}
-			if err := c.failure(ctx, m, reason); err != nil {
+			// A hung loop would not answer interrupt: kill it at once.
+			if err := c.failure(ctx, m, reason, st.State == worker.StateHung); err != nil {
 				return "", err
 			}
 		}
@@ -126,8 +132,17 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 	return "", nil
 }
 
+// answers reports whether the worker's loop answers a ping within a
+// heartbeat bound's tenth (at least a second): a hung loop does not.
+func (c *Controller) answers(ctx context.Context, name string) bool {
+	pctx, cancel := context.WithTimeout(ctx, max(c.opts.HungAfter/10, time.Second))
+	defer cancel()
+	return c.panel.Request(pctx, name, worker.CmdPing, nil, nil) == nil
+}
+
 // failure restarts m, or fails the trial if m has used up its restarts.
-func (c *Controller) failure(ctx context.Context, m *member, reason string) error {
+// kill: end its process without asking it first.
+func (c *Controller) failure(ctx context.Context, m *member, reason string, kill bool) error {
 	limit := c.cfg.Stop.Restarts()
 	if m.restarts >= limit {
 		return &WorkerFailedError{Worker: m.spec.Name, Reason: reason, Restarts: m.restarts, Log: m.spec.LogPath}
@@ -149,7 +164,7 @@ func (c *Controller) failure(ctx context.Context, m *member, reason string) erro
 	c.restartWG.Add(1)
 	go func() {
 		defer c.restartWG.Done()
-		h, err := c.restart(ctx, spec, old)
+		h, err := c.restart(ctx, spec, old, kill)
 		c.restarted <- restartResult{name: spec.Name, handle: h, err: err} // buffered: one slot per member
 	}()
 	return nil
@@ -169,7 +184,7 @@ func (c *Controller) onRestarted(ctx context.Context, r restartResult) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return c.failure(ctx, m, "restart failed: "+r.err.Error())
+		return c.failure(ctx, m, "restart failed: "+r.err.Error(), false)
 	}
 	c.out.event("%s restarted (pid %s)", r.name, pidString(r.handle))
 	return nil
@@ -178,20 +193,24 @@ func (c *Controller) onRestarted(ctx context.Context, r restartResult) error {
 // restart ends the old process of a worker if it still runs, waits until
 // its name is free, starts a new one and configures and starts it. It
 // runs on its own goroutine and touches no member.
-func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle) (Handle, error) {
+func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle, kill bool) (Handle, error) {
 	select {
 	case <-old.Done():
 	default:
-		// Alive but failed or lost: ask it to go, then make it.
-		ictx, cancel := context.WithTimeout(ctx, interruptTimeout)
-		_ = c.panel.Request(ictx, spec.Name, worker.CmdInterrupt, nil, nil)
-		cancel()
-		select {
-		case <-old.Done():
-		case <-time.After(c.opts.StopGrace / 3):
+		if kill {
 			_ = old.Kill()
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		} else {
+			// Alive but failed or lost: ask it to go, then make it.
+			ictx, cancel := context.WithTimeout(ctx, interruptTimeout)
+			_ = c.panel.Request(ictx, spec.Name, worker.CmdInterrupt, nil, nil)
+			cancel()
+			select {
+			case <-old.Done():
+			case <-time.After(c.opts.StopGrace / 3):
+				_ = old.Kill()
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
 		select {
 		case <-old.Done():
@@ -201,6 +220,8 @@ func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle) (
 	}
 	// The new worker cannot register while the old address lease lives:
 	// it is TTL long after a kill, gone at once after a graceful exit.
+	// (Its stream records share that lease: the new process could not
+	// register them earlier either.)
 	key := c.trial.Worker(spec.Name)
 	free := time.Now().Add(3*c.opts.WorkerTTL + 2*time.Second)
 	for {

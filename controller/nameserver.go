@@ -139,7 +139,7 @@ func (c *Controller) clearStaleRecords(ctx context.Context) error {
 }
 
 func (c *Controller) panelOptions() worker.PanelOptions {
-	var opts worker.PanelOptions
+	opts := worker.PanelOptions{HungAfter: c.opts.HungAfter}
 	if c.opts.Curve != nil {
 		opts.Curve = c.opts.Curve.ClientKeys()
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/worker"
 )
 
 // Defaults of Options.
@@ -75,6 +76,11 @@ type Options struct {
 
 	// WorkerTTL is the workers' --ttl; DefaultWorkerTTL if zero.
 	WorkerTTL time.Duration
+	// HungAfter is how long a worker's loop may go without turning before
+	// the worker counts as HUNG and is restarted: worker.DefaultHungAfter
+	// if zero, negative: never. Workers beat every HungAfter/10 (at most
+	// every second, at least every 100 ms).
+	HungAfter time.Duration
 	// RegisterTimeout bounds the wait for every worker to register; zero
 	// means 30 s plus 250 ms per worker.
 	RegisterTimeout time.Duration
@@ -97,6 +103,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.WorkerTTL <= 0 {
 		o.WorkerTTL = DefaultWorkerTTL
+	}
+	if o.HungAfter == 0 {
+		o.HungAfter = worker.DefaultHungAfter
 	}
 	if o.MonitorInterval <= 0 {
 		o.MonitorInterval = DefaultMonitorInterval

@@ -25,6 +25,9 @@ func (c *Controller) workerArgs() []string {
 		args = append(args, "--orphan-timeout", c.opts.OrphanTimeout.String())
 	}
 	args = append(args, "--ttl", c.opts.WorkerTTL.String())
+	if c.opts.HungAfter > 0 {
+		args = append(args, "--heartbeat", min(max(c.opts.HungAfter/10, 100*time.Millisecond), time.Second).String())
+	}
 	return append(args, c.opts.WorkerArgs...)
 }
 

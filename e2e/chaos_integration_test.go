@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/nameresolve/names"
 )
 
 // assertNoRecords checks that nothing is registered under the trial.
@@ -68,5 +69,48 @@ func TestControllerKilledLeavesNothing(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cleared the records") {
 		t.Fatalf("rlctl stop after the controller died: exit %d:\n%s", code, out)
 	}
-	c.assertNoRecords("distrl/" + exp + "/" + trial + "/")
+	c.assertNoRecords(names.NewTrial(exp, trial).Prefix())
+}
+
+// A stopped actor (SIGSTOP: its loop no longer turns) is detected as HUNG
+// within the bound, killed and replaced, and the trial still completes,
+// leaving no process and no record.
+func TestHungActorReplaced(t *testing.T) {
+	c := newCluster(t)
+	work := t.TempDir()
+	const bound = time.Second
+	env := []string{"RLCTL_NAMERESOLVE=" + c.endpoint}
+	// The address lease outlives the bound, so the stopped actor is HUNG
+	// before it could be LOST.
+	p := start(t, "rlctl-start", env, "start", "cartpole-sink", c.trial.Trial, "--workdir", work,
+		"--hung-after", bound.String(), "--worker-ttl", "10s", "--set", "stop.env_steps=400000")
+	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	dir := filepath.Join(work, "cartpole-sink", c.trial.Trial)
+	eventually.NoError(t, 30*time.Second, "env steps", func() error {
+		if lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl")); len(lines) == 0 || lines[len(lines)-1].EnvSteps == 0 {
+			return fmt.Errorf("no env steps yet")
+		}
+		return nil
+	})
+	old := readRecord(t, dir).Workers["actor/0"]
+	if err := syscall.Kill(old, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	waitOutput(t, p, regexp.MustCompile(`restarting actor/0 \(1 of \d+\): HUNG: RUNNING but the loop has not turned for`), 30*time.Second)
+	detected := time.Since(stopped)
+	waitOutput(t, p, regexp.MustCompile(`actor/0 restarted \(pid \d+\)`), time.Minute)
+	t.Logf("SIGSTOP -> HUNG detected in %v (bound %v); -> replaced in %v", detected.Round(time.Millisecond), bound, time.Since(stopped).Round(time.Millisecond))
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("rlctl start exited with %d", code)
+	}
+	rec := readRecord(t, dir)
+	if rec.State != "completed" || rec.Workers["actor/0"] == old {
+		t.Errorf("record after the run: %+v", rec)
+	}
+	assertWorkersGone(t, rec)
+	if processAlive(old) {
+		t.Errorf("the hung actor (pid %d) is alive", old)
+	}
+	c.assertNoRecords(names.NewTrial("cartpole-sink", c.trial.Trial).Prefix())
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
@@ -21,7 +22,14 @@ var ErrWorkerNotFound = errors.New("worker not found")
 type PanelOptions struct {
 	// Curve holds the keys for workers that run with CURVE; nil for plaintext.
 	Curve *rpc.CurveClientKeys
+	// HungAfter is how old a live worker's loop heartbeat may be before
+	// the panel reports it HUNG: DefaultHungAfter if zero, negative: never.
+	// Hosts' clocks must agree to well within it.
+	HungAfter time.Duration
 }
+
+// DefaultHungAfter is PanelOptions.HungAfter's default: 30 heartbeats.
+const DefaultHungAfter = 30 * time.Second
 
 // ControlPanel drives the workers of one trial: it resolves their names,
 // keeps one connection per worker and makes plain, async and group
@@ -42,6 +50,9 @@ type ControlPanel struct {
 // came back at another address is dropped at once rather than timing out.
 func NewControlPanel(repo nameresolve.Repository, trial names.Trial, opts PanelOptions) *ControlPanel {
 	ctx, cancel := context.WithCancel(context.Background())
+	if opts.HungAfter == 0 {
+		opts.HungAfter = DefaultHungAfter
+	}
 	p := &ControlPanel{repo: repo, trial: trial, opts: opts, clients: map[string]*rpc.Client{}, stopWatch: cancel}
 	// Without the watch the panel still works: a failed request drops its
 	// connection and the next one resolves the name again.
@@ -293,12 +304,13 @@ func (p *ControlPanel) WorkerStatus(ctx context.Context, worker string) (Status,
 	if addr == "" && rec == "" {
 		return Status{}, fmt.Errorf("control panel: %s in %s: %w", worker, p.trial.Prefix(), ErrWorkerNotFound)
 	}
-	return combineRecords(worker, addr, rec), nil
+	return combineRecords(worker, addr, rec, time.Now(), p.opts.HungAfter), nil
 }
 
 // combineRecords derives a worker's status from its address record and its
-// status record ("" where absent).
-func combineRecords(worker, addr, rec string) Status {
+// status record ("" where absent) at time now: LOST without the address,
+// HUNG when the loop's heartbeat is older than hungAfter (if positive).
+func combineRecords(worker, addr, rec string, now time.Time, hungAfter time.Duration) Status {
 	if rec == "" {
 		// Registered, first status not written yet; or neither record exists.
 		st := Status{Name: worker, State: StateReady, Address: addr}
@@ -316,6 +328,11 @@ func combineRecords(worker, addr, rec string) Status {
 	if addr == "" && !st.State.Final() {
 		st.Error = fmt.Sprintf("address lease gone while %s", st.State)
 		st.State = StateLost
+	}
+	if age := now.Sub(time.UnixMilli(st.HeartbeatMs)); addr != "" && !st.State.Final() &&
+		st.HeartbeatMs > 0 && hungAfter > 0 && age > hungAfter {
+		st.Error = fmt.Sprintf("%s but the loop has not turned for %v (bound %v)", st.State, age.Round(time.Millisecond), hungAfter)
+		st.State = StateHung
 	}
 	return st
 }
@@ -339,8 +356,9 @@ func (p *ControlPanel) Workers(ctx context.Context) ([]Status, error) {
 		all[name] = true
 	}
 	out := make([]Status, 0, len(all))
+	now := time.Now()
 	for name := range all {
-		out = append(out, combineRecords(name, addrs[name], recs[name]))
+		out = append(out, combineRecords(name, addrs[name], recs[name], now, p.opts.HungAfter))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

@@ -19,6 +19,10 @@ const (
 	StateInterrupted State = "INTERRUPTED"
 	// StateLost is concluded by a ControlPanel when the address lease is gone.
 	StateLost State = "LOST"
+	// StateHung is concluded by a ControlPanel when the address lease lives
+	// but the loop's heartbeat in the status record is older than the
+	// panel's HungAfter: the process is alive, its loop is stuck.
+	StateHung State = "HUNG"
 )
 
 // Final reports whether a worker in state s will do no more work.
@@ -43,6 +47,12 @@ type Status struct {
 	PID     int    `json:"pid,omitempty" msgpack:"pid,omitempty"`
 	// UpdatedMs is when the state last changed, in Unix milliseconds.
 	UpdatedMs int64 `json:"updated_ms" msgpack:"updated_ms"`
+	// Loops counts the turns of the worker loop and HeartbeatMs is when the
+	// loop last turned (Unix ms): only the loop itself advances them, every
+	// Options.Heartbeat, unlike the address lease that the etcd client's
+	// own goroutine keeps alive. 0: not written (a member with no loop).
+	Loops       int64 `json:"loops,omitempty" msgpack:"loops,omitempty"`
+	HeartbeatMs int64 `json:"heartbeat_ms,omitempty" msgpack:"heartbeat_ms,omitempty"`
 }
 
 // Updated is UpdatedMs as a time.

@@ -30,6 +30,7 @@ const (
 	DefaultStatusTTL       = 30 * time.Second
 	DefaultRequestsPerLoop = 64
 	DefaultIdleWait        = 100 * time.Millisecond
+	DefaultHeartbeat       = time.Second
 )
 
 // Options configure a Worker.
@@ -57,6 +58,10 @@ type Options struct {
 	RequestsPerLoop int
 	// IdleWait is how long an idle worker waits on its socket per loop.
 	IdleWait time.Duration
+	// Heartbeat is how often the loop refreshes the heartbeat of its
+	// status record (Status.HeartbeatMs); it must be well under the
+	// HungAfter of the panels watching the worker.
+	Heartbeat time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -74,6 +79,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.IdleWait <= 0 {
 		o.IdleWait = DefaultIdleWait
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -99,6 +107,8 @@ type Worker struct {
 
 	status *statusWriter
 	stats  counters
+	loops  int64
+	beat   time.Time // when the loop last published its heartbeat
 }
 
 // New creates the worker of opts.Type, binds its server and registers its
@@ -179,6 +189,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.exit(StateInterrupted)
 			break
 		}
+		w.heartbeat()
 		n, err := w.srv.HandleRequests(ctx, w.opts.RequestsPerLoop)
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("worker %s: serve: %w", w.name, err)
@@ -206,6 +217,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker %s: %w: %s", w.name, ErrFailed, w.errMsg)
 	}
 	return nil
+}
+
+// heartbeat counts a turn of the loop and, every Options.Heartbeat,
+// publishes it: a loop stuck in a poll or a handler stops doing so.
+func (w *Worker) heartbeat() {
+	w.loops++
+	if now := time.Now(); now.Sub(w.beat) >= w.opts.Heartbeat {
+		w.beat = now
+		w.status.publish(w.currentStatus())
+	}
 }
 
 // poll runs one Poll, turning an error or a panic into ERROR.
@@ -319,6 +340,7 @@ func (w *Worker) exit(final State) {
 func (w *Worker) currentStatus() Status {
 	s := ProcessStatus(w.name, w.state, w.srv.Addr(), w.stats.stateChanged)
 	s.Error, s.Warning = w.errMsg, w.warning
+	s.Loops, s.HeartbeatMs = w.loops, time.Now().UnixMilli()
 	return s
 }
 

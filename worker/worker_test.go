@@ -39,6 +39,9 @@ type scriptConfig struct {
 	// BlockPoll: a poll waits for the loop's context to end and returns its
 	// error, as a poll cut short by a shutdown does.
 	BlockPoll bool `msgpack:"block_poll"`
+	// Hang names a channel of hangs: a poll waits until it is closed (or
+	// the loop's context ends), a loop stuck in its environment.
+	Hang string `msgpack:"hang"`
 	// PullAddr: bind a PULL socket there; polls count what arrives and
 	// report it as the warning, so a test can see the worker woke up.
 	PullAddr string `msgpack:"pull_addr"`
@@ -50,6 +53,9 @@ type scriptConfig struct {
 
 // pollSignals maps scriptConfig.Signal names to their channels.
 var pollSignals sync.Map
+
+// hangs maps scriptConfig.Hang names to channels a test closes.
+var hangs sync.Map
 
 // pollSignal registers a channel for scriptConfig.Signal name.
 func pollSignal(t *testing.T, name string) chan struct{} {
@@ -125,6 +131,13 @@ func (s *scripted) Poll(ctx context.Context) (worker.PollResult, error) {
 		s.signal()
 		<-ctx.Done()
 		return worker.PollResult{}, fmt.Errorf("flush: %w", ctx.Err())
+	}
+	if ch, ok := hangs.Load(s.cfg.Hang); ok {
+		s.signal()
+		select {
+		case <-ch.(chan struct{}):
+		case <-ctx.Done():
+		}
 	}
 	for s.pull != nil {
 		if _, err := s.pull.Recv(zmq.DONTWAIT); err != nil {
@@ -465,4 +478,41 @@ func TestShutdownDuringPollIsNotFailure(t *testing.T) {
 		t.Fatalf("Run after a cancel during poll: %v", err)
 	}
 	waitState(t, panel, r.Name(), worker.StateInterrupted)
+}
+
+// A loop stuck in a poll keeps its address record (the lease is the etcd
+// client's business) but its heartbeat stops: the panel reports HUNG, and
+// RUNNING again once the loop turns.
+func TestStuckLoopIsHung(t *testing.T) {
+	repo := workertest.Repo(t)
+	r := workertest.Start(t, worker.Options{
+		Trial: testTrial, Registry: testTypes, Type: "scripted", Index: 0, Host: "127.0.0.1", Repo: repo,
+		IdleWait: 10 * time.Millisecond, Heartbeat: 20 * time.Millisecond, Logger: workertest.Logger(t, slog.LevelInfo),
+	})
+	const bound = 300 * time.Millisecond
+	panel := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{HungAfter: bound})
+	t.Cleanup(func() { panel.Close() })
+	release := make(chan struct{})
+	hangs.Store("stuck", release)
+	t.Cleanup(func() { hangs.Delete("stuck") })
+	polling := pollSignal(t, "stuck")
+	ctx := ctxT(t)
+	if err := panel.Request(ctx, r.Name(), "configure", map[string]any{"hang": "stuck", "signal": "stuck"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := panel.Request(ctx, r.Name(), "start", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	received(t, polling, "the poll hangs")
+	stuck := time.Now()
+	st := waitState(t, panel, r.Name(), worker.StateHung)
+	t.Logf("HUNG reported %v after the loop stuck (bound %v)", time.Since(stuck).Round(time.Millisecond), bound)
+	if st.Address == "" || !strings.Contains(st.Error, "RUNNING but the loop has not turned for") {
+		t.Errorf("HUNG status: %+v", st)
+	}
+	if all, err := panel.Workers(ctx); err != nil || len(all) != 1 || all[0].State != worker.StateHung {
+		t.Errorf("Workers: %+v, %v", all, err)
+	}
+	close(release)
+	waitState(t, panel, r.Name(), worker.StateRunning)
 }

@@ -43,6 +43,8 @@ func startCommand() *cli.Command {
 			&cli.StringFlag{Name: "time", Usage: "slurm: the workers' time limit (sbatch --time), such as 2:00:00"},
 			&cli.StringSliceFlag{Name: "sbatch-arg", Usage: "slurm: one more sbatch option for every worker script (repeatable): --sbatch-arg=--qos=high"},
 			&cli.DurationFlag{Name: "register-timeout", Usage: "how long workers may take to register (default 30s + 250ms per worker; raise it where slurm jobs queue)"},
+			&cli.DurationFlag{Name: "hung-after", Value: worker.DefaultHungAfter, Usage: "a worker whose loop has not turned this long is HUNG: killed and restarted (negative: never)"},
+			&cli.DurationFlag{Name: "worker-ttl", Value: controller.DefaultWorkerTTL, Usage: "the workers' address lease: how long a killed or stopped process stays registered"},
 			&cli.DurationFlag{Name: "orphan-timeout", Value: controller.DefaultOrphanTimeout, Usage: "workers interrupt themselves when the controller's record has been gone this long (negative: never)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "slurm: write and print the sbatch scripts, submit nothing"},
 			&cli.GenericFlag{Name: "set", Value: &setList{}, Usage: "override a configuration value, key a dotted path (repeatable): --set workers.actor.count=4"},
@@ -96,6 +98,7 @@ func runStart(c *cli.Context, args []string) error {
 		NameResolve: endpoints(global(c, flagNameResolve)), WorkerArgs: workerArgs, Curve: curve,
 		Out: os.Stdout, TTY: controller.IsTerminal(os.Stdout), Logger: log,
 		RegisterTimeout: c.Duration("register-timeout"), OrphanTimeout: c.Duration("orphan-timeout"),
+		HungAfter: c.Duration("hung-after"), WorkerTTL: c.Duration("worker-ttl"),
 	}
 	switch s := c.String("scheduler"); s {
 	case "local":

@@ -52,6 +52,7 @@ func workerCommand() *cli.Command {
 			&cli.DurationFlag{Name: "status-ttl", Value: worker.DefaultStatusTTL, Usage: "lease of the status record"},
 			&cli.StringFlag{Name: "cpuprofile", EnvVars: []string{"RLCTL_CPUPROFILE"}, Usage: "write a CPU profile of the worker to `PREFIX`.TYPE.INDEX (pprof), for --cpuprofile-for or until it exits"},
 			&cli.DurationFlag{Name: "cpuprofile-for", Value: 10 * time.Second, EnvVars: []string{"RLCTL_CPUPROFILE_FOR"}, Usage: "how long --cpuprofile profiles, from the start"},
+			&cli.DurationFlag{Name: "heartbeat", Value: worker.DefaultHeartbeat, Usage: "how often the worker loop refreshes the heartbeat of its status record (a panel reports HUNG when it is older than its bound)"},
 			&cli.DurationFlag{Name: "orphan-timeout", Usage: "interrupt the worker once the trial's controller record (ctl), after it was seen, has been gone this long (0: never); rlctl start gives its workers 15s"},
 		),
 		Action: runWorker,
@@ -74,7 +75,7 @@ func runWorker(c *cli.Context) error {
 	w, err := worker.New(c.Context, worker.Options{
 		Trial: sess.trial, Registry: types, Type: c.String("type"), Index: c.Int("index"),
 		Host: workerHost(c, sess), Port: c.Int("port"), Repo: sess.repo,
-		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"),
+		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"), Heartbeat: c.Duration("heartbeat"),
 		Curve: sess.curve, Logger: sess.log,
 	})
 	if err != nil {

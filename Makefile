@@ -18,7 +18,7 @@ BENCH_OUT    ?= $(BIN)/bench.txt
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps build test vet lint unit bench demo run clean
+.PHONY: all deps build test vet lint unit bench fuzz demo run clean
 
 all: build
 
@@ -57,6 +57,13 @@ test: deps lint
 # Unit tests only: quick, in-process.
 unit:
 	$(GO) test -count=1 -short ./...
+
+# Every fuzz target for FUZZTIME each (their seed corpora already run in
+# `make test`); a table of executions per target. FUZZ_PKGS narrows it.
+FUZZTIME  ?= 30s
+FUZZ_PKGS ?= ./...
+fuzz: deps
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh $(FUZZ_PKGS)
 
 # Go benchmarks and end-to-end benchmarks, then a table of ratios against
 # the limits measured in the same run.

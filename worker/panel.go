@@ -324,6 +324,7 @@ func combineRecords(worker, addr, rec string, now time.Time, hungAfter time.Dura
 		return Status{Name: worker, State: StateLost, Address: addr,
 			Error: fmt.Sprintf("unreadable status record: %v", err)}
 	}
+	st.Name = worker  // the key, not the value, says whose record it is
 	st.Address = addr // the leased record, not the status record, says where the worker is
 	if addr == "" && !st.State.Final() {
 		st.Error = fmt.Sprintf("address lease gone while %s", st.State)

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"time"
 )
@@ -29,6 +30,15 @@ const (
 func (s State) Final() bool {
 	switch s {
 	case StateCompleted, StateError, StateInterrupted, StateLost:
+		return true
+	}
+	return false
+}
+
+// written reports whether s is a state a worker writes into its records.
+func (s State) written() bool {
+	switch s {
+	case StateReady, StateConfigured, StateRunning, StatePaused, StateCompleted, StateError, StateInterrupted:
 		return true
 	}
 	return false
@@ -72,8 +82,15 @@ func (s Status) Record() string {
 	return string(b)
 }
 
+// parseStatusRecord reads a status record; one without a state a worker
+// writes is an error (anyone who can write to etcd can write there).
 func parseStatusRecord(v string) (Status, error) {
 	var s Status
-	err := json.Unmarshal([]byte(v), &s)
-	return s, err
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		return s, err
+	}
+	if !s.State.written() {
+		return s, fmt.Errorf("state %q is not a worker's", s.State)
+	}
+	return s, nil
 }

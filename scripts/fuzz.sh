@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Run every Go fuzz target of the module for FUZZTIME each (default 30s),
+# one after the other (go test -fuzz takes one target at a time), and print
+# a table of executions per target. Failing inputs land in the package's
+# testdata/fuzz/ and then run as regression tests with every `go test`.
+#   scripts/fuzz.sh [PACKAGE_PATTERN]      FUZZTIME=2m scripts/fuzz.sh ./rpc
+set -uo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+FUZZTIME=${FUZZTIME:-30s}
+pattern=${1:-./...}
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+failed=0
+printf '%-60s %12s %s\n' TARGET EXECS RESULT
+for pkg in $($GO list "$pattern"); do
+  targets=$($GO test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true)
+  for t in $targets; do
+    out="$log/$(echo "$pkg.$t" | tr '/' '_')"
+    if $GO test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" >"$out" 2>&1; then
+      result=ok
+    else
+      result="FAILED (see below)"
+      failed=1
+    fi
+    # The last progress line: "fuzz: elapsed: 30s, execs: 123456 (4115/sec), ..."
+    execs=$(grep -o 'execs: [0-9]*' "$out" | tail -1 | cut -d' ' -f2)
+    printf '%-60s %12s %s\n' "${pkg#github.com/distrl/distrl/}.$t" "${execs:-?}" "$result"
+    if [ "$result" != ok ]; then
+      tail -30 "$out"
+    fi
+  done
+done
+exit $failed

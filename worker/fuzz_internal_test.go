@@ -1,0 +1,42 @@
+package worker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
+)
+
+// FuzzStatusRecord: any status record value (JSON from etcd, written by
+// whoever can write there) combines into a status or an "unreadable" LOST,
+// within an allocation bound set by its size; a record the panel accepts
+// survives being written again.
+func FuzzStatusRecord(f *testing.F) {
+	good := Status{Name: "actor/0", State: StateRunning, Address: "127.0.0.1:1", Host: "h", PID: 7,
+		UpdatedMs: 1, Loops: 42, HeartbeatMs: time.Now().UnixMilli(), Warning: "w", Error: "e"}
+	for _, s := range []string{
+		good.Record(), `{}`, `{"state":"COMPLETED"}`, `{"state":"BOGUS","heartbeat_ms":-1}`,
+		`{"heartbeat_ms":9223372036854775807,"loops":-5}`, `{"updated_ms":1e400}`, `[`, `null`,
+		`{"name":"` + string(make([]byte, 300)) + `"}`, `{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`,
+	} {
+		f.Add(s, "127.0.0.1:1")
+		f.Add(s, "")
+	}
+	f.Fuzz(func(t *testing.T, rec, addr string) {
+		mptest.BoundedAlloc(t, []byte(rec), func() {
+			st := combineRecords("w/0", addr, rec, time.Now(), time.Second)
+			if st.State == "" && rec != "" {
+				t.Fatalf("%q: no state: %+v", rec, st)
+			}
+			if addr == "" && !st.State.Final() && rec != "" {
+				t.Fatalf("%q without an address: %s", rec, st.State)
+			}
+			if parsed, err := parseStatusRecord(rec); err == nil {
+				again, err := parseStatusRecord(parsed.Record())
+				if err != nil || again != parsed {
+					t.Fatalf("%q: written again %q reads %+v, %v", rec, parsed.Record(), again, err)
+				}
+			}
+		})
+	})
+}

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"time"
 
+	"github.com/distrl/distrl/algo/dqn"
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/replayclient"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
@@ -69,6 +72,20 @@ type Config struct {
 	// Seed seeds the environments (EnvSeed) and the inline policy; nil
 	// means the worker's index.
 	Seed *int64 `msgpack:"seed"`
+	// ReplayStream, if set, sends the actor's steps into that replay
+	// stream's table ReplayTable (default "default") as n-step
+	// transitions with initial priorities (replayclient.Poster: Ape-X)
+	// instead of a sample stream. Gamma (0.99) and NStep (3) shape the
+	// returns.
+	ReplayStream string  `msgpack:"replay_stream"`
+	ReplayTable  string  `msgpack:"replay_table"`
+	Gamma        float64 `msgpack:"gamma"`
+	NStep        int     `msgpack:"n_step"`
+	// Epsilon replaces each discrete action by a random one with that
+	// probability (epsilon-greedy over a deterministic policy). ApexActors
+	// N > 0 instead gives actor i Ape-X's epsilon 0.4^(1 + 7 i/(N-1)).
+	Epsilon    float64 `msgpack:"epsilon"`
+	ApexActors int     `msgpack:"apex_actors"`
 	// MaxEnvSteps stops the actor after that many environment steps (over
 	// all its environments): it finishes its partial batches once the
 	// values they bootstrap from arrive, sends them, and completes. 0 means
@@ -93,6 +110,11 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 	cfg.SampleSteps = cmp.Or(cfg.SampleSteps, DefaultSampleSteps)
 	cfg.MaxPollSteps = cmp.Or(cfg.MaxPollSteps, max(DefaultMaxPollSteps, cfg.RingSize))
 	cfg.RingSlots = cmp.Or(cfg.RingSlots, min(DefaultRingSlots, max(cfg.RingSize, 1)))
+	cfg.Gamma = cmp.Or(cfg.Gamma, 0.99)
+	cfg.NStep = cmp.Or(cfg.NStep, 3)
+	if cfg.ApexActors > 0 {
+		cfg.Epsilon = dqn.ApeXEpsilon(index, cfg.ApexActors)
+	}
 	if cfg.Seed == nil {
 		s := int64(index)
 		cfg.Seed = &s
@@ -110,6 +132,12 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 		return cfg, nil, badConfig("ring_slots %d, want 1 to ring_size (%d)", cfg.RingSlots, cfg.RingSize)
 	case cfg.MaxEnvSteps < 0:
 		return cfg, nil, badConfig("max_env_steps %d, want >= 0", cfg.MaxEnvSteps)
+	case !(cfg.Epsilon >= 0 && cfg.Epsilon <= 1) || cfg.ApexActors < 0:
+		return cfg, nil, badConfig("epsilon %v, apex_actors %d: want epsilon in [0, 1] and apex_actors >= 0", cfg.Epsilon, cfg.ApexActors)
+	case cfg.ApexActors > 0 && index >= cfg.ApexActors:
+		return cfg, nil, badConfig("apex_actors %d, but this actor's index is %d", cfg.ApexActors, index)
+	case !(cfg.Gamma >= 0 && cfg.Gamma <= 1) || cfg.NStep < 0:
+		return cfg, nil, badConfig("gamma %v, n_step %d: want gamma in [0, 1], n_step >= 0", cfg.Gamma, cfg.NStep)
 	case cfg.InferenceTimeoutMs < 0:
 		return cfg, nil, badConfig("inference_timeout_ms %d, want >= 0", cfg.InferenceTimeoutMs)
 	}
@@ -151,7 +179,9 @@ type Worker struct {
 	cfg      Config
 	client   stream.InferenceClient
 	producer stream.SamplePoster
-	batch    api.EnvBatch // the ring's environments
+	explore  *exploring           // epsilon-greedy, if configured
+	replay   *replayclient.Poster // the producer, when sending to a replay
+	batch    api.EnvBatch         // the ring's environments
 	ring     *EnvRing
 
 	// The environment calls of one turn of the ring, reused.
@@ -223,9 +253,26 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 		}
 		w.client = c
 	}
-	if cfg.SampleStream == NullStream {
+	if cfg.Epsilon > 0 {
+		as := batch.ActionSpace()
+		if as.Kind != api.Discrete {
+			return fmt.Errorf("epsilon %v needs discrete actions, the environment's are %v", cfg.Epsilon, as.Kind)
+		}
+		w.explore = &exploring{InferenceClient: w.client, eps: cfg.Epsilon, nActions: as.N,
+			rng: rand.New(rand.NewPCG(uint64(*cfg.Seed), 0xe95))}
+		w.client = w.explore
+	}
+	switch {
+	case cfg.ReplayStream != "":
+		p, err := replayclient.NewPoster(ctx, replayclient.PosterOptions{Repo: w.info.Repo, Trial: w.info.Trial,
+			Stream: cfg.ReplayStream, Table: cfg.ReplayTable, Gamma: cfg.Gamma, NStep: cfg.NStep})
+		if err != nil {
+			return fmt.Errorf("replay stream %q: %w", cfg.ReplayStream, err)
+		}
+		w.producer, w.replay = p, p
+	case cfg.SampleStream == NullStream:
 		w.producer = &stream.NullSampleProducer{}
-	} else {
+	default:
 		p, err := stream.NewSampleProducer(ctx, stream.SampleProducerOptions{
 			Repo: w.info.Repo, Trial: w.info.Trial, Stream: cfg.SampleStream, Logger: w.log,
 		})
@@ -269,6 +316,9 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	}
 	if err := w.client.Poll(); err != nil {
 		return worker.PollResult{}, fmt.Errorf("actor: inference poll: %w", err)
+	}
+	if w.replay != nil {
+		w.replay.Flush() // replies, and transitions waiting for room
 	}
 	sentBefore := w.totals().BatchesSent
 	// Retry batches refused with back-pressure first: their targets cannot
@@ -485,11 +535,22 @@ func (w *Worker) Stats() map[string]any {
 		"ring_size":           ring,
 		"version_last":        s.Version,
 	}
-	if c, ok := w.client.(interface {
+	cl := w.client
+	if w.explore != nil {
+		cl = w.explore.InferenceClient
+	}
+	if c, ok := cl.(interface {
 		Stats() stream.InferenceClientStats
 	}); ok {
 		cs := c.Stats()
 		out["inference_messages"], out["inference_bytes"] = cs.Messages, cs.Bytes
+	}
+	if w.explore != nil {
+		out["epsilon"], out["random_actions"] = w.explore.eps, w.explore.random
+	}
+	if w.replay != nil {
+		st := w.replay.Stats()
+		out["replay_inserted"], out["replay_dropped"], out["replay_failed"], out["replay_outbox"] = st.Inserted, st.Dropped, st.Failed, st.Outbox
 	}
 	if b, ok := w.batch.(infoReporter); ok {
 		for k, v := range b.InfoMeans() {
@@ -552,7 +613,7 @@ func (w *Worker) Close() error {
 	if w.producer != nil {
 		errs = append(errs, w.producer.Close())
 	}
-	w.batch, w.ring, w.client, w.producer = nil, nil, nil, nil
+	w.batch, w.ring, w.client, w.producer, w.explore, w.replay = nil, nil, nil, nil, nil, nil
 	w.started, w.draining = false, false
 	w.recentLen, w.recentNext = 0, 0
 	return errors.Join(errs...)

@@ -32,7 +32,12 @@ type Metrics struct {
 	// worker serves; PolicyLag is the trainer's staleness figure.
 	Version   *int64   `json:"version,omitempty"`
 	PolicyLag *float64 `json:"policy_lag,omitempty"`
-	Restarts  int      `json:"restarts"`
+	// ReplaySize is the items held by the replay workers (summed), and
+	// SamplesPerInsert their samples over their inserts; absent without
+	// replay workers.
+	ReplaySize       *int64   `json:"replay_size,omitempty"`
+	SamplesPerInsert *float64 `json:"samples_per_insert,omitempty"`
+	Restarts         int      `json:"restarts"`
 	// Workers maps each worker to its state and key statistics.
 	Workers map[string]map[string]any `json:"workers"`
 }
@@ -46,7 +51,7 @@ var keyStats = map[string][]string{
 	worker.TypeSink:   {"batches", "steps", worker.StatEpisodes, "mean_episode_return"},
 	worker.TypeTrainer: {worker.StatVersion, "updates", "samples_trained", "train_samples_per_s", "buffer_steps",
 		worker.StatEpisodes, worker.StatMeanReturn, worker.StatPolicyLag, "policy_loss", "value_loss", "entropy",
-		"approx_kl", "dropped_stale", "checkpoints"},
+		"approx_kl", "dropped_stale", "checkpoints", "loss", "mean_q", "priorities_sent", "sample_errors"},
 	worker.TypeEcho: {"echoes"},
 	worker.TypeReplay: {"size", "inserts", "samples", "inserts_per_s", "samples_per_s", "samples_per_insert",
 		"evictions", "priority_updates", "limiter_waits", "limiter_timeouts"},
@@ -154,6 +159,8 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 	var trainerReturn, lag *float64
 	trainerEpisodes := int64(worker.ReturnWindow) // if the trainer does not say
 	var trainerVersion, policyVersion *int64
+	var replaySize, replayInserts, replaySamples float64
+	replays := 0
 	for _, s := range samples {
 		w := KeyStats(s.typ, s.stats)
 		w["state"] = s.state
@@ -182,6 +189,14 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 				vi := int64(v)
 				trainerVersion = &vi
 			}
+		case worker.TypeReplay:
+			size, ok1 := number(s.stats["size"])
+			ins, ok2 := number(s.stats["inserts"])
+			smp, ok3 := number(s.stats["samples"])
+			if ok1 && ok2 && ok3 {
+				replays++
+				replaySize, replayInserts, replaySamples = replaySize+size, replayInserts+ins, replaySamples+smp
+			}
 		case worker.TypePolicy:
 			if v, ok := number(s.stats[worker.StatVersion]); ok && (policyVersion == nil || int64(v) > *policyVersion) {
 				vi := int64(v)
@@ -203,6 +218,14 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 		m.Version = policyVersion
 	}
 	m.PolicyLag = lag
+	if replays > 0 {
+		size := int64(replaySize)
+		m.ReplaySize = &size
+		if replayInserts > 0 {
+			r := replaySamples / replayInserts
+			m.SamplesPerInsert = &r
+		}
+	}
 	if prev != nil {
 		switch dt := now.Sub(prev.Time); {
 		case dt >= minRateWindow:

@@ -79,6 +79,12 @@ func statusLine(m *Metrics, running, total int) string {
 	if m.PolicyLag != nil {
 		fmt.Fprintf(&b, "  lag %.2f", *m.PolicyLag)
 	}
+	if m.ReplaySize != nil {
+		fmt.Fprintf(&b, "  replay %s", si(float64(*m.ReplaySize)))
+	}
+	if m.SamplesPerInsert != nil {
+		fmt.Fprintf(&b, "  samples/insert %.2f", *m.SamplesPerInsert)
+	}
 	fmt.Fprintf(&b, "  workers %d/%d running", running, total)
 	if m.Restarts > 0 {
 		fmt.Fprintf(&b, "  restarts %d", m.Restarts)

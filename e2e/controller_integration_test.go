@@ -35,15 +35,18 @@ type controllerRecord struct {
 
 // metricsLine is the part of a metrics.jsonl line the tests read.
 type metricsLine struct {
-	Time       time.Time                 `json:"time"`
-	ElapsedS   float64                   `json:"elapsed_s"`
-	EnvSteps   int64                     `json:"env_steps"`
-	StepsPerS  float64                   `json:"steps_per_s"`
-	Episodes   int64                     `json:"episodes"`
-	Restarts   int                       `json:"restarts"`
-	MeanReturn float64                   `json:"mean_return"`
-	Version    int64                     `json:"version"`
-	Workers    map[string]map[string]any `json:"workers"`
+	Time       time.Time `json:"time"`
+	ElapsedS   float64   `json:"elapsed_s"`
+	EnvSteps   int64     `json:"env_steps"`
+	StepsPerS  float64   `json:"steps_per_s"`
+	Episodes   int64     `json:"episodes"`
+	Restarts   int       `json:"restarts"`
+	MeanReturn float64   `json:"mean_return"`
+	Version    int64     `json:"version"`
+	// ReplaySize and SamplesPerInsert: the replay workers' (cartpole-apex).
+	ReplaySize       int64                     `json:"replay_size"`
+	SamplesPerInsert float64                   `json:"samples_per_insert"`
+	Workers          map[string]map[string]any `json:"workers"`
 }
 
 func readRecord(t testing.TB, dir string) controllerRecord {

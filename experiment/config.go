@@ -23,7 +23,7 @@ const (
 // DefaultStartOrder is the order worker types start in when a Config gives
 // none: consumers before producers, so that the first samples and inference
 // requests find someone to take them. Types not listed start last, sorted.
-var DefaultStartOrder = []string{"trainer", "policy", "sink", "actor", "echo"}
+var DefaultStartOrder = []string{"replay", "trainer", "policy", "sink", "actor", "echo"}
 
 // IndexPlaceholder in a string value of a group's config is replaced by the
 // worker's index ("/data/shard-{index}").
@@ -76,6 +76,7 @@ type Resources struct {
 type Streams struct {
 	Inference []string `json:"inference,omitempty"`
 	Sample    []string `json:"sample,omitempty"`
+	Replay    []string `json:"replay,omitempty"`
 }
 
 // Stop says when a trial is done. Every condition that is set ends it;

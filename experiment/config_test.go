@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-var allTypes = []string{"actor", "echo", "policy", "sink", "trainer"}
+var allTypes = []string{"actor", "echo", "policy", "replay", "sink", "trainer"}
 
 const minimal = `
 name: t
@@ -31,7 +31,7 @@ func parse(t *testing.T, y string) *Config {
 
 func TestBuiltinsValidate(t *testing.T) {
 	names := Names()
-	for _, want := range []string{"cartpole-ppo", "cartpole-sink", "echo-64", "pycartpole-ppo", "pyspread-ppo", "spread-ppo", "spread-sink"} {
+	for _, want := range []string{"cartpole-apex", "cartpole-ppo", "cartpole-sink", "echo-64", "pycartpole-ppo", "pyspread-ppo", "spread-ppo", "spread-sink"} {
 		if _, err := Builtin(want); err != nil {
 			t.Errorf("Builtin(%q): %v (names %v)", want, err, names)
 		}

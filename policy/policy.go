@@ -38,6 +38,11 @@ type Config struct {
 	// Deterministic takes the most likely action (the argmax of the logits,
 	// or the Gaussian mean) instead of sampling, as for evaluation.
 	Deterministic bool `msgpack:"deterministic"`
+	// SharedTrunk puts the policy and value heads on one stack of hidden
+	// layers (nn.Spec.SharedTrunk): a dueling Q network (algo/dqn), whose
+	// logits are advantages and value head V(s), so the deterministic
+	// action is the greedy one and the value a state value.
+	SharedTrunk bool `msgpack:"shared_trunk"`
 }
 
 // WithShape overrides the hidden layers and the activation where a worker's
@@ -54,7 +59,7 @@ func (c Config) WithShape(hidden []int, activation nn.Activation) Config {
 func (c Config) spec() nn.Spec {
 	s := nn.Spec{
 		ObsDim: c.ObsDim, Hidden: slices.Clone(c.Hidden), Activation: c.Activation,
-		Head: c.Head, ActionDim: c.ActionDim,
+		Head: c.Head, ActionDim: c.ActionDim, SharedTrunk: c.SharedTrunk,
 	}
 	if c.Hidden == nil {
 		s.Hidden = slices.Clone(DefaultHidden)

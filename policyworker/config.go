@@ -37,6 +37,7 @@ type Config struct {
 	Activation    nn.Activation  `msgpack:"activation"`
 	Seed          int64          `msgpack:"seed"`
 	Deterministic bool           `msgpack:"deterministic"`
+	SharedTrunk   bool           `msgpack:"shared_trunk"` // see policy.Config
 	MaxBatch      int            `msgpack:"max_batch"`
 	// FollowParams loads every version the trainer publishes for Policy
 	// (package paramstream). Default true; a worker with no publisher just
@@ -96,6 +97,6 @@ func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 		}
 	}
 	pcfg = pcfg.WithShape(cfg.Hidden, cfg.Activation)
-	pcfg.Seed, pcfg.Deterministic = cfg.Seed, cfg.Deterministic
+	pcfg.Seed, pcfg.Deterministic, pcfg.SharedTrunk = cfg.Seed, cfg.Deterministic, cfg.SharedTrunk
 	return cfg, pcfg, nil
 }

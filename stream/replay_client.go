@@ -239,7 +239,9 @@ func (c *ReplayClient) Pending() int { return len(c.pending) }
 // Stats returns the client's counters.
 func (c *ReplayClient) Stats() ReplayClientStats { return c.stats }
 
-// Sockets are the shards' sockets, to poll with the caller's own.
+// Sockets are the shards' sockets now. They change as shards come and go
+// (a vanished shard's socket is closed at the next Send, Poll or Shards),
+// so a caller that polls them must ask again after each of those calls.
 func (c *ReplayClient) Sockets() []*zmq.Socket {
 	out := make([]*zmq.Socket, 0, len(c.shards))
 	for _, sh := range c.shards {

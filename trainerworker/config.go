@@ -32,6 +32,8 @@ const (
 // refused, so a misspelt hyperparameter fails instead of silently keeping
 // its default.
 type Config struct {
+	// Algorithm is "ppo" (this configuration) or "dqn" (DQNConfig).
+	Algorithm string         `msgpack:"algorithm"`
 	Policy    string         `msgpack:"policy"`     // policy name; default "default"
 	Env       string         `msgpack:"env"`        // registered environment; default CartPole-v1
 	EnvConfig map[string]any `msgpack:"env_config"` // the environment's configuration

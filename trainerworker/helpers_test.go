@@ -17,6 +17,7 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker"
@@ -27,6 +28,7 @@ var testTypes = workertest.Registry(map[string]worker.Factory{
 	trainerworker.TypeName: trainerworker.New,
 	policyworker.TypeName:  policyworker.New,
 	actorworker.TypeName:   actorworker.New,
+	replayworker.TypeName:  replayworker.New,
 })
 
 var testTrial = names.NewTrial("unit", "trainerworker")

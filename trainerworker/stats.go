@@ -113,7 +113,7 @@ func (r *rateRing) perSecond(now time.Time) float64 {
 // into updates over the last 20 updates. The loss terms are those of the
 // last update, absent before the first; mean_return is over the last 20
 // episodes seen in batches, absent before the first.
-func (w *Worker) Stats() map[string]any {
+func (w *ppoTrainer) Stats() map[string]any {
 	s := &w.st
 	out := map[string]any{
 		"policy":              w.set.cfg.Policy,

@@ -42,9 +42,10 @@ const (
 	logEvery = 5 * time.Second
 )
 
-// Worker is the trainer worker type. Like every worker.Impl, all its
-// methods run on the worker's loop goroutine.
-type Worker struct {
+// ppoTrainer is the trainer of algorithm "ppo": on-policy, from a sample
+// stream. Like every worker.Impl, all its methods run on the worker's loop
+// goroutine.
+type ppoTrainer struct {
 	info worker.Info
 	log  *slog.Logger
 
@@ -68,14 +69,13 @@ type Worker struct {
 }
 
 var (
-	_ worker.Impl        = (*Worker)(nil)
-	_ worker.SocketOwner = (*Worker)(nil)
-	_ worker.Reporter    = (*Worker)(nil)
+	_ worker.Impl        = (*ppoTrainer)(nil)
+	_ worker.SocketOwner = (*ppoTrainer)(nil)
+	_ worker.Reporter    = (*ppoTrainer)(nil)
 )
 
-// New is the worker.Factory of the trainer type.
-func New(info worker.Info) (worker.Impl, error) {
-	return &Worker{info: info, log: info.Log(), ckptVer: -1, resumed: -1, st: newCounters(), warnings: map[string]string{}}, nil
+func newPPO(info worker.Info) *ppoTrainer {
+	return &ppoTrainer{info: info, log: info.Log(), ckptVer: -1, resumed: -1, st: newCounters(), warnings: map[string]string{}}
 }
 
 // Configure builds the learner, resumes from the newest valid checkpoint
@@ -87,7 +87,7 @@ func New(info worker.Info) (worker.Impl, error) {
 // configuration on the same directory resumes from it), then starts over.
 // A bad configuration is a bad_arguments error that leaves the worker as
 // it was.
-func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
+func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	s, err := parseConfig(args)
 	if err != nil {
 		return err
@@ -156,7 +156,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 
 // abandon drops a configuration that failed half way: the worker is in
 // ERROR and must not checkpoint or serve it.
-func (w *Worker) abandon() {
+func (w *ppoTrainer) abandon() {
 	w.learner = nil
 	if err := w.closeStreams(); err != nil {
 		w.log.Warn("trainer: closing the streams of a failed configure", "err", err)
@@ -165,7 +165,7 @@ func (w *Worker) abandon() {
 
 // restore loads the newest valid checkpoint of s's directory into learner.
 // It returns nil and no error if there is none.
-func (w *Worker) restore(s settings, learner *ppo.Learner) (*Checkpoint, error) {
+func (w *ppoTrainer) restore(s settings, learner *ppo.Learner) (*Checkpoint, error) {
 	c, path, err := LoadNewestCheckpoint(s.cfg.CheckpointDir, w.log)
 	switch {
 	case errors.Is(err, ErrNoCheckpoint):
@@ -190,7 +190,7 @@ func (w *Worker) restore(s settings, learner *ppo.Learner) (*Checkpoint, error) 
 
 // Poll answers parameter fetches, takes the sample batches that have
 // arrived and, once batch_steps steps are buffered, runs one update.
-func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
+func (w *ppoTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 	var res worker.PollResult
 	if w.learner == nil {
 		return res, errors.New("trainer: polled before configure")
@@ -235,7 +235,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	return res, nil
 }
 
-func (w *Worker) answerFetches() error {
+func (w *ppoTrainer) answerFetches() error {
 	if _, err := w.pub.Poll(fetchesPerPoll); err != nil {
 		return fmt.Errorf("trainer: answer parameter fetches: %w", err)
 	}
@@ -244,7 +244,7 @@ func (w *Worker) answerFetches() error {
 
 // take accounts for one batch and buffers it unless it is unusable or too
 // stale.
-func (w *Worker) take(b *api.SampleBatch) {
+func (w *ppoTrainer) take(b *api.SampleBatch) {
 	n := b.Len()
 	if err := w.check(b); err != nil {
 		w.st.rejected++
@@ -281,7 +281,7 @@ func (w *Worker) take(b *api.SampleBatch) {
 // rather than failing the update it would be part of. It repeats what
 // ppo.Learner.Update checks, where a failure could not be pinned on one
 // batch.
-func (w *Worker) check(b *api.SampleBatch) error {
+func (w *ppoTrainer) check(b *api.SampleBatch) error {
 	n := b.Len()
 	spec := w.learner.Net().Spec()
 	switch {
@@ -325,7 +325,7 @@ func finite(x []float32) bool {
 // update runs one PPO update on the buffer, then checkpoints and
 // publishes as configured. The buffer is used up either way: on-policy
 // data that failed once would be staler next time.
-func (w *Worker) update(ctx context.Context) error {
+func (w *ppoTrainer) update(ctx context.Context) error {
 	// A snapshot to roll back to if a step turns out non-finite, so that
 	// the learner never holds parameters that were neither published nor
 	// checkpointed, and a later checkpoint cannot capture them.
@@ -385,7 +385,7 @@ func (w *Worker) update(ctx context.Context) error {
 // version that is not newer than the last published is an error; a failed
 // name-resolve write is a warning, because the version reached connected
 // subscribers anyway and the next Publish writes the record again.
-func (w *Worker) publish(ctx context.Context) error {
+func (w *ppoTrainer) publish(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
 	err := w.pub.Publish(pctx, w.version, w.learner.Params())
@@ -403,7 +403,7 @@ func (w *Worker) publish(ctx context.Context) error {
 
 // checkpoint writes the current state. A failure (a full disk, say) is a
 // warning, not the end of training: the next checkpoint may succeed.
-func (w *Worker) checkpoint() {
+func (w *ppoTrainer) checkpoint() {
 	c := &Checkpoint{
 		Version: w.version, Learner: w.learner.State(),
 		Samples: w.st.trained, Updates: w.st.updates, Episodes: w.st.episodes,
@@ -428,13 +428,13 @@ func (w *Worker) checkpoint() {
 // finalCheckpoint saves the state on close or reconfigure if it is newer
 // than the last checkpoint. Version 0 is never written: it is what the
 // configuration makes anyway.
-func (w *Worker) finalCheckpoint() {
+func (w *ppoTrainer) finalCheckpoint() {
 	if w.learner != nil && w.set.cfg.CheckpointDir != "" && w.version > w.ckptVer && w.version > 0 {
 		w.checkpoint()
 	}
 }
 
-func (w *Worker) logRated(msg string, args ...any) {
+func (w *ppoTrainer) logRated(msg string, args ...any) {
 	if now := time.Now(); now.Sub(w.lastLog) >= logEvery {
 		w.lastLog = now
 		w.log.Warn(msg, args...)
@@ -442,7 +442,7 @@ func (w *Worker) logRated(msg string, args ...any) {
 }
 
 // Sockets lets an idle trainer wake for sample batches and fetches.
-func (w *Worker) Sockets() []*zmq.Socket {
+func (w *ppoTrainer) Sockets() []*zmq.Socket {
 	var out []*zmq.Socket
 	if w.cons != nil {
 		out = append(out, w.cons.Socket())
@@ -455,7 +455,7 @@ func (w *Worker) Sockets() []*zmq.Socket {
 
 // Warning reports what degrades the trainer without stopping it: rejected
 // batches, an update rolled back, a failed checkpoint or record write.
-func (w *Worker) Warning() string {
+func (w *ppoTrainer) Warning() string {
 	if len(w.warnings) == 0 {
 		return ""
 	}
@@ -470,12 +470,12 @@ func (w *Worker) Warning() string {
 
 // Close checkpoints the newest state (if there is a checkpoint_dir and it
 // is not on disk yet) and closes the streams.
-func (w *Worker) Close() error {
+func (w *ppoTrainer) Close() error {
 	w.finalCheckpoint()
 	return w.closeStreams()
 }
 
-func (w *Worker) closeStreams() error {
+func (w *ppoTrainer) closeStreams() error {
 	var errs []error
 	if w.cons != nil {
 		errs = append(errs, w.cons.Close())

@@ -41,6 +41,13 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 		{"unknown activation", map[string]any{"activation": "gelu"}},
 		{"bad hidden", map[string]any{"hidden": []int{0}}},
 		{"wrong type", map[string]any{"seed": "seven"}},
+		{"unknown algorithm", map[string]any{"algorithm": "sac"}},
+		{"algorithm not a string", map[string]any{"algorithm": 3}},
+		{"dqn: unknown key", map[string]any{"algorithm": "dqn", "batch_steps": 64}},
+		{"dqn: bad dqn value", map[string]any{"algorithm": "dqn", "dqn": map[string]any{"lr": -1}}},
+		{"dqn: unknown dqn key", map[string]any{"algorithm": "dqn", "dqn": map[string]any{"gamma": 0.9}}},
+		{"dqn: negative batch_size", map[string]any{"algorithm": "dqn", "batch_size": -1}},
+		{"dqn: tau without hard updates", map[string]any{"algorithm": "dqn", "dqn": map[string]any{"target_update_every": 0}}},
 	}
 	c := newCluster(t)
 	tr := c.start(t, trainerworker.TypeName, 0)

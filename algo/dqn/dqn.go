@@ -303,3 +303,36 @@ func (l *Learner) updateTarget() {
 		t[i] += tau * (p[i] - t[i])
 	}
 }
+
+// LearnerState is everything a checkpoint needs to resume a learner.
+type LearnerState struct {
+	Online  []float32 `msgpack:"online"`
+	Target  []float32 `msgpack:"target"`
+	AdamM   []float32 `msgpack:"adam_m"`
+	AdamV   []float32 `msgpack:"adam_v"`
+	Step    int64     `msgpack:"adam_step"`
+	Updates int64     `msgpack:"updates"`
+}
+
+// State copies the learner's state.
+func (l *Learner) State() LearnerState {
+	c := func(s []float32) []float32 { return append([]float32(nil), s...) }
+	return LearnerState{Online: c(l.online.Params()), Target: c(l.target.Params()), AdamM: c(l.opt.M), AdamV: c(l.opt.V),
+		Step: l.opt.Step, Updates: l.updates}
+}
+
+// Restore loads a state of a learner of the same architecture; a state of
+// another shape is refused and nothing changes.
+func (l *Learner) Restore(s LearnerState) error {
+	n := l.online.NumParams()
+	if len(s.Online) != n || len(s.Target) != n || len(s.AdamM) != n || len(s.AdamV) != n || s.Step < 0 || s.Updates < 0 {
+		return fmt.Errorf("dqn: restore: state of %d/%d/%d/%d values (steps %d, updates %d) for %d parameters",
+			len(s.Online), len(s.Target), len(s.AdamM), len(s.AdamV), s.Step, s.Updates, n)
+	}
+	copy(l.online.Params(), s.Online)
+	copy(l.target.Params(), s.Target)
+	copy(l.opt.M, s.AdamM)
+	copy(l.opt.V, s.AdamV)
+	l.opt.Step, l.updates = s.Step, s.Updates
+	return nil
+}

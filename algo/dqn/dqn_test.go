@@ -182,3 +182,25 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("tau 0 without hard updates: %v", err)
 	}
 }
+
+// A restored learner continues exactly as the original.
+func TestStateRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	b := randBatch(r, 5)
+	a, _ := NewLearner(testSpec(), DefaultConfig(), 1)
+	a.Update(b, nil)
+	c, _ := NewLearner(testSpec(), DefaultConfig(), 2)
+	if err := c.Restore(a.State()); err != nil {
+		t.Fatal(err)
+	}
+	a.Update(b, nil)
+	c.Update(b, nil)
+	if !equal(a.online.Params(), c.online.Params()) || a.Updates() != c.Updates() {
+		t.Fatal("restored learner diverged")
+	}
+	bad := a.State()
+	bad.AdamM = bad.AdamM[1:]
+	if err := c.Restore(bad); err == nil {
+		t.Fatal("short state accepted")
+	}
+}

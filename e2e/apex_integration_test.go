@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+)
+
+// cartpole-apex through rlctl start: actors insert n-step transitions into
+// a replay worker, a DQN trainer samples it and sends priorities back. The
+// replay worker is SIGKILLed mid-run: the controller restarts it, it
+// resumes its table from its checkpoint, actors and trainer reconnect to
+// it, and the run reaches its target return.
+func TestStartCartPoleApexSurvivesReplayKill(t *testing.T) {
+	work := t.TempDir()
+	p := start(t, "rlctl-start", noNameServer, "start", "cartpole-apex", "t9", "--workdir", work,
+		"--set", "metrics_interval=300ms", "--set", "stop.wall_time=5m",
+		"--set", "workers.replay.config.checkpoint_every_s=1",
+		// Below the built-in 475 to keep the run short under -race; a
+		// greedy policy of an untrained network scores about 10.
+		"--set", "stop.target_return=200")
+	waitOutput(t, p, regexp.MustCompile(`all 7 workers running`), 30*time.Second)
+	dir := filepath.Join(work, "cartpole-apex", "t9")
+	metrics := filepath.Join(dir, "metrics.jsonl")
+	ckpts := filepath.Join(dir, "checkpoints", "replay", "0", "replay-default-*.ckpt")
+	eventually.NoError(t, 90*time.Second, "training on a checkpointed replay", func() error {
+		lines := readMetricsLines(t, metrics)
+		files, _ := filepath.Glob(ckpts)
+		if len(lines) == 0 || lines[len(lines)-1].Version < 200 || len(files) == 0 {
+			return fmt.Errorf("%d metrics lines, %d replay checkpoints", len(lines), len(files))
+		}
+		return nil
+	})
+	rec := readRecord(t, dir)
+	if err := syscall.Kill(rec.Workers["replay/0"], syscall.SIGKILL); err != nil {
+		t.Fatalf("kill replay/0: %v", err)
+	}
+	waitOutput(t, p, regexp.MustCompile(`replay/0 restarted`), 60*time.Second)
+	if code := p.wait(t, 5*time.Minute); code != 0 {
+		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
+	}
+	if out := readFile(t, p.log); !strings.Contains(out, "reached the target 200") {
+		t.Fatalf("the run did not stop at its target return:\n%s", out)
+	}
+	if log := readFile(t, filepath.Join(dir, "logs", "replay-0.log")); !strings.Contains(log, "replay: table resumed") {
+		t.Errorf("the restarted replay worker did not resume its table:\n%s", log)
+	}
+	lines := readMetricsLines(t, metrics)
+	last := lines[len(lines)-1]
+	if last.Restarts != 1 {
+		t.Fatalf("last metrics: restarts %d, want 1", last.Restarts)
+	}
+	var sawReplay bool
+	for _, l := range lines {
+		if l.ReplaySize > 0 && l.SamplesPerInsert > 0 {
+			sawReplay = true
+		}
+	}
+	if !sawReplay {
+		t.Fatal("no metrics line shows the replay's size and samples per insert")
+	}
+	t.Logf("return %.1f in %.1fs, version %d, %d env steps, replay %d, samples/insert %.2f",
+		last.MeanReturn, last.ElapsedS, last.Version, last.EnvSteps, last.ReplaySize, last.SamplesPerInsert)
+	assertWorkersGone(t, readRecord(t, dir))
+}
+
+// BenchmarkStartCartPole runs the built-in CartPole experiments through
+// rlctl start to their target return of 475, one after the other on the
+// same machine: wall seconds and environment steps to 475 of Ape-X DQN
+// (cartpole-apex) next to PPO (cartpole-ppo).
+func BenchmarkStartCartPole(b *testing.B) {
+	for _, exp := range []string{"cartpole-ppo", "cartpole-apex"} {
+		b.Run("experiment="+exp, func(b *testing.B) {
+			var wall, steps float64
+			for i := range b.N {
+				work := b.TempDir()
+				trial := fmt.Sprintf("b%d", i)
+				p := start(b, "rlctl-start", noNameServer, "start", exp, trial, "--workdir", work, "--set", "metrics_interval=500ms")
+				if code := p.wait(b, 11*time.Minute); code != 0 {
+					b.Fatalf("%s exited with %d:\n%s", exp, code, readFile(b, p.log))
+				}
+				if out := readFile(b, p.log); !strings.Contains(out, "reached the target 475") {
+					b.Fatalf("%s did not reach 475:\n%s", exp, out)
+				}
+				lines := readMetricsLines(b, filepath.Join(work, exp, trial, "metrics.jsonl"))
+				last := lines[len(lines)-1]
+				wall += last.ElapsedS
+				steps += float64(last.EnvSteps)
+				os.RemoveAll(work)
+			}
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(wall/float64(b.N), "s-to-475")
+			b.ReportMetric(steps/float64(b.N), "steps-to-475")
+		})
+	}
+}

@@ -1,0 +1,150 @@
+package trainerworker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/worker"
+	"github.com/vmihailenco/msgpack/v5"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// Algorithms a trainer runs: the "algorithm" key of its configuration.
+const (
+	// AlgoPPO (the default): on-policy PPO on batches from a sample stream.
+	AlgoPPO = "ppo"
+	// AlgoDQN: off-policy DQN on batches sampled from a replay stream,
+	// priorities sent back (Ape-X's learner).
+	AlgoDQN = "dqn"
+)
+
+// algorithm is one trainer algorithm, a worker.Impl of its own.
+type algorithm interface {
+	worker.Impl
+	worker.SocketOwner
+	worker.Reporter
+}
+
+// Worker is the trainer worker type: the seam between the worker and the
+// algorithm its configuration names. Its methods run on the worker's loop.
+type Worker struct {
+	info worker.Info
+	name string
+	algo algorithm
+}
+
+var (
+	_ worker.Impl        = (*Worker)(nil)
+	_ worker.SocketOwner = (*Worker)(nil)
+	_ worker.Reporter    = (*Worker)(nil)
+	_ worker.Deadliner   = (*Worker)(nil)
+)
+
+// New is the worker.Factory of the trainer type.
+func New(info worker.Info) (worker.Impl, error) { return &Worker{info: info}, nil }
+
+// algorithmOf reads the "algorithm" key of the kwargs (default ppo).
+func algorithmOf(args rpc.Args) (string, error) {
+	raw := args.Raw()
+	if len(raw) == 0 || raw[0] == 0xc0 {
+		return AlgoPPO, nil
+	}
+	var m map[string]msgpack.RawMessage
+	if err := msgpack.NewDecoder(bytes.NewReader(raw)).Decode(&m); err != nil {
+		return "", rpc.Errorf(rpc.ErrTypeBadArguments, "trainer config: %v", err)
+	}
+	v, ok := m["algorithm"]
+	if !ok {
+		return AlgoPPO, nil
+	}
+	var name string
+	if err := msgpack.Unmarshal(v, &name); err != nil || (name != AlgoPPO && name != AlgoDQN) {
+		return "", rpc.Errorf(rpc.ErrTypeBadArguments, "trainer config: algorithm %s: want %q or %q", v, AlgoPPO, AlgoDQN)
+	}
+	return name, nil
+}
+
+// Configure configures the named algorithm. The same algorithm is
+// reconfigured in place; another one replaces it (the old one closed
+// first: both would publish the same policy).
+func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
+	name, err := algorithmOf(args)
+	if err != nil {
+		return err
+	}
+	if w.algo != nil && name != w.name {
+		if err := w.algo.Close(); err != nil {
+			w.info.Log().Warn("trainer: closing the previous algorithm", "algorithm", w.name, "err", err)
+		}
+		w.algo = nil
+	}
+	if w.algo == nil {
+		switch name {
+		case AlgoDQN:
+			w.algo = newDQN(w.info)
+		default:
+			w.algo = newPPO(w.info)
+		}
+		w.name = name
+	}
+	return w.algo.Configure(ctx, args)
+}
+
+var errNotConfigured = errors.New("trainer: not configured")
+
+// Poll runs the algorithm.
+func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
+	if w.algo == nil {
+		return worker.PollResult{}, errNotConfigured
+	}
+	return w.algo.Poll(ctx)
+}
+
+// Stats are the algorithm's, with its name.
+func (w *Worker) Stats() map[string]any {
+	if w.algo == nil {
+		return map[string]any{}
+	}
+	s := w.algo.Stats()
+	s["algorithm"] = w.name
+	return s
+}
+
+// Sockets are the algorithm's.
+func (w *Worker) Sockets() []*zmq.Socket {
+	if w.algo == nil {
+		return nil
+	}
+	return w.algo.Sockets()
+}
+
+// Warning is the algorithm's.
+func (w *Worker) Warning() string {
+	if w.algo == nil {
+		return ""
+	}
+	return w.algo.Warning()
+}
+
+// IdleFor is the algorithm's if it has deadlines of its own.
+func (w *Worker) IdleFor() time.Duration {
+	if d, ok := w.algo.(worker.Deadliner); ok {
+		return d.IdleFor()
+	}
+	return time.Hour
+}
+
+// Close closes the algorithm.
+func (w *Worker) Close() error {
+	if w.algo == nil {
+		return nil
+	}
+	if err := w.algo.Close(); err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	return nil
+}

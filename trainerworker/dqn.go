@@ -1,0 +1,486 @@
+package trainerworker
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/distrl/distrl/algo/dqn"
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/ckptfile"
+	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/paramstream"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/replayclient"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
+	"github.com/vmihailenco/msgpack/v5"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// DQNConfig is the configuration of a trainer with algorithm "dqn".
+type DQNConfig struct {
+	Algorithm  string         `msgpack:"algorithm"`
+	Policy     string         `msgpack:"policy"`
+	Env        string         `msgpack:"env"`
+	EnvConfig  map[string]any `msgpack:"env_config"`
+	Hidden     []int          `msgpack:"hidden"`
+	Activation nn.Activation  `msgpack:"activation"`
+	Seed       int64          `msgpack:"seed"`
+	// DQN overrides fields of dqn.DefaultConfig() (lr, huber_delta,
+	// max_grad_norm, target_update_every, tau, double, dueling). A dueling
+	// network has a shared trunk: its policy workers need shared_trunk.
+	DQN msgpack.RawMessage `msgpack:"dqn"`
+	// ReplayStream and ReplayTable name what is sampled (default
+	// "default" both).
+	ReplayStream string `msgpack:"replay_stream"`
+	ReplayTable  string `msgpack:"replay_table"`
+	// BatchSize transitions per update (64); InFlight sample requests kept
+	// waiting per replay shard (2), each held by the shard's rate limiter
+	// up to SampleTimeoutMs (2000).
+	BatchSize       int   `msgpack:"batch_size"`
+	InFlight        int   `msgpack:"in_flight"`
+	SampleTimeoutMs int64 `msgpack:"sample_timeout_ms"`
+	// PublishEvery updates a new version goes to the policy workers (20).
+	PublishEvery int `msgpack:"publish_every"`
+	// EvalEvery updates the trainer plays one greedy episode of its own
+	// environment; their returns are its mean_return (0: 50 updates).
+	EvalEvery       int    `msgpack:"eval_every"`
+	CheckpointDir   string `msgpack:"checkpoint_dir"`
+	CheckpointEvery int    `msgpack:"checkpoint_every"` // updates; 500
+	MaxUpdates      int64  `msgpack:"max_updates"`
+}
+
+const (
+	dqnCheckpointPrefix = "dqn-"
+	updatesPerPoll      = 4
+)
+
+// dqnCheckpoint is a DQN trainer's checkpoint.
+type dqnCheckpoint struct {
+	Version    int64            `msgpack:"version"`
+	Learner    dqn.LearnerState `msgpack:"learner"`
+	Samples    int64            `msgpack:"samples"`
+	ConfigHash string           `msgpack:"config_hash"`
+}
+
+// dqnTrainer is the trainer of algorithm "dqn": it keeps sample requests
+// waiting at every replay shard, makes one update per batch, sends the
+// batch's |TD errors| back as priorities, publishes the parameters and
+// plays greedy evaluation episodes for its mean return.
+type dqnTrainer struct {
+	info worker.Info
+	log  *slog.Logger
+	cfg  DQNConfig
+	dcfg dqn.Config
+	hash string
+
+	learner *dqn.Learner
+	client  *stream.ReplayClient
+	pub     *paramstream.Publisher
+	evalEnv api.Env
+
+	version  int64
+	inflight map[int64]int // sample request id -> shard
+	td       []float64
+	batch    dqn.Batch
+	lastStat dqn.Stats
+
+	trained, sampleErrors, updateErrors, prioritySent, checkpoints, ckptFailures int64
+	episodes                                                                    int64
+	returns                                                                     ring
+	rate                                                                        rateRing
+	since                                                                       time.Time
+	resumed                                                                     int64
+	warnings                                                                    map[string]string
+	evalSeed                                                                    int64
+}
+
+func newDQN(info worker.Info) *dqnTrainer {
+	return &dqnTrainer{info: info, log: info.Log(), resumed: -1, warnings: map[string]string{}}
+}
+
+func dqnBad(format string, args ...any) error {
+	return rpc.Errorf(rpc.ErrTypeBadArguments, "trainer config (dqn): "+format, args...)
+}
+
+// Configure builds the learner (resuming from a checkpoint), the replay
+// client and the publisher, and publishes the starting version.
+func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
+	var cfg DQNConfig
+	if err := worker.DecodeConfig(args, "trainer config", &cfg); err != nil {
+		return err
+	}
+	cfg.Policy = cmp.Or(cfg.Policy, DefaultPolicy)
+	cfg.Env = cmp.Or(cfg.Env, DefaultEnv)
+	cfg.ReplayStream = cmp.Or(cfg.ReplayStream, stream.DefaultStream)
+	cfg.ReplayTable = cmp.Or(cfg.ReplayTable, "default")
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 64)
+	cfg.InFlight = cmp.Or(cfg.InFlight, 2)
+	cfg.SampleTimeoutMs = cmp.Or(cfg.SampleTimeoutMs, 2000)
+	cfg.PublishEvery = cmp.Or(cfg.PublishEvery, 20)
+	cfg.EvalEvery = cmp.Or(cfg.EvalEvery, 50)
+	cfg.CheckpointEvery = cmp.Or(cfg.CheckpointEvery, 500)
+	switch {
+	case cfg.BatchSize < 1 || cfg.BatchSize > stream.MaxReplayItems:
+		return dqnBad("batch_size %d: want 1..%d", cfg.BatchSize, stream.MaxReplayItems)
+	case cfg.InFlight < 1 || cfg.SampleTimeoutMs < 1 || cfg.PublishEvery < 1 || cfg.EvalEvery < 1 || cfg.CheckpointEvery < 1 || cfg.MaxUpdates < 0:
+		return dqnBad("in_flight %d, sample_timeout_ms %d, publish_every %d, eval_every %d, checkpoint_every %d: want >= 1; max_updates %d: want >= 0",
+			cfg.InFlight, cfg.SampleTimeoutMs, cfg.PublishEvery, cfg.EvalEvery, cfg.CheckpointEvery, cfg.MaxUpdates)
+	}
+	dcfg := dqn.DefaultConfig()
+	if err := worker.DecodeConfig(rpc.RawArgs(cfg.DQN), "trainer config: dqn", &dcfg); err != nil {
+		return err
+	}
+	if err := dcfg.Validate(); err != nil {
+		return dqnBad("%v", err)
+	}
+	if err := env.Register(); err != nil {
+		return fmt.Errorf("trainer: register the built-in environments: %w", err)
+	}
+	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
+	if err != nil {
+		return dqnBad("%v", err)
+	}
+	pc = pc.WithShape(cfg.Hidden, cfg.Activation)
+	pc.Seed, pc.SharedTrunk = cfg.Seed, dcfg.Dueling
+	pol, err := policy.New(pc)
+	if err != nil {
+		return dqnBad("%v", err)
+	}
+	learner, err := dqn.NewLearner(pol.Net().Spec(), dcfg, cfg.Seed)
+	if err != nil {
+		return dqnBad("%v", err)
+	}
+	evalEnv, err := api.NewEnv(cfg.Env, cfg.EnvConfig)
+	if err != nil {
+		return dqnBad("%v", err)
+	}
+	w.close()
+	w.cfg, w.dcfg, w.learner, w.evalEnv = cfg, dcfg, learner, evalEnv
+	w.hash = configHash(cfg.Policy, learner.Spec()) + fmt.Sprintf("-dueling=%v", dcfg.Dueling)
+	w.version, w.trained, w.resumed = 0, 0, -1
+	w.inflight = map[int64]int{}
+	w.returns, w.rate, w.episodes, w.since = newRing(worker.ReturnWindow), rateRing{}, 0, time.Time{}
+	clear(w.warnings)
+	if cfg.CheckpointDir != "" {
+		if err := w.restore(); err != nil {
+			w.close()
+			return err
+		}
+	}
+	w.pub, err = paramstream.NewPublisher(ctx, paramstream.PublisherOptions{Repo: w.info.Repo, Trial: w.info.Trial,
+		Policy: cfg.Policy, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log})
+	if err != nil {
+		w.close()
+		return fmt.Errorf("trainer: parameter publisher: %w", err)
+	}
+	if err := w.publish(ctx); err != nil {
+		w.close()
+		return err
+	}
+	w.client, err = stream.NewReplayClient(ctx, stream.ReplayClientOptions{Repo: w.info.Repo, Trial: w.info.Trial,
+		Name: cfg.ReplayStream, Logger: w.log})
+	if err != nil {
+		w.close()
+		return fmt.Errorf("trainer: replay: %w", err)
+	}
+	w.log.Info("trainer configured", "algorithm", AlgoDQN, "policy", cfg.Policy, "env", cfg.Env,
+		"params", learner.Online().NumParams(), "version", w.version, "dueling", dcfg.Dueling, "batch_size", cfg.BatchSize)
+	return nil
+}
+
+func (w *dqnTrainer) restore() error {
+	var c dqnCheckpoint
+	f, err := ckptfile.LoadNewest(w.cfg.CheckpointDir, dqnCheckpointPrefix, w.log, func(_ ckptfile.File, p []byte) error {
+		c = dqnCheckpoint{}
+		if err := msgpack.NewDecoder(bytes.NewReader(p)).Decode(&c); err != nil {
+			return err
+		}
+		if c.ConfigHash != w.hash {
+			return fmt.Errorf("%w: written for %s, configured %s", ErrCheckpointMismatch, c.ConfigHash, w.hash)
+		}
+		return w.learner.Restore(c.Learner)
+	})
+	if errors.Is(err, ckptfile.ErrNone) {
+		if errors.Is(err, ErrCheckpointMismatch) {
+			return dqnBad("%v", err)
+		}
+		return nil // a fresh start
+	}
+	if err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	w.version, w.trained, w.resumed = c.Version, c.Samples, c.Version
+	w.log.Info("trainer: resumed from checkpoint", "path", f.Path, "version", c.Version)
+	return nil
+}
+
+func (w *dqnTrainer) checkpoint() {
+	payload, err := msgpack.Marshal(&dqnCheckpoint{Version: w.version, Learner: w.learner.State(), Samples: w.trained, ConfigHash: w.hash})
+	if err == nil {
+		_, err = ckptfile.Write(w.cfg.CheckpointDir, dqnCheckpointPrefix, w.version, payload)
+	}
+	if err == nil {
+		err = ckptfile.Prune(w.cfg.CheckpointDir, dqnCheckpointPrefix, KeepCheckpoints)
+	}
+	if err != nil {
+		w.ckptFailures++
+		w.warnings["checkpoint"] = fmt.Sprintf("checkpoint of version %d failed: %v", w.version, err)
+		return
+	}
+	delete(w.warnings, "checkpoint")
+	w.checkpoints++
+}
+
+func (w *dqnTrainer) publish(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	err := w.pub.Publish(pctx, w.version, w.learner.Online().Params())
+	switch {
+	case err == nil:
+		delete(w.warnings, "publish")
+	case errors.Is(err, paramstream.ErrStaleVersion) || errors.Is(err, paramstream.ErrClosed):
+		return fmt.Errorf("trainer: publish: %w", err)
+	default:
+		w.warnings["publish"] = fmt.Sprintf("version %d published, but its record was not written: %v", w.version, err)
+	}
+	return nil
+}
+
+// Poll answers parameter fetches, trains on the samples that arrived and
+// keeps requests waiting at every shard.
+func (w *dqnTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
+	if w.learner == nil {
+		return worker.PollResult{}, errNotConfigured
+	}
+	if w.since.IsZero() {
+		w.since = time.Now()
+	}
+	var res worker.PollResult
+	if _, err := w.pub.Poll(fetchesPerPoll); err != nil {
+		return res, fmt.Errorf("trainer: answer parameter fetches: %w", err)
+	}
+	reps, err := w.client.Poll()
+	if err != nil {
+		return res, fmt.Errorf("trainer: replay: %w", err)
+	}
+	for _, r := range reps {
+		switch r.Op {
+		case stream.ReplaySample:
+			delete(w.inflight, r.RID)
+			if r.Error != nil {
+				w.sampleErrors++
+				if r.Error.Type != stream.ReplayErrRateLimited {
+					w.warnings["replay"] = r.Error.Error()
+				}
+				continue
+			}
+			delete(w.warnings, "replay")
+			if err := w.train(ctx, r); err != nil {
+				return res, err
+			}
+			res.Batches++
+			res.Samples += int64(len(r.Items))
+		case stream.ReplayUpdate:
+			if r.Error != nil {
+				w.updateErrors++
+			}
+		}
+	}
+	w.request()
+	res.Done = w.cfg.MaxUpdates > 0 && w.version >= w.cfg.MaxUpdates
+	return res, nil
+}
+
+// request keeps InFlight sample requests waiting at each shard.
+func (w *dqnTrainer) request() {
+	per := map[int]int{}
+	for _, s := range w.inflight {
+		per[s]++
+	}
+	for _, shard := range w.client.Shards() {
+		for per[shard] < w.cfg.InFlight {
+			rid, err := w.client.Send(shard, &stream.ReplayRequest{Op: stream.ReplaySample, Table: w.cfg.ReplayTable,
+				N: w.cfg.BatchSize, TimeoutMs: w.cfg.SampleTimeoutMs})
+			if err != nil {
+				break
+			}
+			w.inflight[rid] = shard
+			per[shard]++
+		}
+	}
+}
+
+// train makes one update on a sampled batch and sends the priorities back.
+func (w *dqnTrainer) train(ctx context.Context, r *stream.ReplayReply) error {
+	b := &w.batch
+	b.Obs, b.NextObs, b.Actions, b.Rewards, b.Discounts, b.Weights = b.Obs[:0], b.NextObs[:0], b.Actions[:0], b.Rewards[:0], b.Discounts[:0], b.Weights[:0]
+	d := w.learner.Spec().ObsDim
+	var tr replayclient.Transition
+	ids := make([]int64, 0, len(r.Items))
+	for i, data := range r.Items {
+		if err := msgpack.Unmarshal(data, &tr); err != nil || tr.Obs.Len() != d || tr.NextObs.Len() != d {
+			w.warnings["batch"] = fmt.Sprintf("an item of shard %d is not a transition of %d-float observations: %v", r.Shard, d, err)
+			continue
+		}
+		b.Obs, b.NextObs = append(b.Obs, tr.Obs.Data...), append(b.NextObs, tr.NextObs.Data...)
+		b.Actions, b.Rewards, b.Discounts = append(b.Actions, tr.Action), append(b.Rewards, tr.Reward), append(b.Discounts, tr.Discount)
+		b.Weights = append(b.Weights, float32(r.Weights.Data[i]))
+		ids = append(ids, r.IDs.Data[i])
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	st, td, err := w.learner.Update(b, w.td)
+	w.td = td
+	if err != nil {
+		// A non-finite loss: the step was not taken; the samples are skipped.
+		w.warnings["update"] = err.Error()
+		return nil
+	}
+	delete(w.warnings, "update")
+	w.lastStat = st
+	w.version++
+	w.trained += int64(len(ids))
+	w.rate.add(time.Now(), w.trained)
+	prios := make([]float64, len(td))
+	for i, x := range td {
+		prios[i] = x + 1e-6
+	}
+	if _, err := w.client.Send(r.Shard, &stream.ReplayRequest{Op: stream.ReplayUpdate, Table: w.cfg.ReplayTable,
+		IDs: api.Tensor[int64]{Shape: []int{len(ids)}, Data: ids}, Priorities: api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}}); err == nil {
+		w.prioritySent += int64(len(ids))
+	}
+	if w.version%int64(w.cfg.EvalEvery) == 0 {
+		w.evaluate()
+	}
+	done := w.cfg.MaxUpdates > 0 && w.version >= w.cfg.MaxUpdates
+	if w.cfg.CheckpointDir != "" && (w.version%int64(w.cfg.CheckpointEvery) == 0 || done) {
+		w.checkpoint()
+	}
+	if w.version%int64(w.cfg.PublishEvery) == 0 || done {
+		return w.publish(ctx)
+	}
+	return nil
+}
+
+// evaluate plays one greedy episode (the trainer's own environment and
+// the online network) and records its return.
+func (w *dqnTrainer) evaluate() {
+	w.evalSeed++
+	obs, err := w.evalEnv.Reset(1_000_000 + w.evalSeed)
+	if err != nil || len(obs) != 1 {
+		w.warnings["eval"] = fmt.Sprintf("evaluation environment: reset: %v (%d agents)", err, len(obs))
+		return
+	}
+	ws, out := nn.NewWorkspace(), &nn.Output{}
+	var q []float32
+	ret := 0.0
+	for {
+		q, err = dqn.QValues(w.learner.Online(), w.dcfg.Dueling, obs[0], 1, ws, out, q)
+		if err != nil {
+			w.warnings["eval"] = err.Error()
+			return
+		}
+		st, err := w.evalEnv.Step([]api.Action{{Discrete: int32(dqn.Argmax(q))}})
+		if err != nil {
+			w.warnings["eval"] = err.Error()
+			return
+		}
+		ret += float64(st.Rewards[0])
+		if st.Done() {
+			break
+		}
+		obs = st.Obs
+	}
+	delete(w.warnings, "eval")
+	w.episodes++
+	w.returns.add(ret)
+}
+
+// Sockets: parameter fetches wake an idle trainer. The replay shards'
+// sockets come and go with the shards (a socket closed under the worker's
+// poller would end its loop), so replies are looked for on a short idle
+// wait instead (IdleFor).
+func (w *dqnTrainer) Sockets() []*zmq.Socket {
+	if w.pub == nil {
+		return nil
+	}
+	return []*zmq.Socket{w.pub.Socket()}
+}
+
+// IdleFor: with samples requested, look for replies every 2 ms (a busy
+// trainer never idles: replies are there at each poll); with no shard yet,
+// every 50 ms.
+func (w *dqnTrainer) IdleFor() time.Duration {
+	if len(w.inflight) > 0 {
+		return 2 * time.Millisecond
+	}
+	return 50 * time.Millisecond
+}
+
+// Warning joins the current warnings.
+func (w *dqnTrainer) Warning() string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(w.warnings)) {
+		parts = append(parts, w.warnings[k])
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Stats of the DQN trainer.
+func (w *dqnTrainer) Stats() map[string]any {
+	out := map[string]any{
+		worker.StatVersion: w.version, "updates": w.version, "samples_trained": w.trained,
+		"train_samples_per_s": w.rate.perSecond(time.Now()), "loss": w.lastStat.Loss, "mean_q": w.lastStat.MeanQ,
+		"mean_td": w.lastStat.MeanTD, "grad_norm": w.lastStat.GradNorm, worker.StatEpisodes: w.episodes,
+		"sample_errors": w.sampleErrors, "update_errors": w.updateErrors, "priorities_sent": w.prioritySent,
+		"checkpoints": w.checkpoints, "checkpoint_failures": w.ckptFailures, "resumed_from": w.resumed,
+	}
+	if w.client != nil {
+		out["replay_shards"] = len(w.client.Shards())
+	}
+	if w.returns.count > 0 {
+		out[worker.StatMeanReturn] = w.returns.mean()
+	}
+	if math.IsNaN(w.lastStat.Loss) {
+		out["loss"] = nil
+	}
+	return out
+}
+
+func (w *dqnTrainer) close() error {
+	var errs []error
+	if w.client != nil {
+		errs = append(errs, w.client.Close())
+		w.client = nil
+	}
+	if w.pub != nil {
+		errs = append(errs, w.pub.Close())
+		w.pub = nil
+	}
+	if w.evalEnv != nil {
+		errs = append(errs, w.evalEnv.Close())
+		w.evalEnv = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Close checkpoints what it has and closes the streams.
+func (w *dqnTrainer) Close() error {
+	if w.learner != nil && w.cfg.CheckpointDir != "" {
+		w.checkpoint()
+	}
+	return w.close()
+}

@@ -1,0 +1,91 @@
+package trainerworker_test
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/replayclient"
+	"github.com/distrl/distrl/replayworker"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/trainerworker"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// A DQN trainer samples a replay worker, updates, sends priorities back to
+// it, publishes versions and plays evaluation episodes.
+func TestDQNTrainerLearnsFromReplay(t *testing.T) {
+	c := newCluster(t)
+	rp := c.start(t, replayworker.TypeName, 0)
+	c.run(t, rp.Name(), map[string]any{"tables": []map[string]any{{"name": "default", "alpha": 0.6, "beta": 0.4,
+		"limiter": map[string]any{"min_size": 64}}}})
+	tr := c.start(t, trainerworker.TypeName, 0)
+	c.run(t, tr.Name(), map[string]any{"algorithm": "dqn", "batch_size": 32, "publish_every": 5, "eval_every": 10,
+		"dqn": map[string]any{"dueling": true, "target_update_every": 20}})
+
+	// Random CartPole-shaped transitions, inserted as an actor would.
+	cl, err := stream.NewReplayClient(workertest.Ctx(t, 10*time.Second), stream.ReplayClientOptions{Repo: c.repo, Trial: testTrial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r := rand.New(rand.NewPCG(1, 2))
+	vec := func() api.Tensor[float32] {
+		v := make([]float32, 4)
+		for i := range v {
+			v[i] = float32(r.NormFloat64() * 0.1)
+		}
+		return api.Tensor[float32]{Shape: []int{4}, Data: v}
+	}
+	req := &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "default", TimeoutMs: 5000}
+	var prios []float64
+	for range 200 {
+		data, _ := msgpack.Marshal(&replayclient.Transition{Obs: vec(), NextObs: vec(), Action: int32(r.IntN(2)), Reward: 1, Discount: 0.97})
+		req.Items, prios = append(req.Items, data), append(prios, 1)
+	}
+	req.Priorities = api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}
+	eventually.NoError(t, 10*time.Second, "insert", func() error { _, err := cl.Send(0, req); return err })
+
+	sub := newSubscriber(t, c.repo)
+	fetchVersion(t, sub, 20)
+	var st map[string]any
+	eventually.True(t, 20*time.Second, "priorities back at the replay, evaluation episodes", func() bool {
+		var rs struct {
+			PriorityUpdates int64 `msgpack:"priority_updates"`
+		}
+		c.request(t, rp.Name(), "stats", nil, &rs)
+		st = map[string]any{}
+		c.request(t, tr.Name(), "stats", nil, &st)
+		return rs.PriorityUpdates > 0 && st["episodes"] != nil && toInt(st["episodes"]) > 0
+	})
+	if st["algorithm"] != "dqn" || toInt(st["priorities_sent"]) == 0 || st["mean_return"] == nil {
+		t.Fatalf("trainer stats %v", st)
+	}
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case uint64:
+		return int64(x)
+	case int8:
+		return int64(x)
+	case uint8:
+		return int64(x)
+	case int16:
+		return int64(x)
+	case uint16:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case uint32:
+		return int64(x)
+	case float64:
+		return int64(x)
+	}
+	return 0
+}

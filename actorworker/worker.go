@@ -245,7 +245,7 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 		w.client = stream.NewInlineInferenceClient(inline, obsDim)
 	} else {
 		c, err := stream.NewRemoteInferenceClient(ctx, stream.RemoteInferenceOptions{
-			Repo: w.info.Repo, Trial: w.info.Trial, Policy: cfg.Policy, ObsDim: obsDim,
+			Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Policy: cfg.Policy, ObsDim: obsDim,
 			Timeout: time.Duration(cfg.InferenceTimeoutMs) * time.Millisecond, Logger: w.log,
 		})
 		if err != nil {
@@ -274,7 +274,7 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 		w.producer = &stream.NullSampleProducer{}
 	default:
 		p, err := stream.NewSampleProducer(ctx, stream.SampleProducerOptions{
-			Repo: w.info.Repo, Trial: w.info.Trial, Stream: cfg.SampleStream, Logger: w.log,
+			Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Stream: cfg.SampleStream, Logger: w.log,
 		})
 		if err != nil {
 			return fmt.Errorf("sample stream %q: %w", cfg.SampleStream, err)

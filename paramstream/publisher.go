@@ -13,6 +13,7 @@ import (
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -44,6 +45,10 @@ type PublisherOptions struct {
 	// died without closing. Default 10 s.
 	TTL    time.Duration
 	Logger *slog.Logger
+	// Curve is the trial's key pair (--curve-keys): the socket speaks
+	// CurveZMQ, and peers without the pair get nothing and send nothing.
+	// nil: plaintext.
+	Curve *rpc.CurveKeyPair
 }
 
 // PublisherStats are a publisher's counters since it was created.
@@ -136,14 +141,14 @@ func (p *Publisher) setup() error {
 	// not reading fails at once instead of vanishing silently, so it can
 	// be counted.
 	p.router, p.fetch, err = zsock.Bind(zmq.ROUTER, p.opts.Host, zsock.Options{
-		MaxMsgSize: maxRequestSize, SendHWM: replyHWM, RouterMandatory: true,
+		MaxMsgSize: maxRequestSize, SendHWM: replyHWM, RouterMandatory: true, Curve: p.opts.Curve.SocketKeys(),
 	})
 	if err != nil {
 		return err
 	}
 	// Subscribers send a PUB socket nothing but subscriptions, which are
 	// as small as requests.
-	p.pub, p.notify, err = zsock.Bind(zmq.PUB, p.opts.Host, zsock.Options{MaxMsgSize: maxRequestSize})
+	p.pub, p.notify, err = zsock.Bind(zmq.PUB, p.opts.Host, zsock.Options{MaxMsgSize: maxRequestSize, Curve: p.opts.Curve.SocketKeys()})
 	return err
 }
 

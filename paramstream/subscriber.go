@@ -14,6 +14,7 @@ import (
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -63,6 +64,10 @@ type SubscriberOptions struct {
 	// 1 GiB. ZMQ drops the connection of a peer that sends more.
 	MaxMsgSize int64
 	Logger     *slog.Logger
+	// Curve is the trial's key pair (--curve-keys): the socket speaks
+	// CurveZMQ, and peers without the pair get nothing and send nothing.
+	// nil: plaintext.
+	Curve *rpc.CurveKeyPair
 }
 
 // Params is one version of a policy's parameters. Data belongs to the
@@ -186,7 +191,7 @@ func (s *Subscriber) setup() error {
 	// LINGER 0 on both; IPV6 on both, as records may hold IPv6 addresses.
 	var err error
 	// Notifications are tiny: anything larger is not one.
-	if s.sub, err = zsock.New(zmq.SUB, zsock.Options{MaxMsgSize: maxRequestSize, IPv6: true}); err != nil {
+	if s.sub, err = zsock.New(zmq.SUB, zsock.Options{MaxMsgSize: maxRequestSize, IPv6: true, Curve: s.opts.Curve.SocketKeys()}); err != nil {
 		return err
 	}
 	if err := s.sub.SetSubscribe(""); err != nil {
@@ -194,7 +199,7 @@ func (s *Subscriber) setup() error {
 	}
 	// IMMEDIATE: a request to a publisher that is not connected fails at
 	// once (EAGAIN) instead of waiting in a queue for one that may be dead.
-	s.dealer, err = zsock.New(zmq.DEALER, zsock.Options{MaxMsgSize: s.opts.MaxMsgSize, Immediate: true, IPv6: true})
+	s.dealer, err = zsock.New(zmq.DEALER, zsock.Options{MaxMsgSize: s.opts.MaxMsgSize, Immediate: true, IPv6: true, Curve: s.opts.Curve.SocketKeys()})
 	return err
 }
 

@@ -76,7 +76,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		w.log.Warn("close the previous streams", "err", err)
 	}
 	srv, err := stream.NewInferenceServer(ctx, stream.InferenceServerOptions{
-		Repo: w.info.Repo, Trial: w.info.Trial, Policy: cfg.Policy,
+		Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Policy: cfg.Policy,
 		Index: w.info.Index, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
 		// Requests of another width are dropped as malformed by the
 		// server rather than failing the policy's shape check here.
@@ -89,7 +89,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	var sub *paramstream.Subscriber
 	if cfg.FollowParams {
 		sub, err = paramstream.NewSubscriber(ctx, paramstream.SubscriberOptions{
-			Repo: w.info.Repo, Trial: w.info.Trial, Policy: cfg.Policy,
+			Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Policy: cfg.Policy,
 			CacheDir: cfg.ParamCacheDir, Logger: w.log,
 		})
 		if err != nil {

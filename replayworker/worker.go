@@ -139,7 +139,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		w.srv.Close()
 		w.srv = nil
 	}
-	srv, err := stream.NewReplayServer(ctx, stream.ReplayServerOptions{Repo: w.info.Repo, Trial: w.info.Trial,
+	srv, err := stream.NewReplayServer(ctx, stream.ReplayServerOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
 		Name: cfg.Stream, Index: w.info.Index, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log})
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)

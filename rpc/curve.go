@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/distrl/distrl/internal/zsock"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -99,4 +100,13 @@ func ReadCurveKeyFile(path string) (CurveKeyPair, error) {
 // per experiment, holding the pair is what lets a client in.
 func (kp CurveKeyPair) ClientKeys() *CurveClientKeys {
 	return &CurveClientKeys{ServerPublic: kp.Public, Client: kp}
+}
+
+// SocketKeys are kp for the data plane's sockets (zsock.Options.Curve),
+// which all use the experiment's one pair; nil for a nil kp (no CURVE).
+func (kp *CurveKeyPair) SocketKeys() *zsock.Curve {
+	if kp == nil {
+		return nil
+	}
+	return &zsock.Curve{Public: kp.Public, Secret: kp.Secret}
 }

@@ -66,7 +66,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		return err
 	}
 	opts := stream.SampleConsumerOptions{
-		Repo: w.info.Repo, Trial: w.info.Trial, Stream: cfg.Stream,
+		Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Stream: cfg.Stream,
 		Index: w.info.Index, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
 	}
 	if cfg.Index != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -40,9 +41,10 @@ func bindAndRegister(ctx context.Context, t zmq.Type, o zsock.Options, host stri
 
 // connectingOptions are the options every connecting socket shares:
 // IMMEDIATE, so a send with no live peer fails with EAGAIN and the caller
-// decides what to do, and IPV6, as registered addresses may be IPv6.
-func connectingOptions(linger time.Duration) zsock.Options {
-	return zsock.Options{Linger: linger, Immediate: true, IPv6: true}
+// decides what to do, and IPV6, as registered addresses may be IPv6;
+// CURVE as a client with the trial's keys, if any.
+func connectingOptions(linger time.Duration, curve *rpc.CurveKeyPair) zsock.Options {
+	return zsock.Options{Linger: linger, Immediate: true, IPv6: true, Curve: curve.SocketKeys()}
 }
 
 // register publishes addr under key on a lease of ttl that the repository

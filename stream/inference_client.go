@@ -13,6 +13,7 @@ import (
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -81,6 +82,10 @@ type RemoteInferenceOptions struct {
 	// client until a later Flush.
 	SendHWM int
 	Logger  *slog.Logger
+	// Curve is the trial's key pair (--curve-keys): the socket speaks
+	// CurveZMQ, and peers without the pair get nothing and send nothing.
+	// nil: plaintext.
+	Curve *rpc.CurveKeyPair
 }
 
 // InferenceClientStats are a client's counters since it was created.
@@ -160,7 +165,7 @@ func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) 
 		return nil, fmt.Errorf("stream: invalid RemoteInferenceOptions (ObsDim %d, Timeout %v, SendHWM %d)", opts.ObsDim, opts.Timeout, opts.SendHWM)
 	}
 	// LINGER 0: an unsent request is worthless once the actor is gone.
-	so := connectingOptions(0)
+	so := connectingOptions(0, opts.Curve)
 	so.SendHWM = opts.SendHWM // ZMQ's default when 0
 	sock, err := zsock.New(zmq.DEALER, so)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -37,6 +38,10 @@ type InferenceServerOptions struct {
 	// MaxMsgSize is the largest request accepted, in bytes; default 64 MiB.
 	MaxMsgSize int64
 	Logger     *slog.Logger
+	// Curve is the trial's key pair (--curve-keys): the socket speaks
+	// CurveZMQ, and peers without the pair get nothing and send nothing.
+	// nil: plaintext.
+	Curve *rpc.CurveKeyPair
 }
 
 // InferenceServerStats are a server's counters since it was created.
@@ -131,7 +136,7 @@ func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*Infe
 	// being dropped silently or blocking, so Respond can count it and move
 	// on.
 	var err error
-	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RouterMandatory: true}
+	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RouterMandatory: true, Curve: opts.Curve.SocketKeys()}
 	if s.sock, s.addr, err = bindAndRegister(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL); err != nil {
 		return nil, fmt.Errorf("stream: inference server for policy %q: %w", opts.Policy, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -37,6 +38,10 @@ type ReplayClientOptions struct {
 	// SendHWM bounds the requests queued per shard (default 64).
 	SendHWM int
 	Logger  *slog.Logger
+	// Curve is the trial's key pair (--curve-keys): the socket speaks
+	// CurveZMQ, and peers without the pair get nothing and send nothing.
+	// nil: plaintext.
+	Curve *rpc.CurveKeyPair
 }
 
 type replayShard struct {
@@ -113,7 +118,7 @@ func (c *ReplayClient) apply(snap map[string]string) {
 			c.log.Warn("stream: replay record with a bad index skipped", "key", key)
 			continue
 		}
-		o := connectingOptions(0)
+		o := connectingOptions(0, c.opts.Curve)
 		o.SendHWM = c.opts.SendHWM
 		sock, err := zsock.New(zmq.DEALER, o)
 		if err == nil {

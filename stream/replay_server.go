@@ -11,6 +11,7 @@ import (
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -30,6 +31,10 @@ type ReplayServerOptions struct {
 	TTL        time.Duration
 	MaxMsgSize int64
 	Logger     *slog.Logger
+	// Curve is the trial's key pair (--curve-keys): the socket speaks
+	// CurveZMQ, and peers without the pair get nothing and send nothing.
+	// nil: plaintext.
+	Curve *rpc.CurveKeyPair
 }
 
 // ReplayServerStats are a server's counters.
@@ -72,7 +77,7 @@ func NewReplayServer(ctx context.Context, opts ReplayServerOptions) (*ReplayServ
 	s := &ReplayServer{opts: opts, log: zsock.LoggerOr(opts.Logger).With("replay", opts.Name),
 		key: opts.Trial.Stream(ReplayKind, opts.Name, opts.Index), dec: zsock.NewDecoder(), enc: newEncoder()}
 	var err error
-	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RouterMandatory: true}
+	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RouterMandatory: true, Curve: opts.Curve.SocketKeys()}
 	if s.sock, s.addr, err = bindAndRegister(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL); err != nil {
 		return nil, fmt.Errorf("stream: replay server %q: %w", opts.Name, err)
 	}

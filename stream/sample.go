@@ -12,6 +12,7 @@ import (
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -57,6 +58,10 @@ type SampleProducerOptions struct {
 	// exceed the consumers' MaxMsgSize. Default 64 MiB.
 	MaxMsgSize int64
 	Logger     *slog.Logger
+	// Curve is the trial's key pair (--curve-keys): the socket speaks
+	// CurveZMQ, and peers without the pair get nothing and send nothing.
+	// nil: plaintext.
+	Curve *rpc.CurveKeyPair
 }
 
 // SampleProducerStats are a producer's counters since it was created.
@@ -104,7 +109,7 @@ func NewSampleProducer(ctx context.Context, opts SampleProducerOptions) (*Sample
 	}
 	// LINGER: batches already queued are real work; give them time to
 	// drain on a graceful Close.
-	so := connectingOptions(producerLinger)
+	so := connectingOptions(producerLinger, opts.Curve)
 	so.SendHWM = opts.SendHWM
 	sock, err := zsock.New(zmq.PUSH, so)
 	if err != nil {
@@ -231,6 +236,10 @@ type SampleConsumerOptions struct {
 	// sends more is disconnected by ZMQ. Default 64 MiB.
 	MaxMsgSize int64
 	Logger     *slog.Logger
+	// Curve is the trial's key pair (--curve-keys): the socket speaks
+	// CurveZMQ, and peers without the pair get nothing and send nothing.
+	// nil: plaintext.
+	Curve *rpc.CurveKeyPair
 }
 
 // SampleConsumerStats are a consumer's counters since it was created.
@@ -277,7 +286,7 @@ func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*Sample
 		key: opts.Trial.Stream("sample", opts.Stream, opts.Index),
 	}
 	var err error
-	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RecvHWM: opts.RecvHWM}
+	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RecvHWM: opts.RecvHWM, Curve: opts.Curve.SocketKeys()}
 	if c.sock, c.addr, err = bindAndRegister(ctx, zmq.PULL, o, opts.Host, opts.Repo, c.key, opts.TTL); err != nil {
 		return nil, fmt.Errorf("stream: sample consumer %d of stream %q: %w", opts.Index, opts.Stream, err)
 	}

@@ -127,7 +127,7 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	// the consumer as soon as it is registered, and their batches should
 	// come from the parameters this trainer starts with.
 	w.pub, err = paramstream.NewPublisher(ctx, paramstream.PublisherOptions{
-		Repo: w.info.Repo, Trial: w.info.Trial, Policy: s.cfg.Policy,
+		Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Policy: s.cfg.Policy,
 		Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
 	})
 	if err != nil {
@@ -139,7 +139,7 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 		return err
 	}
 	w.cons, err = stream.NewSampleConsumer(ctx, stream.SampleConsumerOptions{
-		Repo: w.info.Repo, Trial: w.info.Trial, Stream: s.cfg.SampleStream,
+		Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Stream: s.cfg.SampleStream,
 		Index: w.info.Index, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
 		RecvHWM: recvHWM,
 	})

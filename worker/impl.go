@@ -81,6 +81,9 @@ type Info struct {
 	TTL    time.Duration
 	Repo   nameresolve.Repository
 	Logger *slog.Logger
+	// Curve is the trial's key pair when it runs with CURVE (nil: not):
+	// every socket the type opens (stream, paramstream) must use it.
+	Curve *rpc.CurveKeyPair
 }
 
 // Log returns i.Logger, or slog.Default() if it is nil.

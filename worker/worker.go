@@ -126,7 +126,7 @@ func New(ctx context.Context, opts Options) (*Worker, error) {
 	log := opts.Logger.With("worker", name)
 	impl, err := factory(Info{
 		Name: name, Type: opts.Type, Index: opts.Index, Trial: opts.Trial,
-		Host: opts.Host, TTL: opts.AddressTTL, Repo: opts.Repo, Logger: log,
+		Host: opts.Host, TTL: opts.AddressTTL, Repo: opts.Repo, Logger: log, Curve: opts.Curve,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: %w", name, err)

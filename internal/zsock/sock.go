@@ -30,6 +30,38 @@ type Options struct {
 	// whose queue is full, fail at once instead of dropping the message
 	// silently.
 	RouterMandatory bool
+	// Curve, when set, makes the socket speak CurveZMQ with the trial's
+	// one key pair: a socket from Bind is the server, one from New a
+	// client. A peer without the key never completes the handshake: the
+	// socket neither receives its messages nor sends it any.
+	Curve *Curve
+	// curveServer: Bind's sockets take the server role.
+	curveServer bool
+}
+
+// Curve is a CurveZMQ key pair, both keys Z85-encoded (40 characters).
+// A trial uses one pair for every socket, so holding it (the key file) is
+// what lets a process in.
+type Curve struct {
+	Public, Secret string
+}
+
+// SetCurve makes sock a CURVE server (server) or a client of servers that
+// use k.
+func SetCurve(sock *zmq.Socket, k *Curve, server bool) error {
+	if server {
+		if err := sock.SetCurveServer(1); err != nil {
+			return fmt.Errorf("set CURVE_SERVER: %w", err)
+		}
+	} else if err := sock.SetCurveServerkey(k.Public); err != nil {
+		return fmt.Errorf("set CURVE_SERVERKEY: %w", err)
+	} else if err := sock.SetCurvePublickey(k.Public); err != nil {
+		return fmt.Errorf("set CURVE_PUBLICKEY: %w", err)
+	}
+	if err := sock.SetCurveSecretkey(k.Secret); err != nil {
+		return fmt.Errorf("set CURVE_SECRETKEY: %w", err)
+	}
+	return nil
 }
 
 // Configure sets o on sock.
@@ -67,6 +99,9 @@ func Configure(sock *zmq.Socket, o Options) error {
 			return fmt.Errorf("set ROUTER_MANDATORY: %w", err)
 		}
 	}
+	if o.Curve != nil {
+		return SetCurve(sock, o.Curve, o.curveServer)
+	}
 	return nil
 }
 
@@ -91,6 +126,7 @@ func New(t zmq.Type, o Options) (*zmq.Socket, error) {
 // open.
 func Bind(t zmq.Type, host string, o Options) (*zmq.Socket, string, error) {
 	o.IPv6 = o.IPv6 || strings.Contains(host, ":")
+	o.curveServer = true
 	sock, err := New(t, o)
 	if err != nil {
 		return nil, "", err

@@ -264,7 +264,7 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 	}
 	switch {
 	case cfg.ReplayStream != "":
-		p, err := replayclient.NewPoster(ctx, replayclient.PosterOptions{Repo: w.info.Repo, Trial: w.info.Trial,
+		p, err := replayclient.NewPoster(ctx, replayclient.PosterOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
 			Stream: cfg.ReplayStream, Table: cfg.ReplayTable, Gamma: cfg.Gamma, NStep: cfg.NStep})
 		if err != nil {
 			return fmt.Errorf("replay stream %q: %w", cfg.ReplayStream, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -17,6 +18,8 @@ import (
 type PosterOptions struct {
 	Repo  nameresolve.Repository
 	Trial names.Trial
+	// Curve is the trial's key pair when it runs with CURVE (nil: not).
+	Curve *rpc.CurveKeyPair
 	// Stream and Table name the replay stream and table (default
 	// "default" both).
 	Stream, Table string
@@ -90,7 +93,7 @@ func NewPoster(ctx context.Context, o PosterOptions) (*Poster, error) {
 	o.MaxInFlight = cmp.Or(o.MaxInFlight, 4)
 	o.Chunk = cmp.Or(o.Chunk, 256)
 	o.TimeoutMs = cmp.Or(o.TimeoutMs, 10000)
-	c, err := stream.NewReplayClient(ctx, stream.ReplayClientOptions{Repo: o.Repo, Trial: o.Trial, Name: o.Stream})
+	c, err := stream.NewReplayClient(ctx, stream.ReplayClientOptions{Repo: o.Repo, Trial: o.Trial, Name: o.Stream, Curve: o.Curve})
 	if err != nil {
 		return nil, err
 	}

@@ -179,7 +179,7 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 			return err
 		}
 	}
-	w.pub, err = paramstream.NewPublisher(ctx, paramstream.PublisherOptions{Repo: w.info.Repo, Trial: w.info.Trial,
+	w.pub, err = paramstream.NewPublisher(ctx, paramstream.PublisherOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
 		Policy: cfg.Policy, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log})
 	if err != nil {
 		w.close()
@@ -189,7 +189,7 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 		w.close()
 		return err
 	}
-	w.client, err = stream.NewReplayClient(ctx, stream.ReplayClientOptions{Repo: w.info.Repo, Trial: w.info.Trial,
+	w.client, err = stream.NewReplayClient(ctx, stream.ReplayClientOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
 		Name: cfg.ReplayStream, Logger: w.log})
 	if err != nil {
 		w.close()

@@ -136,7 +136,13 @@ func (p *ControlPanel) connect(name, addr string) (*rpc.Client, error) {
 	return c, nil
 }
 
-// client returns the kept connection to name, resolving it on first use.
+// client returns the connection to name at the address its record holds
+// now. The name is resolved on every request, not only on first use: the
+// watch that drops stale connections lags behind the records, and a worker
+// restarted at a new address would otherwise get the request at its old
+// one (seen under load: a configure sent to a stopped trainer's address
+// after its successor registered). While the name server cannot be
+// reached, the kept connection is used.
 func (p *ControlPanel) client(ctx context.Context, name string) (*rpc.Client, error) {
 	p.mu.Lock()
 	c, ok := p.clients[name]
@@ -145,14 +151,18 @@ func (p *ControlPanel) client(ctx context.Context, name string) (*rpc.Client, er
 	if closed {
 		return nil, fmt.Errorf("control panel: %w", rpc.ErrClosed)
 	}
-	if ok {
-		return c, nil
-	}
 	addr, err := p.repo.Get(ctx, p.trial.Worker(name))
-	if errors.Is(err, nameresolve.ErrNotFound) {
+	return p.resolved(name, addr, err, c, ok)
+}
+
+// resolved is client's choice once the address lookup returned addr, err.
+func (p *ControlPanel) resolved(name, addr string, err error, kept *rpc.Client, ok bool) (*rpc.Client, error) {
+	switch {
+	case errors.Is(err, nameresolve.ErrNotFound):
 		return nil, fmt.Errorf("control panel: %s in %s: %w", name, p.trial.Prefix(), ErrWorkerNotFound)
-	}
-	if err != nil {
+	case err != nil && ok:
+		return kept, nil
+	case err != nil:
 		return nil, fmt.Errorf("control panel: resolve %s: %w", name, err)
 	}
 	return p.connect(name, addr)
@@ -267,9 +277,18 @@ func (p *ControlPanel) GroupRequestEach(ctx context.Context, workers []string, c
 	}
 	calls := make([]*rpc.Call, 0, len(workers))
 	index := make([]int, 0, len(workers))
+	// One listing resolves every worker (as client does for one).
+	addrs, findErr := p.findNamed(ctx, p.trial.WorkerPrefix())
 	for i, w := range workers {
 		results[i].Worker = w
-		c, err := p.client(ctx, w)
+		p.mu.Lock()
+		kept, ok := p.clients[w]
+		p.mu.Unlock()
+		addr, err := addrs[w], findErr
+		if err == nil && addr == "" {
+			err = nameresolve.ErrNotFound
+		}
+		c, err := p.resolved(w, addr, err, kept, ok)
 		if err != nil {
 			results[i].Err = err
 			continue

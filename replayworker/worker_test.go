@@ -25,12 +25,12 @@ var (
 	testTrial = names.NewTrial("replaytest", "t1")
 )
 
-func ctxT(t *testing.T) context.Context { return workertest.Ctx(t, 20*time.Second) }
+func ctxT(t testing.TB) context.Context { return workertest.Ctx(t, 20*time.Second) }
 
 // startReplay runs replay worker index, configured with one table "t"
 // (prioritized, alpha 1, beta 0.5, min size 4) and started. The idle wait
 // is far longer than the test: requests must wake it.
-func startReplay(t *testing.T, repo nameresolve.Repository, panel *worker.ControlPanel, index int, ckptDir string) *workertest.Running {
+func startReplay(t testing.TB, repo nameresolve.Repository, panel *worker.ControlPanel, index int, ckptDir string) *workertest.Running {
 	t.Helper()
 	r := workertest.Start(t, worker.Options{Trial: testTrial, Registry: testTypes, Type: replayworker.TypeName,
 		Index: index, Host: "127.0.0.1", Repo: repo, IdleWait: time.Minute, Logger: workertest.Logger(t, slog.LevelInfo)})

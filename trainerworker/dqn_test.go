@@ -51,41 +51,21 @@ func TestDQNTrainerLearnsFromReplay(t *testing.T) {
 
 	sub := newSubscriber(t, c.repo)
 	fetchVersion(t, sub, 20)
-	var st map[string]any
+	var st struct {
+		Algorithm      string   `msgpack:"algorithm"`
+		Episodes       int64    `msgpack:"episodes"`
+		PrioritiesSent int64    `msgpack:"priorities_sent"`
+		MeanReturn     *float64 `msgpack:"mean_return"`
+	}
 	eventually.True(t, 20*time.Second, "priorities back at the replay, evaluation episodes", func() bool {
 		var rs struct {
 			PriorityUpdates int64 `msgpack:"priority_updates"`
 		}
 		c.request(t, rp.Name(), "stats", nil, &rs)
-		st = map[string]any{}
 		c.request(t, tr.Name(), "stats", nil, &st)
-		return rs.PriorityUpdates > 0 && st["episodes"] != nil && toInt(st["episodes"]) > 0
+		return rs.PriorityUpdates > 0 && st.Episodes > 0
 	})
-	if st["algorithm"] != "dqn" || toInt(st["priorities_sent"]) == 0 || st["mean_return"] == nil {
-		t.Fatalf("trainer stats %v", st)
+	if st.Algorithm != "dqn" || st.PrioritiesSent == 0 || st.MeanReturn == nil {
+		t.Fatalf("trainer stats %+v", st)
 	}
-}
-
-func toInt(v any) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case uint64:
-		return int64(x)
-	case int8:
-		return int64(x)
-	case uint8:
-		return int64(x)
-	case int16:
-		return int64(x)
-	case uint16:
-		return int64(x)
-	case int32:
-		return int64(x)
-	case uint32:
-		return int64(x)
-	case float64:
-		return int64(x)
-	}
-	return 0
 }

@@ -138,6 +138,14 @@ var rows = []row{
 	// one process (both to a mean return of 475 on CartPole).
 	{"CartPole to 475: DQN + prioritized replay vs PPO, one process (wall s)", "dqn.BenchmarkSolveCartPole s-to-475", "ppo.BenchmarkSolveCartPole s-to-475", false},
 	{"CartPole to 475: DQN + prioritized replay vs PPO, one process (env steps)", "dqn.BenchmarkSolveCartPole steps-to-475", "ppo.BenchmarkSolveCartPole steps-to-475", false},
+	// Replay over the wire (package replayworker): CartPole transitions
+	// inserted by one client and sampled by another through a replay worker.
+	{"replay worker: transitions inserted over the wire vs raw PUSH/PULL (MB/s)", "replayworker.BenchmarkReplayThroughput MB/s", "stream.BenchmarkRawPushPull64KiB MB/s", true},
+	{"replay worker: transitions inserted (per s)", "replayworker.BenchmarkReplayThroughput inserts/s", "", true},
+	{"replay worker: transitions sampled, batches of 64 (per s)", "replayworker.BenchmarkReplayThroughput samples/s", "", true},
+	// Through rlctl start, one after the other in the same run.
+	{"rlctl start to 475: cartpole-apex vs cartpole-ppo (wall s)", "e2e.BenchmarkStartCartPole/experiment=cartpole-apex s-to-475", "e2e.BenchmarkStartCartPole/experiment=cartpole-ppo s-to-475", false},
+	{"rlctl start to 475: cartpole-apex vs cartpole-ppo (env steps)", "e2e.BenchmarkStartCartPole/experiment=cartpole-apex steps-to-475", "e2e.BenchmarkStartCartPole/experiment=cartpole-ppo steps-to-475", false},
 	// Hostile input: an echo worker process gets 100k valid requests with
 	// one random byte changed each; its resident memory after them is held
 	// against its memory before (1.00x: nothing kept).

@@ -1,0 +1,85 @@
+package replayclient_test
+
+import (
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/replayclient"
+	"github.com/distrl/distrl/replayworker"
+	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/worker"
+)
+
+var trial = names.NewTrial("postertest", "t1")
+
+// batch is a 10-step CartPole-shaped batch that terminates.
+func batch() *api.SampleBatch {
+	b := &api.SampleBatch{
+		Obs:        api.Tensor[float32]{Shape: []int{10, 4}, Data: make([]float32, 40)},
+		Actions:    api.Tensor[int32]{Shape: []int{10}, Data: make([]int32, 10)},
+		Rewards:    api.Tensor[float32]{Shape: []int{10}, Data: make([]float32, 10)},
+		Terminated: api.Tensor[uint8]{Shape: []int{10}, Data: make([]uint8, 10)},
+		Truncated:  api.Tensor[uint8]{Shape: []int{10}, Data: make([]uint8, 10)},
+		Values:     api.Tensor[float32]{Shape: []int{10}, Data: make([]float32, 10)},
+	}
+	for i := range 10 {
+		b.Rewards.Data[i] = 1
+	}
+	b.Terminated.Data[9] = 1
+	return b
+}
+
+// With no replay server the poster keeps stepping: its outbox stays
+// bounded, the oldest transitions dropped and counted. When a replay
+// worker registers, the transitions go in.
+func TestPosterDropsOldestWithoutReplayThenSends(t *testing.T) {
+	repo := workertest.Repo(t)
+	p, err := replayclient.NewPoster(workertest.Ctx(t, 10*time.Second), replayclient.PosterOptions{
+		Repo: repo, Trial: trial, Gamma: 0.9, NStep: 3, MaxOutbox: 25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for range 5 {
+		if err := p.Post(batch()); err != nil {
+			t.Fatalf("post without a replay: %v", err)
+		}
+	}
+	if st := p.Stats(); st.Outbox != 25 || st.Dropped != 25 || st.Batches != 5 || p.Warning() == "" {
+		t.Fatalf("stats %+v, warning %q", st, p.Warning())
+	}
+	bad := batch()
+	bad.Values = api.Tensor[float32]{}
+	if err := p.Post(bad); err == nil || errors.Is(err, stream.ErrBackpressure) {
+		t.Fatalf("a batch without values: %v", err)
+	}
+
+	workertest.Start(t, worker.Options{Trial: trial, Registry: workertest.Registry(map[string]worker.Factory{replayworker.TypeName: replayworker.New}),
+		Type: replayworker.TypeName, Host: "127.0.0.1", Repo: repo, Logger: workertest.Logger(t, slog.LevelWarn)})
+	panel := workertest.Panel(t, repo, trial)
+	name := names.WorkerName(replayworker.TypeName, 0)
+	for _, cmd := range []string{"configure", "start"} {
+		if err := panel.Request(workertest.Ctx(t, 10*time.Second), name, cmd, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually.NoError(t, 10*time.Second, "outbox drained into the replay", func() error {
+		p.Flush()
+		if st := p.Stats(); st.Inserted != 25 || st.Outbox != 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	var rs struct {
+		Size int `msgpack:"size"`
+	}
+	if err := panel.Request(workertest.Ctx(t, 10*time.Second), name, "stats", nil, &rs); err != nil || rs.Size != 25 {
+		t.Fatalf("replay size %d (%v), want 25", rs.Size, err)
+	}
+}

@@ -15,14 +15,16 @@ import (
 
 // cartpole-apex through rlctl start: actors insert n-step transitions into
 // a replay worker, a DQN trainer samples it and sends priorities back. The
-// replay worker is SIGKILLed mid-run: the controller restarts it, it
-// resumes its table from its checkpoint, actors and trainer reconnect to
-// it, and the run reaches its target return.
-func TestStartCartPoleApexSurvivesReplayKill(t *testing.T) {
+// replay worker and the trainer are SIGKILLed mid-run: the controller
+// restarts them, the replay resumes its table and the trainer its networks
+// from their checkpoints, actors and trainer reconnect, and the run reaches
+// its target return.
+func TestStartCartPoleApexSurvivesKills(t *testing.T) {
 	work := t.TempDir()
 	p := start(t, "rlctl-start", noNameServer, "start", "cartpole-apex", "t9", "--workdir", work,
 		"--set", "metrics_interval=300ms", "--set", "stop.wall_time=5m",
 		"--set", "workers.replay.config.checkpoint_every_s=1",
+		"--set", "workers.trainer.config.checkpoint_every=50",
 		// Below the built-in 475 to keep the run short under -race; a
 		// greedy policy of an untrained network scores about 10.
 		"--set", "stop.target_return=200")
@@ -30,19 +32,26 @@ func TestStartCartPoleApexSurvivesReplayKill(t *testing.T) {
 	dir := filepath.Join(work, "cartpole-apex", "t9")
 	metrics := filepath.Join(dir, "metrics.jsonl")
 	ckpts := filepath.Join(dir, "checkpoints", "replay", "0", "replay-default-*.ckpt")
+	trainerCkpts := filepath.Join(dir, "checkpoints", "dqn-*.ckpt")
+	var before int64
 	eventually.NoError(t, 90*time.Second, "training on a checkpointed replay", func() error {
 		lines := readMetricsLines(t, metrics)
 		files, _ := filepath.Glob(ckpts)
-		if len(lines) == 0 || lines[len(lines)-1].Version < 200 || len(files) == 0 {
-			return fmt.Errorf("%d metrics lines, %d replay checkpoints", len(lines), len(files))
+		tfiles, _ := filepath.Glob(trainerCkpts)
+		if len(lines) == 0 || lines[len(lines)-1].Version < 200 || len(files) == 0 || len(tfiles) == 0 {
+			return fmt.Errorf("%d metrics lines, %d replay and %d trainer checkpoints", len(lines), len(files), len(tfiles))
 		}
+		before = lines[len(lines)-1].Version
 		return nil
 	})
 	rec := readRecord(t, dir)
-	if err := syscall.Kill(rec.Workers["replay/0"], syscall.SIGKILL); err != nil {
-		t.Fatalf("kill replay/0: %v", err)
+	for _, name := range []string{"replay/0", "trainer/0"} {
+		if err := syscall.Kill(rec.Workers[name], syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %s: %v", name, err)
+		}
 	}
 	waitOutput(t, p, regexp.MustCompile(`replay/0 restarted`), 60*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`trainer/0 restarted`), 60*time.Second)
 	if code := p.wait(t, 5*time.Minute); code != 0 {
 		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
 	}
@@ -52,10 +61,20 @@ func TestStartCartPoleApexSurvivesReplayKill(t *testing.T) {
 	if log := readFile(t, filepath.Join(dir, "logs", "replay-0.log")); !strings.Contains(log, "replay: table resumed") {
 		t.Errorf("the restarted replay worker did not resume its table:\n%s", log)
 	}
+	if log := readFile(t, filepath.Join(dir, "logs", "trainer-0.log")); !strings.Contains(log, "trainer: resumed from checkpoint") {
+		t.Errorf("the restarted trainer did not resume from its checkpoint:\n%s", log)
+	}
 	lines := readMetricsLines(t, metrics)
 	last := lines[len(lines)-1]
-	if last.Restarts != 1 {
-		t.Fatalf("last metrics: restarts %d, want 1", last.Restarts)
+	if last.Restarts != 2 {
+		t.Fatalf("last metrics: restarts %d, want 2", last.Restarts)
+	}
+	// Versions go on from the trainer's checkpoint (every 50 updates), not
+	// from 0.
+	for _, l := range lines {
+		if l.Version != 0 && l.Version < before-100 && l.Time.After(lines[0].Time) && l.Restarts == 2 {
+			t.Fatalf("version %d after the restart, %d before the kill: the trainer did not resume", l.Version, before)
+		}
 	}
 	var sawReplay bool
 	for _, l := range lines {

@@ -114,3 +114,87 @@ func TestHungActorReplaced(t *testing.T) {
 	}
 	c.assertNoRecords(names.NewTrial("cartpole-sink", c.trial.Trial).Prefix())
 }
+
+// One cartpole-ppo trial hit by a fault at a time: SIGKILL of an actor, of
+// the policy worker and of the trainer (which resumes from its checkpoint:
+// the version keeps rising), then a name server restart on the same data
+// directory. After each the run is healthy again (the worker restarted,
+// env steps and, after the trainer, the version rising) before the next,
+// the trial completes (told exit), and nothing is left running or registered.
+// The time from each fault to health is logged.
+func TestChaosPPO(t *testing.T) {
+	c := newCluster(t)
+	work := t.TempDir()
+	exp, trial := "cartpole-ppo", c.trial.Trial
+	env := []string{"RLCTL_NAMERESOLVE=" + c.endpoint}
+	p := start(t, "rlctl-start", env, "start", exp, trial, "--workdir", work,
+		"--set", "metrics_interval=300ms", "--set", "stop.wall_time=6m",
+		"--set", "workers.trainer.config.checkpoint_every=1", "--set", "stop.max_restarts=5",
+		// Never reached: the faults land mid-run; ctl exit completes it.
+		"--set", "stop.target_return=100000")
+	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	dir := filepath.Join(work, exp, trial)
+	last := func() metricsLine {
+		lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
+		if len(lines) == 0 {
+			return metricsLine{}
+		}
+		return lines[len(lines)-1]
+	}
+	// healthy waits until every worker is RUNNING after restarts restarts
+	// and env steps and the version rose past before.
+	healthy := func(what string, since time.Time, restarts int, before metricsLine) {
+		t.Helper()
+		eventually.NoError(t, 2*time.Minute, what+": healthy again", func() error {
+			m := last()
+			for name, w := range m.Workers {
+				if w["state"] != "RUNNING" {
+					return fmt.Errorf("%s is %v", name, w["state"])
+				}
+			}
+			if m.Restarts != restarts || len(m.Workers) != 4 || m.EnvSteps <= before.EnvSteps || m.Version <= before.Version {
+				return fmt.Errorf("restarts %d, %d workers, env steps %d (before %d), version %d (before %d)",
+					m.Restarts, len(m.Workers), m.EnvSteps, before.EnvSteps, m.Version, before.Version)
+			}
+			return nil
+		})
+		t.Logf("%-28s fault -> healthy in %v", what, time.Since(since).Round(10*time.Millisecond))
+	}
+	eventually.NoError(t, time.Minute, "version 3", func() error {
+		if v := last().Version; v < 3 {
+			return fmt.Errorf("version %d", v)
+		}
+		return nil
+	})
+	for i, name := range []string{"actor/1", "policy/0", "trainer/0"} {
+		before := last()
+		if err := syscall.Kill(readRecord(t, dir).Workers[name], syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %s: %v", name, err)
+		}
+		healthy("SIGKILL "+name, time.Now(), i+1, before)
+	}
+	if log := readFile(t, filepath.Join(dir, "logs", "trainer-0.log")); !strings.Contains(log, "resumed") {
+		t.Errorf("the restarted trainer did not resume from its checkpoint:\n%s", log)
+	}
+
+	before := last()
+	killed := time.Now()
+	c.ns.signal(t, syscall.SIGKILL)
+	c.ns.wait(t, 10*time.Second)
+	c.startNameServer(c.endpoint)
+	healthy("name server SIGKILL+restart", killed, 3, before)
+
+	ctlEnv := append(env, "RLCTL_EXPERIMENT="+exp, "RLCTL_TRIAL="+trial)
+	if out, code := runRlctl(t, ctlEnv, "request", "ctl", "exit"); code != 0 {
+		t.Fatalf("rlctl request ctl exit: %d %s", code, out)
+	}
+	if code := p.wait(t, time.Minute); code != 0 {
+		t.Fatalf("rlctl start exited with %d", code)
+	}
+	rec := readRecord(t, dir)
+	if rec.State != "completed" {
+		t.Errorf("trial %s: %s", rec.State, rec.Message)
+	}
+	assertWorkersGone(t, rec)
+	c.assertNoRecords(names.NewTrial(exp, trial).Prefix())
+}

@@ -19,15 +19,25 @@ import (
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
+	zmq "github.com/pebbe/zmq4"
 )
 
 // rlctl is the binary under test, built once by TestMain; E2E_RLCTL names
 // another one instead (to measure an older build with the same tests).
 var rlctl = os.Getenv("E2E_RLCTL")
 
+// maxPanelSockets: 4096 workers and some to spare.
+const maxPanelSockets = 8192
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "distrl-e2e")
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// The control-plane benchmarks hold a connection to each of thousands
+	// of workers; libzmq's default cap is 1023 sockets per process.
+	if err := zmq.SetMaxSockets(maxPanelSockets); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -169,6 +169,11 @@ func hardPayloadCap(maxPayload int) int64 {
 // Addr returns the "host:port" the server is bound to.
 func (s *Server) Addr() string { return s.addr }
 
+// Socket is the REP socket, for a caller's own poller (one poller over the
+// sockets of many servers, say). Only poll it, from the goroutine that
+// calls HandleRequests; requests are read through HandleRequests.
+func (s *Server) Socket() *zmq.Socket { return s.sock }
+
 // Mux is the server's command table.
 func (s *Server) Mux() *Mux { return s.mux }
 

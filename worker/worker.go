@@ -102,6 +102,7 @@ type Worker struct {
 	warning   string
 	watched   []*zmq.Socket
 	rewatch   bool // the type's sockets may have changed: watch them again
+	watchGen  int  // changes whenever watched does (RunMany's poller follows it)
 	exiting   bool
 	exitState State
 
@@ -185,34 +186,47 @@ func (w *Worker) Addr() string { return w.srv.Addr() }
 func (w *Worker) Run(ctx context.Context) error {
 	defer w.shutdown()
 	for !w.exiting {
-		if ctx.Err() != nil {
-			w.exit(StateInterrupted)
-			break
-		}
-		w.heartbeat()
-		n, err := w.srv.HandleRequests(ctx, w.opts.RequestsPerLoop)
-		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("worker %s: serve: %w", w.name, err)
-		}
-		w.stats.requests += int64(n)
-		if err := w.syncWatched(); err != nil {
-			w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
-		}
-		idle := n == 0
-		if w.state == StateRunning && !w.exiting {
-			res := w.poll(ctx)
-			idle = idle && res.idle()
+		idle, err := w.step(ctx)
+		if err != nil {
+			return err
 		}
 		if idle && !w.exiting {
-			wait := w.opts.IdleWait
-			if d, ok := w.impl.(Deadliner); ok && w.state == StateRunning {
-				wait = min(wait, max(d.IdleFor(), time.Millisecond))
-			}
-			if _, err := w.srv.WaitRequest(ctx, wait); err != nil && ctx.Err() == nil {
+			if _, err := w.srv.WaitRequest(ctx, w.opts.IdleWait); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("worker %s: wait: %w", w.name, err)
 			}
 		}
 	}
+	return w.result()
+}
+
+// step is one turn of the loop: the requests queued (up to
+// RequestsPerLoop), then one Poll if RUNNING. idle means neither had
+// anything to do, so the loop may wait on the sockets. An error means the
+// server failed; the worker cannot go on.
+func (w *Worker) step(ctx context.Context) (idle bool, err error) {
+	if ctx.Err() != nil {
+		w.exit(StateInterrupted)
+		return false, nil
+	}
+	w.heartbeat()
+	n, err := w.srv.HandleRequests(ctx, w.opts.RequestsPerLoop)
+	if err != nil && ctx.Err() == nil {
+		return false, fmt.Errorf("worker %s: serve: %w", w.name, err)
+	}
+	w.stats.requests += int64(n)
+	if err := w.syncWatched(); err != nil {
+		w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
+	}
+	idle = n == 0
+	if w.state == StateRunning && !w.exiting {
+		res := w.poll(ctx)
+		idle = idle && res.idle()
+	}
+	return idle, nil
+}
+
+// result is Run's error once the loop is over.
+func (w *Worker) result() error {
 	if w.state == StateError {
 		return fmt.Errorf("worker %s: %w: %s", w.name, ErrFailed, w.errMsg)
 	}
@@ -292,6 +306,7 @@ func (w *Worker) syncWatched() error {
 		}
 	}
 	w.watched = nil
+	w.watchGen++
 	if !want {
 		return nil
 	}

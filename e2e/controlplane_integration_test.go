@@ -235,3 +235,47 @@ func TestCurveKeys(t *testing.T) {
 		t.Fatalf("a client without the key: code %d out %q err %q", code, out, errOut)
 	}
 }
+
+// `rlctl worker --count` hosts many workers in one process: each answers
+// as itself, goes through its lifecycle, and SIGTERM interrupts them all.
+func TestWorkerHostCount(t *testing.T) {
+	c := newCluster(t)
+	const n = 16
+	p := c.worker("echo", 3, "--count", fmt.Sprint(n))
+	panel := c.panel()
+	ctx := ctxFor(t, 30*time.Second)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("echo/%d", 3+i)
+	}
+	if err := panel.Connect(ctx, names...); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{worker.CmdConfigure, worker.CmdStart} {
+		for _, r := range panel.GroupRequest(ctx, names, cmd, map[string]any{"n": 1}) {
+			if r.Err != nil {
+				t.Fatalf("%s: %v", cmd, r.Err)
+			}
+		}
+	}
+	each := make([]any, n)
+	for i := range each {
+		each[i] = map[string]any{"i": i}
+	}
+	for i, r := range panel.GroupRequestEach(ctx, names, "echo", each) {
+		var got map[string]int
+		if err := r.Decode(&got); err != nil || got["i"] != i {
+			t.Fatalf("%s echoed %v, %v; want i=%d", r.Worker, got, err, i)
+		}
+	}
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("host exit code %d after SIGTERM", code)
+	}
+	for _, name := range names {
+		st, err := panel.WorkerStatus(ctx, name)
+		if err != nil || st.State != worker.StateInterrupted || st.Address != "" {
+			t.Fatalf("%s after SIGTERM: %+v %v", name, st, err)
+		}
+	}
+}

@@ -17,7 +17,8 @@ import (
 // thousand, and a group request to them is answered by one loop that takes
 // whatever requests are readable. A worker steps (requests, then one Poll
 // if RUNNING) when one of its sockets is readable, while its last Poll had
-// work, and, if RUNNING, once per IdleWait, as under Run.
+// work, and, if RUNNING or its heartbeat is due, once per IdleWait, as
+// under Run.
 //
 // The error joins the errors Run would have returned for each worker.
 func RunMany(ctx context.Context, workers []*Worker) error {
@@ -71,6 +72,7 @@ type host struct {
 	poller *zmq.Poller
 	owner  []int // poller item -> index in live
 	gens   []int // each live worker's watchGen when the poller was built
+	swept  time.Time
 }
 
 // dropExited shuts down the workers that exited and forgets them.
@@ -92,9 +94,9 @@ func (h *host) dropExited() {
 }
 
 // wait polls every live worker's sockets, for no time if a worker is busy,
-// else for up to idleWait, and marks the workers with input due; a wait
-// that times out marks the RUNNING ones due, as Run polls them after its
-// idle wait.
+// else for up to idleWait, and marks the workers with input due; once per
+// idleWait it also marks the RUNNING ones due, as Run polls them after its
+// idle wait, and those whose heartbeat is due.
 func (h *host) wait(busy bool, idleWait time.Duration) error {
 	h.rebuild()
 	timeout := idleWait
@@ -105,15 +107,15 @@ func (h *host) wait(busy bool, idleWait time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("worker host: poll: %w", err)
 	}
-	woke := false
 	for i, p := range polled {
 		if p.Events&zmq.POLLIN != 0 {
-			h.due[h.owner[i]], woke = true, true
+			h.due[h.owner[i]] = true
 		}
 	}
-	if !woke && !busy {
+	if now := time.Now(); now.Sub(h.swept) >= idleWait {
+		h.swept = now
 		for i, w := range h.live {
-			if w.state == StateRunning {
+			if w.state == StateRunning || now.Sub(w.beat) >= w.opts.Heartbeat {
 				h.due[i] = true
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"time"
@@ -185,6 +186,8 @@ func (w *Worker) statsReply() map[string]any {
 		"requests":       w.stats.requests,
 		"poll_busy_frac": w.stats.pollTime.Seconds() / max(up, 1e-9),
 		"samples_per_s":  float64(w.stats.samples) / max(up, 1e-9),
+		// The process's goroutines: a leak shows as a count that climbs.
+		"goroutines": runtime.NumGoroutine(),
 	}
 	// The type's own figures win over the base's generic counters of the
 	// same name: it knows what its samples and batches are.

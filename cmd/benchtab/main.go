@@ -159,6 +159,12 @@ var rows = []row{
 	// against its memory before (1.00x: nothing kept).
 	{"echo worker RSS after vs before 100k corrupted requests (MB)", "e2e.BenchmarkCorruptedRequests rss-after-MB", "e2e.BenchmarkCorruptedRequests rss-before-MB", false},
 	{"slowest reply among 100k corrupted requests (ms)", "e2e.BenchmarkCorruptedRequests max-reply-ms", "", false},
+	// A worker at its maximum request rate for 60 s: its last sample held
+	// against its first (after 5 s); 1.00x is flat.
+	{"echo worker RSS after 60s vs after 5s at max request rate (MB)", "e2e.BenchmarkWorkerSteady rss-last-MB", "e2e.BenchmarkWorkerSteady rss-first-MB", false},
+	{"echo worker open fds after 60s vs after 5s", "e2e.BenchmarkWorkerSteady fds-last", "e2e.BenchmarkWorkerSteady fds-first", false},
+	{"echo worker goroutines after 60s vs after 5s", "e2e.BenchmarkWorkerSteady goroutines-last", "e2e.BenchmarkWorkerSteady goroutines-first", false},
+	{"echo worker requests per second, 4 clients", "e2e.BenchmarkWorkerSteady req/s", "", false},
 	// The controller.
 	{"rlctl start to all RUNNING, 64 echo workers (s)", "e2e.BenchmarkStartupEcho/workers=64 startup-s", "", false},
 	{"rlctl start to all RUNNING, 256 echo workers (s)", "e2e.BenchmarkStartupEcho/workers=256 startup-s", "", false},

@@ -107,16 +107,29 @@ func groupCalls(calls []*Call) []*doClient {
 }
 
 // collect receives replies until every waiting call has one or ctx ends.
+// A zmq poll costs time in the number of sockets it watches, and replies
+// from many servers trickle in over many polls, so the poller is rebuilt
+// with only the sockets still waiting whenever they are down to half: a
+// group of thousands costs a few full polls rather than one per reply.
 func collect(ctx context.Context, clients []*doClient) {
-	poller := zmq.NewPoller()
+	var poller *zmq.Poller
 	bySocket := make(map[*zmq.Socket]*doClient, len(clients))
+	watched := 0
+	rebuild := func() {
+		poller, watched = zmq.NewPoller(), 0
+		clear(bySocket)
+		for _, dc := range clients {
+			if len(dc.waiting) > 0 {
+				poller.Add(dc.c.sock, zmq.POLLIN)
+				bySocket[dc.c.sock] = dc
+				watched++
+			}
+		}
+	}
+	rebuild()
 	pending := 0
 	for _, dc := range clients {
-		if len(dc.waiting) > 0 {
-			poller.Add(dc.c.sock, zmq.POLLIN)
-			bySocket[dc.c.sock] = dc
-			pending += len(dc.waiting)
-		}
+		pending += len(dc.waiting)
 	}
 	for pending > 0 {
 		wait, err := pollWait(ctx)
@@ -129,17 +142,34 @@ func collect(ctx context.Context, clients []*doClient) {
 			failWaiting(clients, fmt.Errorf("poll: %w", err))
 			return
 		}
+		done, failed := 0, false
 		for _, p := range polled {
 			dc := bySocket[p.Socket]
 			before := len(dc.waiting)
 			if err := dc.receive(); err != nil {
-				// The socket is about to be replaced: stop polling it.
-				_ = poller.RemoveBySocket(p.Socket)
 				dc.fail(err)
+				failed = true // its socket was replaced: the poller must drop it
 			}
 			pending -= before - len(dc.waiting)
+			if len(dc.waiting) == 0 {
+				done++
+			}
+		}
+		if pending > 0 && (failed || done > 0 && countWaiting(clients) <= watched/2) {
+			rebuild()
 		}
 	}
+}
+
+// countWaiting is the number of clients with calls still waiting.
+func countWaiting(clients []*doClient) int {
+	n := 0
+	for _, dc := range clients {
+		if len(dc.waiting) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // receive drains dc's socket and completes the calls whose replies arrived.

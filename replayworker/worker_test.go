@@ -270,3 +270,44 @@ func TestReplayWorkerResumesFromCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// An actor's cache (phase one of two-phase sampling) goes in at priority
+// sum/len(items) and replaces that actor's previous cache; another actor's
+// cache stays.
+func TestReplayWorkerCaches(t *testing.T) {
+	repo := workertest.Repo(t)
+	panel := workertest.Panel(t, repo, testTrial)
+	startReplay(t, repo, panel, 0, "")
+	c := client(t, repo)
+	eventually.True(t, 5*time.Second, "shard known", func() bool { return len(c.Shards()) == 1 })
+	cache := func(actor string, sum float64, n int) *stream.ReplayReply {
+		items := make([][]byte, n)
+		for i := range items {
+			items[i] = []byte(actor)
+		}
+		return do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplayCache, Table: "t", Actor: actor, Sum: sum, Items: items})
+	}
+	if r := cache("a", 8, 4); r.Error != nil || r.IDs.Len() != 4 || r.Size != 4 {
+		t.Fatalf("first cache of a: %+v", r)
+	}
+	if r := cache("b", 6, 2); r.Error != nil || r.Size != 6 {
+		t.Fatalf("cache of b: %+v", r)
+	}
+	if r := cache("a", 30, 3); r.Error != nil || r.Size != 5 {
+		t.Fatalf("second cache of a replaces the first: %+v", r)
+	}
+	// Items of a at priority 30/3 = 10, of b at 6/2 = 3: total 36.
+	r := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 50, TimeoutMs: 1000})
+	if r.Error != nil {
+		t.Fatal(r.Error)
+	}
+	for i, it := range r.Items {
+		want := map[string]float64{"a": 10, "b": 3}[string(it)]
+		if r.Priorities.Data[i] != want || math.Abs(r.Probabilities.Data[i]-want/36) > 1e-12 {
+			t.Fatalf("item of %s: priority %v probability %v, want %v and %v", it, r.Priorities.Data[i], r.Probabilities.Data[i], want, want/36)
+		}
+	}
+	if r := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplayCache, Table: "t", Actor: "", Sum: 1, Items: [][]byte{{1}}}); r.Error == nil {
+		t.Fatalf("a cache without an actor: %+v", r)
+	}
+}

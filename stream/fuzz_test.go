@@ -77,3 +77,41 @@ func FuzzDecodeSampleBatch(f *testing.F) {
 		})
 	})
 }
+
+func FuzzDecodeReplayRequest(f *testing.F) {
+	req := &ReplayRequest{Op: ReplayInsert, RID: 7, Table: "t", TimeoutMs: 100, Items: [][]byte{{1, 2}, {3}},
+		Priorities: api.Tensor[float64]{Shape: []int{2}, Data: []float64{1, 2}}}
+	b, err := msgpack.Marshal(req)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	mptest.Seed(f, mptest.InMaps(mptest.Keys(ReplayRequest{})...))
+	d := zsock.NewDecoder()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		mptest.BoundedAlloc(t, in, func() {
+			var r ReplayRequest
+			if decodeReplay(d, in, &r) == nil {
+				_ = r.validate()
+			}
+		})
+	})
+}
+
+func FuzzDecodeReplayReply(f *testing.F) {
+	rep := &ReplayReply{Op: ReplaySample, RID: 7, Items: [][]byte{{1}}, IDs: api.Tensor[int64]{Shape: []int{1}, Data: []int64{5}},
+		Priorities: api.Tensor[float64]{Shape: []int{1}, Data: []float64{1}}, Size: 3}
+	b, err := msgpack.Marshal(rep)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	mptest.Seed(f, mptest.InMaps(mptest.Keys(ReplayReply{})...))
+	d := zsock.NewDecoder()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		mptest.BoundedAlloc(t, in, func() {
+			var r ReplayReply
+			_ = decodeReplay(d, in, &r)
+		})
+	})
+}

@@ -117,6 +117,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	// the clock, then a 32-bit count.
 	firstID := uint64(w.info.Index)<<stream.ReplayShardShift | (uint64(time.Now().Unix())&0xffffff)<<32
 	tables := map[string]*table{}
+	var ckpts int64
 	for i, o := range cfg.Tables {
 		o.Sampler = cmp.Or(o.Sampler, replay.Prioritized)
 		o.Remover = cmp.Or(o.Remover, replay.RemoveFIFO)
@@ -129,10 +130,13 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		if tables[o.Name] != nil {
 			return rpc.Errorf(rpc.ErrTypeBadArguments, "replay: table %q given twice", o.Name)
 		}
-		t, err := w.openTable(cfg.CheckpointDir, o)
+		t, n, err := w.openTable(cfg.CheckpointDir, o)
 		if err != nil {
 			return err
 		}
+		// Checkpoints go on numbering from the newest resumed, so that
+		// they stay the newest (and survive pruning) after a restart.
+		ckpts = max(ckpts, n)
 		tables[o.Name] = &table{Table: t, caches: map[string][]uint64{}}
 	}
 	if w.srv != nil {
@@ -145,29 +149,31 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		return fmt.Errorf("replay: %w", err)
 	}
 	w.cfg, w.srv, w.tables, w.parked, w.lastCkpt = cfg, srv, tables, nil, time.Now()
+	w.ckpts = max(w.ckpts, ckpts)
 	return nil
 }
 
 // openTable resumes a table from its newest valid checkpoint, keeping the
 // configured options (a checkpoint of other options is refused), or makes
 // a new one.
-func (w *Worker) openTable(dir string, o replay.Options) (*replay.Table, error) {
+func (w *Worker) openTable(dir string, o replay.Options) (*replay.Table, int64, error) {
 	if dir != "" {
 		t, n, err := replay.LoadNewestCheckpoint(dir, o.Name, w.log)
 		if err == nil {
 			got := t.Options()
 			o.Seed, o.FirstID = got.Seed, got.FirstID
 			if got != o {
-				return nil, fmt.Errorf("replay: checkpoint %d of table %q was written with options %+v, configured %+v", n, o.Name, got, o)
+				return nil, 0, fmt.Errorf("replay: checkpoint %d of table %q was written with options %+v, configured %+v", n, o.Name, got, o)
 			}
 			w.log.Info("replay: table resumed", "table", o.Name, "checkpoint", n, "size", t.Counters().Size)
-			return t, nil
+			return t, n, nil
 		}
 		if !errors.Is(err, replay.ErrNoCheckpoint) {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	return replay.NewTable(o)
+	t, err := replay.NewTable(o)
+	return t, 0, err
 }
 
 // Poll serves the requests that have arrived and retries parked ones.

@@ -233,41 +233,54 @@ func TestReplayWorkerServesShards(t *testing.T) {
 	}
 }
 
-// A replay worker restarted with its checkpoint directory resumes its table.
+// A replay worker restarted with its checkpoint directory resumes its
+// table, twice: what was inserted after the first restart survives the
+// second (checkpoints of a restarted worker stay the newest).
 func TestReplayWorkerResumesFromCheckpoint(t *testing.T) {
 	repo := workertest.Repo(t)
-	panel := workertest.Panel(t, repo, testTrial)
 	dir := t.TempDir()
-	r := startReplay(t, repo, panel, 0, dir)
 	c := client(t, repo)
-	eventually.True(t, 5*time.Second, "shard known", func() bool { return len(c.Shards()) == 1 })
-	ins := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "t", Items: [][]byte{{1}, {2}, {3}, {4}, {5}}, Priorities: f64(1, 1, 1, 1, 1)})
-	if ins.Error != nil {
-		t.Fatal(ins.Error)
-	}
-	if err := panel.Request(ctxT(t), r.Name(), "checkpoint", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	r.Cancel()
-	<-r.Done()
-	// A new panel: the old one's connection points at the old address.
-	startReplay(t, repo, workertest.Panel(t, repo, testTrial), 0, dir)
-	eventually.True(t, 5*time.Second, "restarted shard known", func() bool {
-		c.Poll()
-		return len(c.Shards()) == 1
-	})
-	var got *stream.ReplayReply
-	eventually.NoError(t, 10*time.Second, "sample from the restarted worker", func() error {
-		got = do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 5, TimeoutMs: 200})
-		if got.Error != nil {
-			return got.Error
+	var ids []int64
+	for round := range 3 {
+		// A new panel each time: an old one's connection points at the
+		// old address.
+		panel := workertest.Panel(t, repo, testTrial)
+		r := startReplay(t, repo, panel, 0, dir)
+		eventually.True(t, 5*time.Second, "shard known", func() bool {
+			c.Poll()
+			return len(c.Shards()) == 1
+		})
+		// What was inserted before is all there.
+		if len(ids) > 0 {
+			var got *stream.ReplayReply
+			eventually.NoError(t, 10*time.Second, "sample from the restarted worker", func() error {
+				got = do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 50, TimeoutMs: 200})
+				if got.Error != nil {
+					return got.Error
+				}
+				return nil
+			})
+			if got.Size != len(ids) {
+				t.Fatalf("round %d: the resumed table holds %d items, %d were inserted", round, got.Size, len(ids))
+			}
+			for i, id := range got.IDs.Data {
+				if !slices.Contains(ids, id) {
+					t.Fatalf("round %d: item %d: id %x not one inserted before (%x)", round, i, id, ids)
+				}
+			}
 		}
-		return nil
-	})
-	for i, id := range got.IDs.Data {
-		if !slices.Contains(ins.IDs.Data, id) {
-			t.Fatalf("item %d: id %x not one inserted before the restart (%x)", i, id, ins.IDs.Data)
+		ins := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "t", Items: [][]byte{{1}, {2}, {3}, {4}, {5}}, Priorities: f64(1, 1, 1, 1, 1)})
+		if ins.Error != nil {
+			t.Fatal(ins.Error)
 		}
+		ids = append(ids, ins.IDs.Data...)
+		for range 4 - round { // fewer checkpoints than the worker before wrote
+			if err := panel.Request(ctxT(t), r.Name(), "checkpoint", nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.Cancel()
+		<-r.Done()
 	}
 }
 

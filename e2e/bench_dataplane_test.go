@@ -9,6 +9,7 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/worker"
@@ -86,6 +87,23 @@ func BenchmarkPipelineSlots(b *testing.B) {
 	for _, slots := range []int{1, 2, 4} {
 		b.Run(fmt.Sprint("slots=", slots), func(b *testing.B) {
 			benchPipeline(b, c.benchTrial(b), 2, 64, slots)
+		})
+	}
+}
+
+// BenchmarkPipelineTransport is 2 actors of 64 environments with the data
+// plane over ipc:// (the default between processes of one node) and over
+// tcp on the loopback (DISTRL_IPC=0 keeps the servers from advertising
+// ipc).
+func BenchmarkPipelineTransport(b *testing.B) {
+	c := newCluster(b)
+	for _, transport := range []string{"ipc", "tcp"} {
+		b.Run(transport, func(b *testing.B) {
+			sub := c.benchTrial(b)
+			if transport == "tcp" {
+				sub.env = append(sub.env, zsock.IPCEnv+"=0")
+			}
+			benchPipeline(b, sub, 2, 64, 0)
 		})
 	}
 }

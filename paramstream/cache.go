@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve/names"
 )
 
@@ -78,17 +79,9 @@ func DefaultCacheDir(trial names.Trial, policy string) string {
 	return filepath.Join(root, pathComponent(NodeName()), pathComponent(trial.Experiment), pathComponent(trial.Trial), pathComponent(policy))
 }
 
-// NodeName names this node for its cache directory: $SLURMD_NODENAME in
-// a SLURM job (SLURM's name of the node), else the host name.
-func NodeName() string {
-	if n := os.Getenv("SLURMD_NODENAME"); n != "" {
-		return n
-	}
-	if h, err := os.Hostname(); err == nil && h != "" {
-		return h
-	}
-	return "localhost"
-}
+// NodeName names this node for its cache directory (zsock.NodeName):
+// $SLURMD_NODENAME in a SLURM job, else the host name.
+func NodeName() string { return zsock.NodeName() }
 
 // pathComponent makes a name safe as one path component: separators are
 // escaped, and "", "." and ".." cannot climb or collapse the tree.

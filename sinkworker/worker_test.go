@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/distrl/distrl/internal/zsock"
 	"log/slog"
 	"testing"
 	"time"
@@ -111,7 +112,7 @@ func TestSinkCountsWhatArrives(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer push.Close()
-	if err := push.Connect("tcp://" + addr); err != nil {
+	if err := push.Connect(zsock.Endpoint(addr)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := push.SendBytes([]byte("garbage"), 0); err != nil {

@@ -66,7 +66,10 @@
 //	sample             (PUSH -> PULL):     an api.SampleBatch
 //
 // Address records hold "host:port" (a value with a scheme, such as
-// "tcp://host:port" or "ipc:///path", is used as is). Bound sockets cap the
+// "tcp://host:port" or "ipc:///path", is used as is). A bound stream socket
+// is also bound to an ipc:// path and advertises "host:port|ipc:///path|node"
+// (zsock.Advertise): a peer on the same node (zsock.NodeName) connects over
+// ipc, any other over tcp; DISTRL_IPC=0 turns the ipc endpoint off. Bound sockets cap the
 // size of a message they accept (MaxMsgSize, 64 MiB by default): ZMQ drops
 // the connection of a peer that sends more, so hostile input cannot make a
 // consumer allocate without bound.

@@ -23,8 +23,9 @@ const (
 
 // bindAndRegister creates a socket of type t with o (zsock.Bind; LINGER 0,
 // so what is still queued for peers that went away does not hold up
-// Close), bound to a free port of host, and registers its address under
-// key on a lease of ttl. On error nothing is left open or registered.
+// Close), bound to a free port of host and to an ipc:// path
+// (zsock.BindIPC), and registers both under key (zsock.Advertise) on a
+// lease of ttl; it returns the tcp address. On error nothing is left open or registered.
 func bindAndRegister(ctx context.Context, t zmq.Type, o zsock.Options, host string,
 	repo nameresolve.Repository, key string, ttl time.Duration) (*zmq.Socket, string, error) {
 	o.Linger = 0
@@ -32,7 +33,13 @@ func bindAndRegister(ctx context.Context, t zmq.Type, o zsock.Options, host stri
 	if err != nil {
 		return nil, "", err
 	}
-	if err := register(ctx, repo, key, addr, ttl); err != nil {
+	// Peers on this node connect over ipc://, the others over tcp.
+	ipc, err := zsock.BindIPC(sock)
+	if err != nil {
+		sock.Close()
+		return nil, "", err
+	}
+	if err := register(ctx, repo, key, zsock.Advertise(addr, ipc), ttl); err != nil {
 		sock.Close()
 		return nil, "", err
 	}

@@ -102,6 +102,9 @@ var rows = []row{
 	{"pipeline 4x256: policy worker busy fraction", "e2e.BenchmarkPipelineActors/actors=4/envs=256 policy-busy", "", false},
 	{"pipeline 4x256: inference requests per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=256 req-msgs/step", "", false},
 	{"pipeline 4x256: bytes per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=256 bytes/step", "", false},
+	// Transport: the same pipeline with its streams over ipc:// (chosen
+	// between processes of one node) against tcp on the loopback.
+	{"pipeline 2x64 over ipc vs over tcp (env steps/s)", "e2e.BenchmarkPipelineTransport/ipc steps/s", "e2e.BenchmarkPipelineTransport/tcp steps/s", true},
 	// Double-buffered sampling: the ring stepped as 2 or 4 slots, each its
 	// own request, against 1 slot (step everything, then wait).
 	{"pipeline 2x64, ring_slots=2 vs 1 (env steps/s)", "e2e.BenchmarkPipelineSlots/slots=2 steps/s", "e2e.BenchmarkPipelineSlots/slots=1 steps/s", true},

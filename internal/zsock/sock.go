@@ -162,14 +162,6 @@ func bracketed(host string) string {
 	return host
 }
 
-// Endpoint turns a registered address into a ZMQ endpoint: "host:port"
-// gets the tcp scheme, a value that has a scheme is used as is.
-func Endpoint(addr string) string {
-	if strings.Contains(addr, "://") {
-		return addr
-	}
-	return "tcp://" + addr
-}
 
 // IsEAGAIN reports whether err is ZMQ's EAGAIN: nothing to receive, or no
 // room (or no peer) for a non-blocking send.

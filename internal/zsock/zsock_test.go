@@ -127,11 +127,59 @@ func TestEndpoint(t *testing.T) {
 		{"tcp://10.0.0.1:1", "tcp://10.0.0.1:1"},
 		{"ipc:///tmp/x", "ipc:///tmp/x"},
 		{"inproc://a", "inproc://a"},
+		// Advertised pairs: ipc on the node that bound it, tcp elsewhere.
+		{"127.0.0.1:5555|ipc:///tmp/d/1.sock|" + NodeName(), "ipc:///tmp/d/1.sock"},
+		{"10.0.0.2:5555|ipc:///tmp/d/1.sock|another-node-" + NodeName(), "tcp://10.0.0.2:5555"},
+		{"10.0.0.2:5555|tcp://evil:1|" + NodeName(), "tcp://10.0.0.2:5555"},
+		{"10.0.0.2:5555|", "tcp://10.0.0.2:5555"},
 	}
 	for _, c := range cases {
 		if got := Endpoint(c.in); got != c.want {
 			t.Errorf("Endpoint(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// A socket bound by Bind and BindIPC takes messages on both endpoints, and
+// Advertise's record leads a peer on this node to the ipc one.
+func TestBindIPC(t *testing.T) {
+	pull, addr, err := Bind(zmq.PULL, "127.0.0.1", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pull.Close()
+	ipc, err := BindIPC(pull)
+	if err != nil || !strings.HasPrefix(ipc, "ipc://") {
+		t.Fatalf("BindIPC: %q, %v", ipc, err)
+	}
+	rec := Advertise(addr, ipc)
+	if got := Endpoint(rec); got != ipc {
+		t.Fatalf("Endpoint(%q) = %q, want %q", rec, got, ipc)
+	}
+	pull.SetRcvtimeo(5 * time.Second)
+	for _, ep := range []string{ipc, "tcp://" + addr} {
+		push, err := New(zmq.PUSH, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := push.Connect(ep); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := push.Send(ep, 0); err != nil {
+			t.Fatal(err)
+		}
+		got, err := pull.Recv(0)
+		push.Close()
+		if err != nil || got != ep {
+			t.Fatalf("via %s: %q, %v", ep, got, err)
+		}
+	}
+	t.Setenv(IPCEnv, "0")
+	if ipc, err := BindIPC(pull); ipc != "" || err != nil {
+		t.Fatalf("with %s=0: %q, %v; want nothing bound", IPCEnv, ipc, err)
+	}
+	if rec := Advertise(addr, ""); rec != addr {
+		t.Fatalf("Advertise without ipc = %q", rec)
 	}
 }
 

@@ -49,7 +49,7 @@ func startReplay(t testing.TB, repo nameresolve.Repository, panel *worker.Contro
 }
 
 func client(t *testing.T, repo nameresolve.Repository) *stream.ReplayClient {
-	c, err := stream.NewReplayClient(ctxT(t), stream.ReplayClientOptions{Repo: repo, Trial: testTrial, Slack: time.Second})
+	c, err := stream.NewReplayClient(ctxT(t), stream.ReplayClientOptions{Repo: repo, Trial: testTrial, Slack: 10 * time.Second}) // the server answers first, even on a loaded machine
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,9 @@ func (h *host) dropExited() {
 func (h *host) wait(busy bool, idleWait time.Duration) error {
 	h.rebuild()
 	timeout := idleWait
+	for _, w := range h.live {
+		timeout = min(timeout, w.waitFor())
+	}
 	if busy {
 		timeout = 0
 	}
@@ -110,6 +113,11 @@ func (h *host) wait(busy bool, idleWait time.Duration) error {
 	for i, p := range polled {
 		if p.Events&zmq.POLLIN != 0 {
 			h.due[h.owner[i]] = true
+		}
+	}
+	for i, w := range h.live {
+		if w.deadlineDue() {
+			h.due[i] = true
 		}
 	}
 	if now := time.Now(); now.Sub(h.swept) >= idleWait {

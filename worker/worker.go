@@ -191,12 +191,27 @@ func (w *Worker) Run(ctx context.Context) error {
 			return err
 		}
 		if idle && !w.exiting {
-			if _, err := w.srv.WaitRequest(ctx, w.opts.IdleWait); err != nil && ctx.Err() == nil {
+			if _, err := w.srv.WaitRequest(ctx, w.waitFor()); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("worker %s: wait: %w", w.name, err)
 			}
 		}
 	}
 	return w.result()
+}
+
+// waitFor is how long the idle worker may sleep: IdleWait, or less when
+// its type has work due at a time of its own (Deadliner).
+func (w *Worker) waitFor() time.Duration {
+	if d, ok := w.impl.(Deadliner); ok && w.state == StateRunning {
+		return min(w.opts.IdleWait, max(d.IdleFor(), time.Millisecond))
+	}
+	return w.opts.IdleWait
+}
+
+// deadlineDue reports whether a Deadliner's own deadline has come.
+func (w *Worker) deadlineDue() bool {
+	d, ok := w.impl.(Deadliner)
+	return ok && w.state == StateRunning && d.IdleFor() <= time.Millisecond
 }
 
 // step is one turn of the loop: the requests queued (up to

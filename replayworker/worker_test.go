@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
@@ -214,11 +215,20 @@ func TestReplayWorkerServesShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := zmq.NewSocket(zmq.DEALER)
+	raw, err := zmq.NewSocket(zmq.DEALER)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer raw.Close()
-	raw.Connect("tcp://" + addr)
+	raw.SetLinger(0)
+	if err := raw.Connect(zsock.Endpoint(addr)); err != nil {
+		t.Fatalf("connect to %q: %v", addr, err)
+	}
 	for _, g := range [][]byte{[]byte("garbage"), {0xdf, 0xff, 0xff, 0xff, 0xff}, {0x81, 0xa2, 'o', 'p', 0xa1, 'x'}} {
-		raw.SendBytes(g, 0)
+		eventually.NoError(t, 5*time.Second, "send garbage", func() error {
+			_, err := raw.SendBytes(g, zmq.DONTWAIT)
+			return err
+		})
 	}
 	eventually.NoError(t, 5*time.Second, "malformed counted", func() error {
 		if s := getStats(t, panel, 0); s.Malformed != 4 {

@@ -19,14 +19,20 @@ for pkg in $($GO list "$pattern"); do
     out="$log/$(echo "$pkg.$t" | tr '/' '_')"
     if $GO test -run '^$' -fuzz "^${t}\$" -fuzztime "$FUZZTIME" "$pkg" >"$out" 2>&1; then
       result=ok
+    elif grep -q 'context deadline exceeded' "$out" && ! grep -q 'Failing input' "$out"; then
+      # The engine's own deadline hit an input still running when FUZZTIME
+      # ran out: no failing input, nothing found.
+      result="ok (an input was still running at the deadline)"
     else
       result="FAILED (see below)"
       failed=1
     fi
-    # The last progress line: "fuzz: elapsed: 30s, execs: 123456 (4115/sec), ..."
+    # The last progress line: "fuzz: elapsed: 30s, execs: 123456 (4115/sec), ...".
+    # Executions that stop rising (0/sec) mean one input runs that long:
+    # the table shows the count, the log the stall.
     execs=$(grep -o 'execs: [0-9]*' "$out" | tail -1 | cut -d' ' -f2)
     printf '%-60s %12s %s\n' "${pkg#github.com/distrl/distrl/}.$t" "${execs:-?}" "$result"
-    if [ "$result" != ok ]; then
+    if [ "${result%% *}" != ok ]; then
       tail -30 "$out"
     fi
   done

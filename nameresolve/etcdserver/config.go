@@ -1,6 +1,7 @@
 package etcdserver
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net"
@@ -57,6 +58,17 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("etcdserver: peer address: %w", err)
 	}
 	return c, nil
+}
+
+// picksPorts reports whether Start chooses a port itself for the client or
+// the peer address (port 0, or the defaults when those ask for port 0).
+func (c Config) picksPorts() bool {
+	for _, addr := range []string{cmp.Or(c.ClientAddr, DefaultClientAddr), cmp.Or(c.PeerAddr, DefaultPeerAddr)} {
+		if _, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+			return true
+		}
+	}
+	return false
 }
 
 // resolvePort replaces port 0 in addr with a free port.

@@ -2,10 +2,12 @@ package etcdserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -41,12 +43,27 @@ type Server struct {
 	closeOnce sync.Once
 }
 
+// portAttempts bounds how often Start picks new ports when an address it was
+// given with port 0 is taken between picking and binding (freePort's window).
+const portAttempts = 5
+
 // Start starts an embedded etcd and waits, bounded by ctx, until it serves clients.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		resolved, err := cfg.withDefaults()
+		if err != nil {
+			return nil, err
+		}
+		s, err := start(ctx, resolved)
+		if err == nil || attempt == portAttempts || !errors.Is(err, syscall.EADDRINUSE) || !cfg.picksPorts() {
+			return s, err
+		}
+		resolved.Logger.Info("embedded etcd: a picked port was taken meanwhile; picking again", "err", err)
 	}
+}
+
+// start starts etcd on the concrete addresses of cfg.
+func start(ctx context.Context, cfg Config) (*Server, error) {
 	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
 	peerURL := url.URL{Scheme: "http", Host: cfg.PeerAddr}
 

@@ -2,7 +2,10 @@ package etcdserver
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,5 +117,41 @@ func TestStartCanceled(t *testing.T) {
 	_, err := Start(ctx, Config{Dir: t.TempDir(), ClientAddr: "127.0.0.1:0"})
 	if err == nil {
 		t.Fatal("Start with a canceled context succeeded")
+	}
+}
+
+// TestTakenClientPort checks that a taken port fails Start with an error that
+// still says EADDRINUSE, which is what Start's retry of picked ports keys on.
+func TestTakenClientPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{Dir: t.TempDir(), ClientAddr: l.Addr().String()})
+	if err == nil {
+		s.Close()
+		t.Fatal("Start on a taken client port succeeded")
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("Start on a taken port = %v; want EADDRINUSE in its chain", err)
+	}
+}
+
+func TestPicksPorts(t *testing.T) {
+	cases := []struct {
+		in   Config
+		want bool
+	}{
+		{Config{}, true}, // the default peer address asks for port 0
+		{Config{ClientAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:2380"}, true},
+		{Config{ClientAddr: "127.0.0.1:2379", PeerAddr: "127.0.0.1:2380"}, false},
+	}
+	for _, c := range cases {
+		if got := c.in.picksPorts(); got != c.want {
+			t.Errorf("%+v.picksPorts() = %v, want %v", c.in, got, c.want)
+		}
 	}
 }

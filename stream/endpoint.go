@@ -64,6 +64,16 @@ func register(ctx context.Context, repo nameresolve.Repository, key, addr string
 	return nil
 }
 
+// closeBound removes a bound socket's endpoint record, so peers stop
+// sending to it at once, and closes the socket; what names the socket in
+// the error.
+func closeBound(repo nameresolve.Repository, key string, sock *zmq.Socket, what string) error {
+	if err := errors.Join(unregister(repo, key), sock.Close()); err != nil {
+		return fmt.Errorf("stream: close %s: %w", what, err)
+	}
+	return nil
+}
+
 // unregister removes a record on a graceful Close, so peers stop using
 // the endpoint at once instead of after the lease expires.
 func unregister(repo nameresolve.Repository, key string) error {

@@ -284,10 +284,5 @@ func (s *InferenceServer) Close() error {
 	}
 	s.closed = true
 	s.held = nil
-	errU := unregister(s.opts.Repo, s.key)
-	errC := s.sock.Close()
-	if err := errors.Join(errU, errC); err != nil {
-		return fmt.Errorf("stream: close inference server: %w", err)
-	}
-	return nil
+	return closeBound(s.opts.Repo, s.key, s.sock, "inference server")
 }

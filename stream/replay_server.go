@@ -169,7 +169,5 @@ func (s *ReplayServer) Close() error {
 		return nil
 	}
 	s.closed = true
-	err := unregister(s.opts.Repo, s.key)
-	return errors.Join(err, s.sock.Close())
+	return closeBound(s.opts.Repo, s.key, s.sock, "replay server")
 }
-

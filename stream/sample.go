@@ -345,10 +345,5 @@ func (c *SampleConsumer) Close() error {
 		return nil
 	}
 	c.closed = true
-	errU := unregister(c.opts.Repo, c.key)
-	errC := c.sock.Close()
-	if err := errors.Join(errU, errC); err != nil {
-		return fmt.Errorf("stream: close sample consumer: %w", err)
-	}
-	return nil
+	return closeBound(c.opts.Repo, c.key, c.sock, "sample consumer")
 }

@@ -47,6 +47,7 @@ $(GOBIN)/staticcheck:
 
 # Also refuses tracked files over 1 MB (a committed binary once weighed 35 MB).
 lint: vet $(GOBIN)/staticcheck
+	@unformatted=$$(gofmt -l .); [ -z "$$unformatted" ] || { echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; }
 	$(GOBIN)/staticcheck ./...
 	scripts/checksize.sh
 

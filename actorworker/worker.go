@@ -59,7 +59,7 @@ type Config struct {
 	Deterministic bool          `msgpack:"deterministic"`
 	// SampleStream is the sample stream's name; "null" discards batches.
 	SampleStream string `msgpack:"sample_stream"`
-	SampleSteps int `msgpack:"sample_steps"` // steps per batch; default 200
+	SampleSteps  int    `msgpack:"sample_steps"` // steps per batch; default 200
 	// MaxPollSteps bounds the targets one poll visits; default the larger
 	// of the ring size and 16.
 	MaxPollSteps int `msgpack:"max_poll_steps"`

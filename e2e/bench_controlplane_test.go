@@ -58,4 +58,3 @@ func BenchmarkGroupRequestHosted(b *testing.B) {
 		})
 	}
 }
-

@@ -158,11 +158,11 @@ type episode struct {
 // and closed; at close every step's returns are computed and the episode
 // becomes sampleable. It is not safe for concurrent use (one actor loop).
 type Memory struct {
-	cfg    Config
-	rng    *rand.Rand
-	open   map[EpisodeID]*episode
-	closed []*episode // oldest first
-	nextID EpisodeID
+	cfg     Config
+	rng     *rand.Rand
+	open    map[EpisodeID]*episode
+	closed  []*episode // oldest first
+	nextID  EpisodeID
 	nextKey uint64
 	// tree holds p^alpha of closed transitions in a ring of slots; owner
 	// maps a slot to its episode and step.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
-	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/replayworker"

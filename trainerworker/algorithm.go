@@ -9,8 +9,8 @@ import (
 
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
-	"github.com/vmihailenco/msgpack/v5"
 	zmq "github.com/pebbe/zmq4"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Algorithms a trainer runs: the "algorithm" key of its configuration.

@@ -24,8 +24,8 @@ import (
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
-	"github.com/vmihailenco/msgpack/v5"
 	zmq "github.com/pebbe/zmq4"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // DQNConfig is the configuration of a trainer with algorithm "dqn".
@@ -97,13 +97,13 @@ type dqnTrainer struct {
 	lastStat dqn.Stats
 
 	trained, sampleErrors, updateErrors, prioritySent, checkpoints, ckptFailures int64
-	episodes                                                                    int64
-	returns                                                                     ring
-	rate                                                                        rateRing
-	since                                                                       time.Time
-	resumed                                                                     int64
-	warnings                                                                    map[string]string
-	evalSeed                                                                    int64
+	episodes                                                                     int64
+	returns                                                                      ring
+	rate                                                                         rateRing
+	since                                                                        time.Time
+	resumed                                                                      int64
+	warnings                                                                     map[string]string
+	evalSeed                                                                     int64
 }
 
 func newDQN(info worker.Info) *dqnTrainer {

@@ -162,7 +162,6 @@ func bracketed(host string) string {
 	return host
 }
 
-
 // IsEAGAIN reports whether err is ZMQ's EAGAIN: nothing to receive, or no
 // room (or no peer) for a non-blocking send.
 func IsEAGAIN(err error) bool {

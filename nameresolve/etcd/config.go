@@ -53,6 +53,8 @@ type Config struct {
 	DialTimeout time.Duration
 	// Logger receives lease losses and recoveries; nil discards them.
 	Logger *slog.Logger
+	// Security is TLS and authentication; the zero value is neither.
+	Security
 }
 
 func (c Config) withDefaults() (Config, error) {

@@ -11,6 +11,14 @@
 // long as nobody else writes them: a record someone else has rewritten since
 // is neither re-added after a lease loss nor deleted on Close.
 //
+// Config.Security speaks TLS (a CA bundle, a client certificate) and etcd's
+// role-based authentication to an etcd shared with others; its fields are
+// etcdctl's flags. Open fails at once on a file it cannot use
+// (*SecurityError), and with ErrTLS or ErrAuth, not
+// nameresolve.ErrUnavailable, when etcd answers but the handshake or the
+// credentials fail. Every key distrl touches is under names.DefaultRoot, so
+// a role with read/write on that prefix is all it needs.
+//
 // Close is a graceful exit: DeleteOnExit records are deleted and leases are
 // revoked, so leased records vanish at once. A process that dies without
 // Close leaves its leased records to expire within their TTL.

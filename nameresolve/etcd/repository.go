@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
 )
 
 // Repository is a nameresolve.Repository on etcd. It is safe for concurrent use.
@@ -52,13 +51,25 @@ type ownedRecord struct {
 var _ nameresolve.Repository = (*Repository)(nil)
 
 // Open connects to etcd and checks, within cfg.DialTimeout, that it answers.
-// If it does not, the error wraps nameresolve.ErrUnavailable and reads
-// "name resolve: etcd at HOST:PORT is unreachable (REASON)".
+// A Security field that cannot be used is a *SecurityError, before any
+// connection. If etcd does not answer, the error wraps
+// nameresolve.ErrUnavailable and reads "name resolve: etcd at HOST:PORT is
+// unreachable (REASON)"; a failed TLS handshake wraps ErrTLS, refused
+// credentials ErrAuth, each on one line with the reason.
 func Open(ctx context.Context, cfg Config) (*Repository, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	tc, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	user, password, err := cfg.Credentials()
+	if err != nil {
+		return nil, err
+	}
+	// With a user, New authenticates, bounded by DialTimeout.
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            cfg.Endpoints,
 		DialTimeout:          cfg.DialTimeout,
@@ -66,20 +77,25 @@ func Open(ctx context.Context, cfg Config) (*Repository, error) {
 		DialKeepAliveTimeout: keepAliveTimeout,
 		Logger:               zap.NewNop(),
 		DialOptions:          []grpc.DialOption{grpc.WithConnectParams(reconnectParams)},
+		TLS:                  tc,
+		Username:             user,
+		Password:             password,
 	})
 	if err != nil {
-		return nil, newUnreachable(cfg.Endpoints, cfg.DialTimeout, err, tcpDialer(cfg.DialTimeout))
+		return nil, newOpenError(cfg.Endpoints, cfg.DialTimeout, tc, err)
 	}
-	// A linearizable read needs a leader, so success means etcd can serve us.
+	// A linearizable read needs a leader, so success means etcd can serve
+	// us. The key is under distrl's root, where a shared etcd's role for
+	// distrl grants access.
 	pctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
-	_, err = cli.Get(pctx, "distrl-open-probe", clientv3.WithCountOnly())
+	_, err = cli.Get(pctx, names.DefaultRoot+"/open-probe", clientv3.WithCountOnly())
 	cancel()
 	if err != nil {
 		_ = cli.Close()
 		if errors.Is(ctx.Err(), context.Canceled) { // the caller gave up; etcd may be fine
 			return nil, fmt.Errorf("nameresolve/etcd: open %s: %w", strings.Join(cfg.Endpoints, ","), ctx.Err())
 		}
-		return nil, newUnreachable(cfg.Endpoints, cfg.DialTimeout, err, tcpDialer(cfg.DialTimeout))
+		return nil, newOpenError(cfg.Endpoints, cfg.DialTimeout, tc, err)
 	}
 
 	r := &Repository{
@@ -92,21 +108,6 @@ func Open(ctx context.Context, cfg Config) (*Repository, error) {
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
-}
-
-// tcpDialer returns a plain TCP reachability check for explaining a failed probe.
-func tcpDialer(timeout time.Duration) func(string) error {
-	return func(ep string) error {
-		host := ep
-		if u, err := url.Parse(ep); err == nil && u.Host != "" {
-			host = u.Host
-		}
-		c, err := net.DialTimeout("tcp", host, timeout)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	}
 }
 
 // bind returns ctx, also canceled when the repository closes, so that no

@@ -30,7 +30,21 @@ type Config struct {
 	Name string
 	// Logger receives start/stop lines and etcd's own errors; nil discards them.
 	Logger *slog.Logger
+
+	// TLS on the client port, as etcd's flags of the same names. CertFile
+	// and KeyFile (--cert-file, --key-file) make it serve TLS only;
+	// TrustedCAFile (--trusted-ca-file) verifies client certificates, and
+	// with ClientCertAuth (--client-cert-auth) a client must present one.
+	CertFile, KeyFile string
+	TrustedCAFile     string
+	ClientCertAuth    bool
+	// BcryptCost is the cost of hashing users' passwords (etcd's
+	// --bcrypt-cost); etcd's default (10) if zero. Each authentication pays it.
+	BcryptCost uint
 }
+
+// tls reports whether the client port serves TLS.
+func (c Config) tls() bool { return c.CertFile != "" || c.KeyFile != "" }
 
 // withDefaults validates c and fills in defaults, resolving port 0 to a
 // concrete free port so that Endpoint is known before etcd starts.
@@ -49,6 +63,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return c, fmt.Errorf("etcdserver: TLS needs both a certificate and a key file (got cert %q, key %q)", c.CertFile, c.KeyFile)
+	}
+	if c.ClientCertAuth && (c.TrustedCAFile == "" || !c.tls()) {
+		return c, fmt.Errorf("etcdserver: client certificate authentication needs TLS and a trusted CA file")
 	}
 	var err error
 	if c.ClientAddr, err = resolvePort(c.ClientAddr); err != nil {

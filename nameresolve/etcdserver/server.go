@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"google.golang.org/grpc"
 
@@ -66,8 +67,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 func start(ctx context.Context, cfg Config) (*Server, error) {
 	clientURL := url.URL{Scheme: "http", Host: cfg.ClientAddr}
 	peerURL := url.URL{Scheme: "http", Host: cfg.PeerAddr}
+	endpoint := cfg.ClientAddr
+	if cfg.tls() {
+		clientURL.Scheme = "https"
+		endpoint = clientURL.String()
+	}
 
-	s := &Server{endpoint: cfg.ClientAddr, log: cfg.Logger}
+	s := &Server{endpoint: endpoint, log: cfg.Logger}
 
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
@@ -77,6 +83,13 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.ListenPeerUrls = []url.URL{peerURL}
 	ec.AdvertisePeerUrls = []url.URL{peerURL}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	ec.ClientTLSInfo = transport.TLSInfo{
+		CertFile: cfg.CertFile, KeyFile: cfg.KeyFile,
+		TrustedCAFile: cfg.TrustedCAFile, ClientCertAuth: cfg.ClientCertAuth,
+	}
+	if cfg.BcryptCost > 0 {
+		ec.BcryptCost = cfg.BcryptCost
+	}
 	ec.TickMs = tickMs
 	ec.ElectionMs = electionMs
 	// Keep one hour of history: enough for any watcher to catch up after a
@@ -116,7 +129,8 @@ func (s *Server) registerGRPC(gs *grpc.Server) {
 	s.grpcs = append(s.grpcs, gs)
 }
 
-// Endpoint is the client address, "127.0.0.1:PORT", for nameresolve/etcd.Open.
+// Endpoint is the client address for nameresolve/etcd.Open: "HOST:PORT",
+// or "https://HOST:PORT" when it serves TLS.
 func (s *Server) Endpoint() string { return s.endpoint }
 
 // Done is closed once the server has stopped, whether by Close or by a fatal error.

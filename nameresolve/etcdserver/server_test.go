@@ -46,6 +46,9 @@ func TestConfigDefaults(t *testing.T) {
 	}{
 		{"no dir", Config{}, "Dir is required", nil},
 		{"bad addr", Config{Dir: "d", ClientAddr: "nonsense"}, "client address", nil},
+		{"cert without key", Config{Dir: "d", CertFile: "c.pem"}, "both a certificate and a key", nil},
+		{"client certs without CA", Config{Dir: "d", CertFile: "c.pem", KeyFile: "k.pem", ClientCertAuth: true}, "trusted CA", nil},
+		{"client certs without TLS", Config{Dir: "d", TrustedCAFile: "ca.pem", ClientCertAuth: true}, "needs TLS", nil},
 		{"defaults", Config{Dir: "d"}, "", func(c Config) bool {
 			return c.ClientAddr == DefaultClientAddr && c.Name == DefaultName &&
 				strings.HasPrefix(c.PeerAddr, "127.0.0.1:") && c.PeerAddr != DefaultPeerAddr

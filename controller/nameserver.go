@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,12 +21,15 @@ func (c *Controller) openNameResolve(ctx context.Context) error {
 		return c.openRemoteNameResolve(ctx)
 	}
 	if len(c.opts.NameResolve) > 0 && anyAnswers(ctx, c.opts.NameResolve) {
-		repo, err := etcd.Open(ctx, etcd.Config{Endpoints: c.opts.NameResolve, DialTimeout: etcdDialTimeout, Logger: c.log})
+		repo, err := etcd.Open(ctx, c.nameResolveConfig())
 		if err == nil {
 			c.repo, c.endpoint = repo, strings.Join(c.opts.NameResolve, ",")
 			c.out.event("name resolve: etcd at %s", c.endpoint)
 			c.record.NameResolve = c.endpoint
 			return nil
+		}
+		if refused(err) { // the etcd meant, refusing us: an embedded one would hide that
+			return fmt.Errorf("%w: %w", ErrNameResolve, err)
 		}
 		c.log.Warn("the name server answers but not as etcd: running an embedded etcd", "endpoints", c.opts.NameResolve, "err", err)
 	}
@@ -62,7 +66,7 @@ func (c *Controller) openRemoteNameResolve(ctx context.Context) error {
 		return fmt.Errorf("%w: nothing answers at %s (start one with `rlctl nameserver --listen ADDR` on a host the nodes reach)",
 			ErrNameResolve, strings.Join(c.opts.NameResolve, ","))
 	}
-	repo, err := etcd.Open(ctx, etcd.Config{Endpoints: c.opts.NameResolve, DialTimeout: etcdDialTimeout, Logger: c.log})
+	repo, err := etcd.Open(ctx, c.nameResolveConfig())
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNameResolve, err)
 	}
@@ -70,6 +74,46 @@ func (c *Controller) openRemoteNameResolve(ctx context.Context) error {
 	c.out.event("name resolve: etcd at %s", c.endpoint)
 	c.record.NameResolve = c.endpoint
 	return nil
+}
+
+// nameResolveConfig is the client configuration of the etcd of NameResolve.
+func (c *Controller) nameResolveConfig() etcd.Config {
+	return etcd.Config{Endpoints: c.opts.NameResolve, DialTimeout: etcdDialTimeout, Logger: c.log, Security: c.opts.NameResolveSecurity}
+}
+
+// refused reports whether etcd answered but refused this client: settings
+// that cannot be used, a failed TLS handshake, refused credentials.
+func refused(err error) bool {
+	var se *etcd.SecurityError
+	return errors.As(err, &se) || errors.Is(err, etcd.ErrTLS) || errors.Is(err, etcd.ErrAuth)
+}
+
+// nameResolveArgs are the worker flags for the TLS and authentication of
+// the name server, and the environment that carries the password: a
+// command line would show it in ps and in SLURM's scripts. The embedded
+// etcd is plaintext and needs neither.
+func (c *Controller) nameResolveArgs() (args, env []string) {
+	if c.etcd != nil {
+		return nil, nil
+	}
+	s := c.opts.NameResolveSecurity
+	for _, f := range []struct{ flag, value string }{
+		{"--nameresolve-cacert", s.CACert}, {"--nameresolve-cert", s.Cert}, {"--nameresolve-key", s.Key},
+	} {
+		if f.value != "" {
+			args = append(args, f.flag, f.value)
+		}
+	}
+	if s.InsecureSkipTLSVerify {
+		args = append(args, "--nameresolve-insecure-skip-tls-verify")
+	}
+	// Credentials was checked when the repository opened (or, for a dry
+	// run, by rlctl): an error here leaves the user out.
+	if user, password, err := s.Credentials(); err == nil && user != "" {
+		args = append(args, "--nameresolve-user", user)
+		env = append(env, EnvNameResolvePassword+"="+password)
+	}
+	return args, env
 }
 
 // CheckRemoteNameResolve refuses endpoints that workers on other machines

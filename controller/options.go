@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/experiment"
+	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
 )
@@ -22,6 +23,9 @@ const (
 	DefaultHost = "127.0.0.1"
 	// CtlName is the controller's name among the trial's workers.
 	CtlName = "ctl"
+	// EnvNameResolvePassword carries the etcd password to the workers
+	// (rlctl's --nameresolve-password reads it).
+	EnvNameResolvePassword = "RLCTL_NAMERESOLVE_PASSWORD"
 )
 
 // Timeouts of single steps, generous for a loaded 2-core machine.
@@ -52,6 +56,10 @@ type Options struct {
 	// NameResolve are the etcd endpoints to use. If none answers, the
 	// controller runs an embedded etcd for the trial's lifetime.
 	NameResolve []string
+	// NameResolveSecurity is TLS and authentication for the etcd of
+	// NameResolve; workers get it as flags, the password in their
+	// environment. An embedded etcd uses none.
+	NameResolveSecurity etcd.Security
 	// WorkerArgs are added to every worker's flags (--log-level, --curve-keys).
 	WorkerArgs []string
 	// Host is where workers and the controller bind; DefaultHost if empty.

@@ -261,7 +261,7 @@ func (s *Slurm) StartGroup(ctx context.Context, specs []WorkerSpec) ([]Handle, e
 	if err != nil {
 		return nil, err
 	}
-	job, err := s.submit(ctx, specs[0].Type, path)
+	job, err := s.submit(ctx, specs[0].Type, path, specs[0].Env)
 	if err != nil {
 		return nil, err
 	}
@@ -280,17 +280,24 @@ func (s *Slurm) Start(ctx context.Context, spec WorkerSpec) (Handle, error) {
 			return nil, err
 		}
 	}
-	job, err := s.submit(ctx, spec.Type, path, "--array="+strconv.Itoa(spec.Index))
+	job, err := s.submit(ctx, spec.Type, path, spec.Env, "--array="+strconv.Itoa(spec.Index))
 	if err != nil {
 		return nil, err
 	}
 	return s.track(job, spec), nil
 }
 
-// submit runs sbatch and records the job id in slurm/jobs.txt.
-func (s *Slurm) submit(ctx context.Context, typ, script string, extra ...string) (string, error) {
+// submit runs sbatch and records the job id in slurm/jobs.txt. env is
+// added to sbatch's environment, which sbatch hands to the job (its
+// default --export=ALL): the way a secret reaches a worker without being
+// written into its script.
+func (s *Slurm) submit(ctx context.Context, typ, script string, env []string, extra ...string) (string, error) {
 	args := append(append([]string{"--parsable"}, extra...), script)
-	out, err := s.command(ctx, "sbatch", args...).Output()
+	cmd := s.command(ctx, "sbatch", args...)
+	if len(env) > 0 {
+		cmd.Env = append(cmd.Environ(), env...)
+	}
+	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("controller: sbatch %s: %s", script, cmdError(err))
 	}
@@ -655,7 +662,7 @@ func (s *Slurm) DryRun(opts Options, w io.Writer) error {
 func plannedGroups(opts Options, trial names.Trial) [][]WorkerSpec {
 	opts.setDefaults()
 	c := &Controller{opts: opts, trial: trial, endpoint: strings.Join(opts.NameResolve, ",")}
-	return groupSpecs(opts.Config, opts.Dir, c.workerArgs())
+	return groupSpecs(opts.Config, opts.Dir, c.workerArgs(), c.workerEnv())
 }
 
 // CancelTrial cancels every job of the trial: those recorded in

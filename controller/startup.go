@@ -25,6 +25,8 @@ func (c *Controller) workerArgs() []string {
 	if c.opts.OrphanTimeout > 0 {
 		args = append(args, "--orphan-timeout", c.opts.OrphanTimeout.String())
 	}
+	nrArgs, _ := c.nameResolveArgs()
+	args = append(args, nrArgs...)
 	args = append(args, "--ttl", c.opts.WorkerTTL.String())
 	if c.opts.HungAfter > 0 {
 		args = append(args, "--heartbeat", min(max(c.opts.HungAfter/10, 100*time.Millisecond), time.Second).String())
@@ -32,15 +34,21 @@ func (c *Controller) workerArgs() []string {
 	return append(args, c.opts.WorkerArgs...)
 }
 
+// workerEnv is what every worker of the trial gets added to its environment.
+func (c *Controller) workerEnv() []string {
+	_, env := c.nameResolveArgs()
+	return env
+}
+
 // groupSpecs are the worker specs of every group, in start order.
-func groupSpecs(cfg *experiment.Config, dir TrialDir, args []string) [][]WorkerSpec {
+func groupSpecs(cfg *experiment.Config, dir TrialDir, args, env []string) [][]WorkerSpec {
 	var out [][]WorkerSpec
 	for _, typ := range cfg.Types() {
 		g := cfg.Workers[typ]
 		specs := make([]WorkerSpec, g.Count)
 		for i := range specs {
 			name := names.WorkerName(typ, i)
-			specs[i] = WorkerSpec{Type: typ, Index: i, Name: name, Args: args, LogPath: dir.Log(name), Resources: g.Resources}
+			specs[i] = WorkerSpec{Type: typ, Index: i, Name: name, Args: args, Env: env, LogPath: dir.Log(name), Resources: g.Resources}
 		}
 		out = append(out, specs)
 	}
@@ -64,7 +72,7 @@ func (c *Controller) workerConfig(typ string, index int) map[string]any {
 // startWorkers launches every worker, waits for all to register, then
 // configures and starts them group by group in start order.
 func (c *Controller) startWorkers(ctx context.Context) error {
-	for _, specs := range groupSpecs(c.cfg, c.dir, c.workerArgs()) {
+	for _, specs := range groupSpecs(c.cfg, c.dir, c.workerArgs(), c.workerEnv()) {
 		hs, err := startGroup(ctx, c.opts.Scheduler, specs)
 		for i, h := range hs {
 			m := &member{spec: specs[i], handle: h}

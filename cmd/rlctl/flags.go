@@ -2,13 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
@@ -22,6 +24,15 @@ const (
 	flagTrial       = "trial"
 	flagLogLevel    = "log-level"
 	flagCurveKeys   = "curve-keys"
+
+	// The name server's TLS and authentication: etcdctl's flag names
+	// after "nameresolve-".
+	flagNRCACert     = "nameresolve-cacert"
+	flagNRCert       = "nameresolve-cert"
+	flagNRKey        = "nameresolve-key"
+	flagNRSkipVerify = "nameresolve-insecure-skip-tls-verify"
+	flagNRUser       = "nameresolve-user"
+	flagNRPassword   = "nameresolve-password"
 )
 
 func globalFlags() []cli.Flag {
@@ -29,6 +40,30 @@ func globalFlags() []cli.Flag {
 		&cli.StringFlag{
 			Name: flagNameResolve, Aliases: []string{"n"}, EnvVars: []string{"RLCTL_NAMERESOLVE"},
 			Value: "127.0.0.1:2379", Usage: "etcd endpoints, comma separated",
+		},
+		&cli.StringFlag{
+			Name: flagNRCACert, EnvVars: []string{"RLCTL_NAMERESOLVE_CACERT"},
+			Usage: "CA bundle (PEM) that verifies the etcd servers' certificates; with it, endpoints without a scheme use TLS",
+		},
+		&cli.StringFlag{
+			Name: flagNRCert, EnvVars: []string{"RLCTL_NAMERESOLVE_CERT"},
+			Usage: "client certificate (PEM) for an etcd with --client-cert-auth",
+		},
+		&cli.StringFlag{
+			Name: flagNRKey, EnvVars: []string{"RLCTL_NAMERESOLVE_KEY"},
+			Usage: "the client certificate's private key (PEM)",
+		},
+		&cli.BoolFlag{
+			Name: flagNRSkipVerify, EnvVars: []string{"RLCTL_NAMERESOLVE_INSECURE_SKIP_TLS_VERIFY"},
+			Usage: "accept any etcd server certificate (testing only)",
+		},
+		&cli.StringFlag{
+			Name: flagNRUser, EnvVars: []string{"RLCTL_NAMERESOLVE_USER"},
+			Usage: "etcd user, NAME or NAME:PASSWORD; its role needs read/write on the distrl/ prefix",
+		},
+		&cli.StringFlag{
+			Name: flagNRPassword, EnvVars: []string{controller.EnvNameResolvePassword},
+			Usage: "the etcd user's password (prefer the environment variable: a command line is visible to every user in ps)",
 		},
 		&cli.StringFlag{
 			Name: flagExperiment, Aliases: []string{"e"}, EnvVars: []string{"RLCTL_EXPERIMENT"},
@@ -83,17 +118,73 @@ func trialFlags(c *cli.Context) (names.Trial, error) {
 	return names.NewTrial(exp, trial), nil
 }
 
-// openRepo connects to the etcd of --nameresolve; an unreachable etcd is one clear line.
-func openRepo(ctx context.Context, c *cli.Context, log *slog.Logger) (*etcd.Repository, error) {
-	var endpoints []string
-	for _, e := range strings.Split(global(c, flagNameResolve), ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			endpoints = append(endpoints, e)
+// nameResolveSecurity reads the name server's TLS and authentication
+// flags and checks them (files readable, a user with a password); a
+// setting that cannot be used is one line naming the flag, exit code 2.
+// File names are made absolute: the processes rlctl starts may run elsewhere.
+func nameResolveSecurity(c *cli.Context) (etcd.Security, error) {
+	sec := etcd.Security{
+		User: global(c, flagNRUser), Password: global(c, flagNRPassword),
+		InsecureSkipTLSVerify: global(c, flagNRSkipVerify) == "true",
+	}
+	for _, f := range []struct {
+		flag string
+		dst  *string
+	}{{flagNRCACert, &sec.CACert}, {flagNRCert, &sec.Cert}, {flagNRKey, &sec.Key}} {
+		if p := global(c, f.flag); p != "" {
+			abs, err := filepath.Abs(p)
+			if err != nil {
+				return sec, cli.Exit(fmt.Sprintf("--%s %s: %v", f.flag, p, err), exitUsage)
+			}
+			*f.dst = abs
 		}
 	}
-	repo, err := etcd.Open(ctx, etcd.Config{Endpoints: endpoints, DialTimeout: 3 * time.Second, Logger: log})
+	if err := sec.Validate(); err != nil {
+		return sec, nameResolveExit(err)
+	}
+	return sec, nil
+}
+
+// nameResolveExit turns an etcd.Open error into rlctl's exit: settings
+// that cannot be used (exit 2) name their flag; a refused handshake or
+// credentials are a configuration error too (exit 2); an unreachable
+// etcd says how to start one (exit 1).
+func nameResolveExit(err error) error {
+	var se *etcd.SecurityError
+	switch {
+	case errors.As(err, &se) && se.File != "":
+		return cli.Exit(fmt.Sprintf("--nameresolve-%s %s: %v", se.Option, se.File, se.Err), exitUsage)
+	case errors.As(err, &se):
+		return cli.Exit(fmt.Sprintf("--nameresolve-%s: %v", se.Option, se.Err), exitUsage)
+	case errors.Is(err, etcd.ErrTLS), errors.Is(err, etcd.ErrAuth):
+		return cli.Exit(err.Error()+" (see --nameresolve-cacert, --nameresolve-cert/-key, --nameresolve-user)", exitUsage)
+	}
+	return cli.Exit(err.Error()+" (start one with `rlctl nameserver`, or point --nameresolve / RLCTL_NAMERESOLVE at yours)", exitFailed)
+}
+
+// etcdConfig is the etcd client configuration of the flags for endpoints
+// (a comma-separated list). An embedded etcd (a controller's own) is
+// plaintext: no TLS or authentication settings apply to it.
+func etcdConfig(c *cli.Context, endpointList string, embedded bool) (etcd.Config, error) {
+	cfg := etcd.Config{Endpoints: endpoints(endpointList), DialTimeout: 3 * time.Second}
+	if embedded {
+		return cfg, nil
+	}
+	sec, err := nameResolveSecurity(c)
+	cfg.Security = sec
+	return cfg, err
+}
+
+// openRepo connects to the etcd of --nameresolve; an unreachable etcd is one clear line.
+func openRepo(ctx context.Context, c *cli.Context, log *slog.Logger) (*etcd.Repository, error) {
+	cfg, err := etcdConfig(c, global(c, flagNameResolve), false)
 	if err != nil {
-		return nil, cli.Exit(err.Error()+" (start one with `rlctl nameserver`, or point --nameresolve / RLCTL_NAMERESOLVE at yours)", 1)
+		return nil, err
+	}
+	cfg.Logger = log
+	repo, err := etcd.Open(ctx, cfg)
+	if err != nil {
+		return nil, nameResolveExit(err)
 	}
 	return repo, nil
 }

@@ -17,6 +17,11 @@ func nameserverCommand() *cli.Command {
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:2379", Usage: "client address (host:port); workers point --nameresolve here"},
 			&cli.StringFlag{Name: "peer", Value: "127.0.0.1:0", Usage: "peer address (host:port, 0 = any free port)"},
 			&cli.StringFlag{Name: "data-dir", Usage: "etcd data directory (default ~/.distrl/etcd)"},
+			// etcd's own names for its client TLS.
+			&cli.StringFlag{Name: "cert-file", Usage: "serve TLS with this certificate (PEM); clients give --nameresolve-cacert"},
+			&cli.StringFlag{Name: "key-file", Usage: "the certificate's private key (PEM)"},
+			&cli.StringFlag{Name: "trusted-ca-file", Usage: "CA bundle (PEM) that verifies client certificates"},
+			&cli.BoolFlag{Name: "client-cert-auth", Usage: "require a client certificate signed by --trusted-ca-file"},
 		),
 		Action: func(c *cli.Context) error {
 			log, err := logger(c)
@@ -33,6 +38,8 @@ func nameserverCommand() *cli.Command {
 			}
 			srv, err := etcdserver.Start(c.Context, etcdserver.Config{
 				Dir: dir, ClientAddr: c.String("listen"), PeerAddr: c.String("peer"), Logger: log,
+				CertFile: c.String("cert-file"), KeyFile: c.String("key-file"),
+				TrustedCAFile: c.String("trusted-ca-file"), ClientCertAuth: c.Bool("client-cert-auth"),
 			})
 			if err != nil {
 				return cli.Exit(fmt.Sprintf("nameserver: %v", err), 1)

@@ -85,6 +85,10 @@ func runStart(c *cli.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	sec, err := nameResolveSecurity(c)
+	if err != nil {
+		return err
+	}
 	workerArgs := []string{"--" + flagLogLevel, global(c, flagLogLevel)}
 	if path := global(c, flagCurveKeys); path != "" {
 		abs, err := filepath.Abs(path)
@@ -95,7 +99,7 @@ func runStart(c *cli.Context, args []string) error {
 	}
 	opts := controller.Options{
 		Config: cfg, Trial: args[1], Dir: dir, Host: c.String("host"),
-		NameResolve: endpoints(global(c, flagNameResolve)), WorkerArgs: workerArgs, Curve: curve,
+		NameResolve: endpoints(global(c, flagNameResolve)), NameResolveSecurity: sec, WorkerArgs: workerArgs, Curve: curve,
 		Out: os.Stdout, TTY: controller.IsTerminal(os.Stdout), Logger: log,
 		RegisterTimeout: c.Duration("register-timeout"), OrphanTimeout: c.Duration("orphan-timeout"),
 		HungAfter: c.Duration("hung-after"), WorkerTTL: c.Duration("worker-ttl"),

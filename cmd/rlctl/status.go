@@ -67,17 +67,22 @@ func runStatus(c *cli.Context, args []string) error {
 	if ep == "" {
 		return nil
 	}
+	cfg, err := etcdConfig(c, ep, recErr == nil && rec.EmbeddedEtcd)
+	if err != nil {
+		return err
+	}
+	cfg.DialTimeout = 2 * time.Second
 	trial := names.NewTrial(experimentName(args[0]), args[1])
-	return workerTable(c.Context, ep, trial)
+	return workerTable(c.Context, cfg, trial)
 }
 
 // workerTable prints every worker of the trial with its key statistics.
-func workerTable(ctx context.Context, endpoint string, trial names.Trial) error {
+func workerTable(ctx context.Context, cfg etcd.Config, trial names.Trial) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	repo, err := etcd.Open(ctx, etcd.Config{Endpoints: endpoints(endpoint), DialTimeout: 2 * time.Second})
+	repo, err := etcd.Open(ctx, cfg)
 	if err != nil {
-		fmt.Printf("workers: name server %s not reachable: %v\n", endpoint, err)
+		fmt.Printf("workers: name server %s not reachable: %v\n", strings.Join(cfg.Endpoints, ","), err)
 		return nil
 	}
 	defer repo.Close()

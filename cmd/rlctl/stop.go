@@ -64,7 +64,12 @@ func runStop(c *cli.Context, args []string) error {
 	}
 	trial := names.NewTrial(experimentName(args[0]), args[1])
 	deadline := time.Now().Add(c.Duration("timeout"))
-	repo, err := etcd.Open(c.Context, etcd.Config{Endpoints: endpoints(ep), DialTimeout: 2 * time.Second})
+	cfg, err := etcdConfig(c, ep, false)
+	if err != nil {
+		return err
+	}
+	cfg.DialTimeout = 2 * time.Second
+	repo, err := etcd.Open(c.Context, cfg)
 	stopped := 0
 	if err == nil {
 		defer repo.Close()

@@ -55,6 +55,16 @@ func (s Security) Credentials() (user, password string, err error) {
 	return user, password, nil
 }
 
+// Validate checks what Open would use, connecting nowhere: the files load
+// and the credentials are complete. Its errors are *SecurityError.
+func (s Security) Validate() error {
+	if _, err := s.tlsConfig(); err != nil {
+		return err
+	}
+	_, _, err := s.Credentials()
+	return err
+}
+
 // tlsConfig loads the files; nil when TLS is off.
 func (s Security) tlsConfig() (*tls.Config, error) {
 	if !s.TLS() {

@@ -5,14 +5,16 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
-	"github.com/distrl/distrl/nameresolve/etcdtest"
+	"github.com/distrl/distrl/internal/testsupport/pytest"
 	"github.com/distrl/distrl/nameresolve/names"
 )
 
@@ -40,7 +42,7 @@ func secureEnv(base map[string]string, set map[string]string) []string {
 // with one line and exit code 2, and the workers the controller starts
 // inherit the settings, the password outside their command lines.
 func TestSecureNameServer(t *testing.T) {
-	srv := etcdtest.Start(t, etcdtest.Options{TLS: true, Auth: true})
+	srv := etcdtest.StartSecure(t, etcdtest.Secure{TLS: true, Auth: true})
 	pki := srv.PKI
 	trial := names.NewTrial("e2e-secure", "t1")
 	base := map[string]string{
@@ -58,6 +60,30 @@ func TestSecureNameServer(t *testing.T) {
 		}
 		if out, errOut, code := c.rlctl("request", "echo/0", "echo", "msg=over-tls"); code != 0 || !strings.Contains(out, "over-tls") {
 			t.Fatalf("rlctl request: exit %d\n%s%s", code, out, errOut)
+		}
+	})
+
+	t.Run("python client", func(t *testing.T) {
+		py := pytest.Python(t)
+		pkg, err := filepath.Abs(filepath.Join("..", "python"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const script = `
+from distrl.client import Trial
+t = Trial("e2e-secure", "t1")
+print(" ".join(t.workers()), t.request("echo/0", "ping"))
+`
+		for _, set := range []map[string]string{nil, {"RLCTL_NAMERESOLVE_PASSWORD": "wrong"}} {
+			cmd := exec.Command(py, "-c", script)
+			cmd.Env = append(secureEnv(base, set), "PYTHONPATH="+pkg, "PYTHONDONTWRITEBYTECODE=1", "PATH="+os.Getenv("PATH"))
+			out, err := cmd.CombinedOutput()
+			if set == nil && (err != nil || strings.TrimSpace(string(out)) != "echo/0 pong") {
+				t.Errorf("python client: %v\n%s", err, out)
+			}
+			if set != nil && (err == nil || !strings.Contains(string(out), "authentication failed")) {
+				t.Errorf("python client with a wrong password: %v\n%s", err, out)
+			}
 		}
 	})
 
@@ -154,7 +180,7 @@ func TestSecureNameServer(t *testing.T) {
 // a client certificate alone authenticates (etcd takes its common name as
 // the user); without one, the TLS handshake fails.
 func TestClientCertNameServer(t *testing.T) {
-	srv := etcdtest.Start(t, etcdtest.Options{ClientCertAuth: true, Auth: true})
+	srv := etcdtest.StartSecure(t, etcdtest.Secure{ClientCertAuth: true, Auth: true})
 	pki := srv.PKI
 	trial := names.NewTrial("e2e-certs", "t1")
 	base := map[string]string{

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/etcd"
-	"github.com/distrl/distrl/nameresolve/etcdtest"
 )
 
 // secureDial bounds Open in these tests: every failure must come within it.
@@ -21,9 +21,9 @@ const secureDial = 2 * time.Second
 // bad settings: good ones read and write records, bad ones fail within the
 // dial timeout with the typed error a caller can tell apart.
 func TestOpenSecure(t *testing.T) {
-	tlsSrv := etcdtest.Start(t, etcdtest.Options{TLS: true})
-	mtlsSrv := etcdtest.Start(t, etcdtest.Options{ClientCertAuth: true, Auth: true})
-	authSrv := etcdtest.Start(t, etcdtest.Options{Auth: true})
+	tlsSrv := etcdtest.StartSecure(t, etcdtest.Secure{TLS: true})
+	mtlsSrv := etcdtest.StartSecure(t, etcdtest.Secure{ClientCertAuth: true, Auth: true})
+	authSrv := etcdtest.StartSecure(t, etcdtest.Secure{Auth: true})
 	pki := tlsSrv.PKI
 	mpki := mtlsSrv.PKI
 	bare := func(ep string) string { return strings.TrimPrefix(ep, "https://") }
@@ -98,7 +98,7 @@ func TestOpenSecure(t *testing.T) {
 // TestAuthLimitsKeys: a role granted only distrl/ cannot write elsewhere,
 // and the refusal is ErrAuth.
 func TestAuthLimitsKeys(t *testing.T) {
-	srv := etcdtest.Start(t, etcdtest.Options{Auth: true})
+	srv := etcdtest.StartSecure(t, etcdtest.Secure{Auth: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := etcd.Open(ctx, etcd.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: secureDial,

@@ -10,7 +10,10 @@ and notebooks that drive a running trial.
 
 Workers are found through the trial's name records in etcd, read over
 etcd's JSON gateway (``/v3/kv/range``), so nothing beyond pyzmq and msgpack
-is needed. Requests are ``[command, kwargs]`` in msgpack over ZeroMQ; a
+is needed. An etcd with TLS or authentication (docs/cluster.md, "A shared
+etcd") takes rlctl's settings: the ``cacert``, ``cert``, ``key``, ``user``
+and ``password`` arguments, by default $RLCTL_NAMERESOLVE_CACERT and the
+others. Requests are ``[command, kwargs]`` in msgpack over ZeroMQ; a
 failed request raises RPCError with the worker's error type and message.
 """
 
@@ -18,7 +21,9 @@ import base64
 import fnmatch
 import json
 import os
+import ssl
 import time
+import urllib.error
 import urllib.request
 
 import msgpack
@@ -33,6 +38,15 @@ class RPCError(Exception):
     def __init__(self, type, message):
         super().__init__(f"{type}: {message}")
         self.type = type
+        self.message = message
+
+
+class EtcdError(Exception):
+    """etcd refused a request: wrong credentials, a role without permission, ..."""
+
+    def __init__(self, status, message):
+        super().__init__(f"etcd: {message} (HTTP {status})")
+        self.status = status
         self.message = message
 
 
@@ -55,13 +69,36 @@ class Trial:
 
     ``nameresolve`` is an etcd endpoint ("host:port" or a URL; default
     $RLCTL_NAMERESOLVE or 127.0.0.1:2379). ``server_public`` is a worker
-    public CURVE key when the trial runs with --curve-keys.
+    public CURVE key when the trial runs with --curve-keys. ``cacert``,
+    ``cert`` and ``key`` are PEM files for TLS (with any of them a
+    "host:port" endpoint speaks https), ``user`` ("name" or
+    "name:password") and ``password`` etcd's authentication; each defaults
+    to rlctl's environment variable ($RLCTL_NAMERESOLVE_CACERT, ...).
     """
 
-    def __init__(self, experiment, trial, nameresolve=None, timeout_ms=10000, server_public=None, root=DEFAULT_ROOT):
-        nr = nameresolve or os.environ.get("RLCTL_NAMERESOLVE", "127.0.0.1:2379")
+    def __init__(self, experiment, trial, nameresolve=None, timeout_ms=10000, server_public=None, root=DEFAULT_ROOT,
+                 cacert=None, cert=None, key=None, user=None, password=None):
+        env = os.environ.get
+        cacert = cacert or env("RLCTL_NAMERESOLVE_CACERT")
+        cert = cert or env("RLCTL_NAMERESOLVE_CERT")
+        key = key or env("RLCTL_NAMERESOLVE_KEY")
+        user = user or env("RLCTL_NAMERESOLVE_USER")
+        password = password or env("RLCTL_NAMERESOLVE_PASSWORD")
+        nr = nameresolve or env("RLCTL_NAMERESOLVE", "127.0.0.1:2379")
         nr = nr.split(",")[0]
-        self.etcd = nr if nr.startswith("http") else "http://" + nr
+        if not nr.startswith("http"):
+            nr = ("https://" if cacert or cert or key else "http://") + nr
+        self.etcd = nr
+        self._ssl = None
+        if nr.startswith("https://"):
+            self._ssl = ssl.create_default_context(cafile=cacert)
+            if cert:
+                self._ssl.load_cert_chain(cert, key)
+        if user and not password:
+            user, _, password = user.partition(":")
+        if user and not password:
+            raise ValueError(f"etcd user {user!r} has no password (give name:password, or password=)")
+        self._user, self._password, self._token = user, password, None
         self.prefix = f"{root}/{experiment}/{trial}/"
         self.timeout_ms = timeout_ms
         self.server_public = server_public
@@ -69,13 +106,38 @@ class Trial:
 
     # -- name records ----------------------------------------------------
 
+    def _post(self, path, body):
+        headers = {"Content-Type": "application/json"}
+        if self._token:
+            headers["Authorization"] = self._token
+        req = urllib.request.Request(self.etcd + path, data=json.dumps(body).encode(), headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_ms / 1000, context=self._ssl) as resp:
+                return json.load(resp)
+        except urllib.error.HTTPError as e:
+            try:
+                message = json.load(e).get("message", e.reason)
+            except ValueError:
+                message = e.reason
+            raise EtcdError(e.code, message) from None
+
+    def _authed(self, path, body):
+        """Posts with etcd's token, authenticating first and again once when it is refused (expired)."""
+        for attempt in range(2):
+            if self._user and (not self._token or attempt):
+                self._token = None
+                self._token = self._post("/v3/auth/authenticate", {"name": self._user, "password": self._password})["token"]
+            try:
+                return self._post(path, body)
+            except EtcdError as e:
+                if not self._user or attempt or "auth token" not in e.message:
+                    raise
+
     def _range(self, prefix):
         key = prefix.encode()
         end = key[:-1] + bytes([key[-1] + 1])
-        body = json.dumps({"key": base64.b64encode(key).decode(), "range_end": base64.b64encode(end).decode()}).encode()
-        req = urllib.request.Request(self.etcd + "/v3/kv/range", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=self.timeout_ms / 1000) as resp:
-            kvs = json.load(resp).get("kvs", [])
+        body = {"key": base64.b64encode(key).decode(), "range_end": base64.b64encode(end).decode()}
+        kvs = self._authed("/v3/kv/range", body).get("kvs", [])
         out = {}
         for kv in kvs:
             k = base64.b64decode(kv["key"]).decode()

@@ -1,7 +1,3 @@
-// Package etcdtest runs an embedded etcd set up as a shared one would be:
-// TLS on the client port, client certificates, and role-based
-// authentication with a user whose role covers only the distrl/ keys.
-// It is for tests of the name-resolve client and of rlctl.
 package etcdtest
 
 import (
@@ -19,7 +15,7 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 )
 
-// Users Start creates with Options.Auth.
+// Users StartSecure creates with Secure.Auth.
 const (
 	User     = "distrl" // role "distrl": read/write on the distrl/ prefix only
 	Password = "s3cret distrl"
@@ -27,8 +23,8 @@ const (
 	RootPass = "root pass"
 )
 
-// Options say how the etcd is secured.
-type Options struct {
+// Secure says how StartSecure secures its etcd.
+type Secure struct {
 	// TLS serves TLS with the PKI's server certificate.
 	TLS bool
 	// ClientCertAuth requires a client certificate signed by the PKI's CA (implies TLS).
@@ -37,15 +33,17 @@ type Options struct {
 	Auth bool
 }
 
-// Server is a running etcd with its certificates.
-type Server struct {
+// SecureServer is a running etcd of its own with its certificates.
+type SecureServer struct {
 	*etcdserver.Server
 	PKI PKI
 }
 
-// Start starts an etcd as opts say in a temporary directory, stopped when
-// the test ends.
-func Start(tb testing.TB, opts Options) *Server {
+// StartSecure starts an etcd of the test's own, secured as a shared one
+// would be: TLS on the client port, client certificates, and role-based
+// authentication with a user whose role covers only the distrl/ keys, as
+// opts say. It runs in a temporary directory and stops when the test ends.
+func StartSecure(tb testing.TB, opts Secure) *SecureServer {
 	tb.Helper()
 	dir := tb.TempDir()
 	pki, err := NewPKI(dir)
@@ -68,7 +66,7 @@ func Start(tb testing.TB, opts Options) *Server {
 		tb.Fatalf("etcdtest: %v", err)
 	}
 	tb.Cleanup(func() { _ = srv.Close() })
-	s := &Server{Server: srv, PKI: pki}
+	s := &SecureServer{Server: srv, PKI: pki}
 	if opts.Auth {
 		if err := s.enableAuth(ctx, cfg.CertFile != ""); err != nil {
 			tb.Fatalf("etcdtest: enable authentication: %v", err)
@@ -80,7 +78,7 @@ func Start(tb testing.TB, opts Options) *Server {
 // enableAuth creates root and User, User's role with read/write on the
 // distrl/ prefix, and turns authentication on: etcdctl's
 // `user add`, `role add`, `role grant-permission --prefix`, `user grant-role`, `auth enable`.
-func (s *Server) enableAuth(ctx context.Context, useTLS bool) error {
+func (s *SecureServer) enableAuth(ctx context.Context, useTLS bool) error {
 	cfg := clientv3.Config{Endpoints: []string{s.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	if useTLS {
 		info := transport.TLSInfo{TrustedCAFile: s.PKI.CA, CertFile: s.PKI.ClientCert, KeyFile: s.PKI.ClientKey}

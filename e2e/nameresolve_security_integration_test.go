@@ -163,6 +163,11 @@ print(" ".join(t.workers()), t.request("echo/0", "ping"))
 				t.Errorf("%s: the password is not in its environment", name)
 			}
 		}
+		// rlctl status reads the workers from the secured etcd with the same settings.
+		if out, code := runRlctl(t, secureEnv(base, nil), "status", "echo-64", "t2", "--workdir", work); code != 0 ||
+			!strings.Contains(out, "echo/1") || strings.Contains(out, "not reachable") {
+			t.Errorf("rlctl status: exit %d:\n%s", code, out)
+		}
 		if code := p.wait(t, 60*time.Second); code != 0 {
 			t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
 		}

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/benchutil"
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/etcd"
 )
 
 // timeEach runs op once per benchmark iteration, with the iteration's
@@ -92,4 +94,65 @@ func BenchmarkEtcdWait(b *testing.B) {
 			return <-got
 		})
 	})
+}
+
+// secureBenches are the ways to meet etcd that BenchmarkEtcdOpen and
+// BenchmarkEtcdGetSecure compare, each against an etcd of its own.
+func secureBenches(b *testing.B) []struct {
+	name string
+	cfg  etcd.Config
+} {
+	tlsSrv := etcdtest.StartSecure(b, etcdtest.Secure{TLS: true})
+	authSrv := etcdtest.StartSecure(b, etcdtest.Secure{TLS: true, Auth: true})
+	certSrv := etcdtest.StartSecure(b, etcdtest.Secure{ClientCertAuth: true, Auth: true})
+	password := etcd.Security{CACert: authSrv.PKI.CA, User: etcdtest.User, Password: etcdtest.Password}
+	cert := etcd.Security{CACert: certSrv.PKI.CA, Cert: certSrv.PKI.ClientCert, Key: certSrv.PKI.ClientKey}
+	return []struct {
+		name string
+		cfg  etcd.Config
+	}{
+		{"plain", etcd.Config{Endpoints: []string{endpoint}}},
+		{"tls", etcd.Config{Endpoints: []string{tlsSrv.Endpoint()}, Security: etcd.Security{CACert: tlsSrv.PKI.CA}}},
+		{"tls+password", etcd.Config{Endpoints: []string{authSrv.Endpoint()}, Security: password}},
+		{"client-cert", etcd.Config{Endpoints: []string{certSrv.Endpoint()}, Security: cert}},
+	}
+}
+
+// BenchmarkEtcdOpen: Open (connect, authenticate, probe) and Close, plain
+// and secured. The test etcds hash passwords at bcrypt's lowest cost;
+// etcd's default (10) adds tens of milliseconds to each password login.
+func BenchmarkEtcdOpen(b *testing.B) {
+	for _, bc := range secureBenches(b) {
+		b.Run(bc.name, func(b *testing.B) {
+			timeEach(b, func(int) error {
+				r, err := etcd.Open(context.Background(), bc.cfg)
+				if err != nil {
+					return err
+				}
+				return r.Close()
+			})
+		})
+	}
+}
+
+// BenchmarkEtcdGetSecure: one Get on an open repository, plain and secured.
+func BenchmarkEtcdGetSecure(b *testing.B) {
+	ctx := context.Background()
+	for _, bc := range secureBenches(b) {
+		b.Run(bc.name, func(b *testing.B) {
+			r, err := etcd.Open(ctx, bc.cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			key := "distrl/bench/get-secure"
+			if err := r.Add(ctx, key, "127.0.0.1:1234", nameresolve.AddOptions{Replace: true}); err != nil {
+				b.Fatal(err)
+			}
+			timeEach(b, func(int) error {
+				_, err := r.Get(ctx, key)
+				return err
+			})
+		})
+	}
 }

@@ -62,9 +62,10 @@ unit:
 # Every fuzz target for FUZZTIME each (their seed corpora already run in
 # `make test`); a table of executions per target. FUZZ_PKGS narrows it.
 FUZZTIME  ?= 30s
+FUZZMINIMIZETIME ?= 5s
 FUZZ_PKGS ?= ./...
 fuzz: deps
-	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh $(FUZZ_PKGS)
+	FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) GO=$(GO) scripts/fuzz.sh $(FUZZ_PKGS)
 
 # Go benchmarks and end-to-end benchmarks, then a table of ratios against
 # the limits measured in the same run.

@@ -18,28 +18,40 @@ import (
 	"github.com/distrl/distrl/worker"
 )
 
-// member is one worker of the trial as the controller sees it. Only the
-// controller's loop goroutine touches members.
-type member struct {
-	spec       WorkerSpec
-	handle     Handle
+// process is one worker process of the trial, hosting one worker or many
+// (per_process): the unit the controller starts, watches and restarts.
+// Only the controller's loop goroutine touches processes and members.
+type process struct {
+	spec    WorkerSpec
+	handle  Handle
+	members []*member // by index
+	// restarts counts this process's restarts against max_restarts: a
+	// restart of a host is one, however many of its workers failed.
 	restarts   int
 	restarting bool
-	// finished: the process exited after its worker completed; it is not restarted.
-	finished  bool
+	// finished: it exited after all its workers completed; it is not restarted.
+	finished bool
+}
+
+// member is one worker of the trial as the controller sees it.
+type member struct {
+	name      string
+	typ       string
+	index     int
+	proc      *process
 	lastState worker.State
 	lastStats map[string]any
 	base      counters
 }
 
 type exitEvent struct {
-	name   string
+	proc   *process
 	handle Handle
 	err    error
 }
 
 type restartResult struct {
-	name   string
+	proc   *process
 	handle Handle // nil if no process was started
 	err    error
 }
@@ -71,7 +83,8 @@ type Controller struct {
 	ctl      *rpc.Server
 	metrics  *os.File
 
-	members []*member // in start order
+	procs   []*process // in start order
+	members []*member  // in start order
 	byName  map[string]*member
 
 	exited    chan exitEvent

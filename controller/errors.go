@@ -27,10 +27,15 @@ func (e *WorkersAliveError) Error() string {
 		len(e.Workers), e.Prefix, strings.Join(e.Workers, ", "))
 }
 
-// Unregistered is one worker that did not register in time.
+// Unregistered is one worker process whose workers did not all register
+// in time.
 type Unregistered struct {
+	// Worker names the process: the worker's name, or a host's
+	// "{type}/{first}-{last}".
 	Worker string
-	Log    string
+	// Workers are those of its workers that did not register.
+	Workers []string
+	Log     string
 	// Exit says how its process ended, "" if it is still running.
 	Exit string
 	// Tail is the end of its log.
@@ -46,13 +51,20 @@ type RegisterError struct {
 
 func (e *RegisterError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "controller: %d workers did not register within %v:", len(e.Missing), e.Timeout)
+	n := 0
+	for _, m := range e.Missing {
+		n += max(len(m.Workers), 1)
+	}
+	fmt.Fprintf(&b, "controller: %d workers did not register within %v:", n, e.Timeout)
 	for i, m := range e.Missing {
 		if i == 8 {
-			fmt.Fprintf(&b, "\n  ... and %d more", len(e.Missing)-i)
+			fmt.Fprintf(&b, "\n  ... and %d more processes", len(e.Missing)-i)
 			break
 		}
 		fmt.Fprintf(&b, "\n  %s (log %s)", m.Worker, m.Log)
+		if len(m.Workers) > 1 || len(m.Workers) == 1 && m.Workers[0] != m.Worker {
+			fmt.Fprintf(&b, ", %d of its workers: %s", len(m.Workers), abbreviate(m.Workers, 4))
+		}
 		if m.Exit != "" {
 			fmt.Fprintf(&b, ": exited, %s", m.Exit)
 		}
@@ -61,6 +73,14 @@ func (e *RegisterError) Error() string {
 		}
 	}
 	return b.String()
+}
+
+// abbreviate lists the first n of names and says how many more there are.
+func abbreviate(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // ConfigureError: workers refused their configuration or the start
@@ -79,14 +99,21 @@ func (e *ConfigureError) Error() string {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	for _, n := range names {
+	for i, n := range names {
+		if i == 8 { // thousands of hosted workers fail alike: a few say it
+			fmt.Fprintf(&b, "\n  ... and %d more", len(names)-i)
+			break
+		}
 		fmt.Fprintf(&b, "\n  %s: %v", n, e.Failures[n])
 	}
 	return b.String()
 }
 
-// WorkerFailedError: a worker failed again after its last allowed restart.
+// WorkerFailedError: a worker process failed again after its last allowed
+// restart.
 type WorkerFailedError struct {
+	// Worker names the process (a host's "{type}/{first}-{last}"); Reason
+	// names the hosted worker that failed when it is one of many.
 	Worker   string
 	Reason   string
 	Restarts int

@@ -37,8 +37,8 @@ func NewLocal(executable string) (*Local, error) {
 	return &Local{Executable: executable, procs: map[*localHandle]struct{}{}}, nil
 }
 
-// Start runs `rlctl worker --type T --index I ARGS...` with its output
-// appended to spec.LogPath.
+// Start runs `rlctl worker --type T --index I [--count N] ARGS...` with
+// its output appended to spec.LogPath.
 func (l *Local) Start(ctx context.Context, spec WorkerSpec) (Handle, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("controller: start %s: %w", spec.Name, err)
@@ -50,7 +50,7 @@ func (l *Local) Start(ctx context.Context, spec WorkerSpec) (Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: start %s: %w", spec.Name, err)
 	}
-	args := append([]string{"worker", "--type", spec.Type, "--index", strconv.Itoa(spec.Index)}, spec.Args...)
+	args := append(workerCommand(spec), spec.Args...)
 	// A restarted worker appends to the same log: mark where each run begins.
 	fmt.Fprintf(log, "=== %s: rlctl %v\n", time.Now().Format(time.RFC3339), args)
 	// Not CommandContext: the worker outlives ctx, which bounds the launch only.
@@ -75,6 +75,16 @@ func (l *Local) Start(ctx context.Context, spec WorkerSpec) (Handle, error) {
 		close(h.done)
 	}()
 	return h, nil
+}
+
+// workerCommand is `worker --type T --index I`, with `--count N` for a
+// process that hosts several workers.
+func workerCommand(spec WorkerSpec) []string {
+	args := []string{"worker", "--type", spec.Type, "--index", strconv.Itoa(spec.Index)}
+	if spec.hosts() > 1 {
+		args = append(args, "--count", strconv.Itoa(spec.hosts()))
+	}
+	return args
 }
 
 // StopAll sends SIGTERM to every running worker, waits for them until ctx

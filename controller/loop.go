@@ -58,23 +58,25 @@ func (c *Controller) loop(ctx context.Context) (Outcome, string, error) {
 	}
 }
 
-// onExit handles the exit of a worker process.
+// onExit handles the exit of a worker process: one event, however many
+// workers it hosts.
 func (c *Controller) onExit(ctx context.Context, ev exitEvent) error {
-	m := c.byName[ev.name]
-	if m == nil || ev.handle != m.handle || m.restarting {
-		return nil // an old process of a worker that was restarted since
+	p := ev.proc
+	if ev.handle != p.handle || p.restarting || p.finished {
+		return nil // an old process of one that was restarted since
 	}
-	if m.lastState == worker.StateCompleted {
-		m.finished = true
-		c.out.event("%s exited after completing its work", ev.name)
+	if !slices.ContainsFunc(p.members, func(m *member) bool { return m.lastState != worker.StateCompleted }) {
+		p.finished = true
+		c.out.event("%s exited after completing its work", p.spec.Name)
 		return nil
 	}
-	return c.failure(ctx, m, "process exited: "+describeExit(ev.err), false)
+	return c.failure(ctx, p, "process exited: "+describeExit(ev.err), false)
 }
 
-// check reads every worker's records: a LOST or ERROR worker is restarted.
-// It returns a reason to complete the trial when the workers that finish
-// (the trainers, else the actors) have all completed.
+// check reads every worker's records (two listings, whatever the number of
+// workers): the process of a LOST, ERROR or HUNG worker is restarted. It
+// returns a reason to complete the trial when the workers that finish (the
+// trainers, else the actors) have all completed.
 func (c *Controller) check(ctx context.Context) (string, error) {
 	qctx, cancel := context.WithTimeout(ctx, statsTimeout)
 	defer cancel()
@@ -88,33 +90,45 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 	for _, s := range statuses {
 		byName[s.Name] = s
 	}
+	var hung []*member
 	for _, m := range c.members {
-		if m.restarting || m.finished {
+		p := m.proc
+		if p.restarting || p.finished {
 			continue
 		}
-		st, ok := byName[m.spec.Name]
+		st, ok := byName[m.name]
 		if !ok {
-			st = worker.Status{Name: m.spec.Name, State: worker.StateLost, Error: "no name records"}
+			st = worker.Status{Name: m.name, State: worker.StateLost, Error: "no name records"}
 		}
 		// A record another process of the same name wrote (the one before
 		// a restart) says nothing about the current one.
-		if st.PID != 0 && m.handle.PID() != 0 && st.PID != m.handle.PID() {
+		if st.PID != 0 && p.handle.PID() != 0 && st.PID != p.handle.PID() {
 			continue
 		}
-		if st.State == worker.StateHung && c.answers(ctx, m.spec.Name) {
-			// Its loop answers now: the heartbeat was late (a name server
-			// restart re-adds old records), not stuck.
+		if st.State == worker.StateHung {
+			hung = append(hung, m) // pinged below, all at once
 			continue
 		}
 		m.lastState = st.State
 		switch st.State {
-		case worker.StateLost, worker.StateError, worker.StateHung:
-			reason := string(st.State)
-			if st.Error != "" {
-				reason += ": " + st.Error
+		case worker.StateLost, worker.StateError:
+			if err := c.failure(ctx, p, failureReason(m, st), false); err != nil {
+				return "", err
 			}
+		}
+	}
+	if len(hung) > 0 {
+		answered := c.answering(ctx, memberNames(hung))
+		for _, m := range hung {
+			// Its loop answers: the heartbeat was late (a name server
+			// restart re-adds old records), not stuck.
+			if answered[m.name] || m.proc.restarting {
+				continue
+			}
+			m.lastState = worker.StateHung
+			st := byName[m.name]
 			// A hung loop would not answer interrupt: kill it at once.
-			if err := c.failure(ctx, m, reason, st.State == worker.StateHung); err != nil {
+			if err := c.failure(ctx, m.proc, failureReason(m, st), true); err != nil {
 				return "", err
 			}
 		}
@@ -125,74 +139,98 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 	}
 	group := c.group(finishers)
 	if len(group) > 0 && !slices.ContainsFunc(group, func(m *member) bool {
-		return !m.finished && m.lastState != worker.StateCompleted
+		return !m.proc.finished && m.lastState != worker.StateCompleted
 	}) {
 		return fmt.Sprintf("every %s completed", finishers), nil
 	}
 	return "", nil
 }
 
-// answers reports whether the worker's loop answers a ping within a
-// heartbeat bound's tenth (at least a second): a hung loop does not.
-func (c *Controller) answers(ctx context.Context, name string) bool {
-	pctx, cancel := context.WithTimeout(ctx, max(c.opts.HungAfter/10, time.Second))
-	defer cancel()
-	return c.panel.Request(pctx, name, worker.CmdPing, nil, nil) == nil
+// failureReason says why m's process is restarted: the state, its error,
+// and which worker when the process hosts several.
+func failureReason(m *member, st worker.Status) string {
+	reason := string(st.State)
+	if st.Error != "" {
+		reason += ": " + st.Error
+	}
+	if len(m.proc.members) > 1 {
+		reason = m.name + " " + reason
+	}
+	return reason
 }
 
-// failure restarts m, or fails the trial if m has used up its restarts.
-// kill: end its process without asking it first.
-func (c *Controller) failure(ctx context.Context, m *member, reason string, kill bool) error {
+// answering pings ws at once and reports which answered within a tenth
+// of the heartbeat bound (at least a second): a hung loop does not.
+func (c *Controller) answering(ctx context.Context, ws []string) map[string]bool {
+	pctx, cancel := context.WithTimeout(ctx, max(c.opts.HungAfter/10, time.Second))
+	defer cancel()
+	out := map[string]bool{}
+	for _, r := range c.panel.GroupRequest(pctx, ws, worker.CmdPing, nil) {
+		if r.Err == nil {
+			out[r.Worker] = true
+		}
+	}
+	return out
+}
+
+// failure restarts process p, or fails the trial if p has used up its
+// restarts. kill: end the process without asking its workers first.
+func (c *Controller) failure(ctx context.Context, p *process, reason string, kill bool) error {
 	limit := c.cfg.Stop.Restarts()
-	if m.restarts >= limit {
-		return &WorkerFailedError{Worker: m.spec.Name, Reason: reason, Restarts: m.restarts, Log: m.spec.LogPath}
+	if p.restarts >= limit {
+		return &WorkerFailedError{Worker: p.spec.Name, Reason: reason, Restarts: p.restarts, Log: p.spec.LogPath}
 	}
-	m.restarts++
+	p.restarts++
 	c.restarts++
-	m.restarting = true
-	// The new process counts from zero: keep what the old one did.
-	if m.lastStats != nil {
-		s := sample{stats: m.lastStats}.counters()
-		m.base.envSteps += s.envSteps
-		m.base.episodes += s.episodes
+	p.restarting = true
+	for _, m := range p.members {
+		// The new process counts from zero: keep what the old one did.
+		if m.lastStats != nil {
+			s := sample{stats: m.lastStats}.counters()
+			m.base.envSteps += s.envSteps
+			m.base.episodes += s.episodes
+		}
+		m.lastStats = nil
+		m.lastState = ""
 	}
-	m.lastStats = nil
-	m.lastState = ""
-	c.out.event("restarting %s (%d of %d): %s", m.spec.Name, m.restarts, limit, reason)
-	old := m.handle
-	spec := m.spec
+	c.out.event("restarting %s (%d of %d): %s", p.spec.Name, p.restarts, limit, reason)
+	old := p.handle
+	spec := p.spec
 	c.restartWG.Add(1)
 	go func() {
 		defer c.restartWG.Done()
 		h, err := c.restart(ctx, spec, old, kill)
-		c.restarted <- restartResult{name: spec.Name, handle: h, err: err} // buffered: one slot per member
+		c.restarted <- restartResult{proc: p, handle: h, err: err} // buffered: one slot per process
 	}()
 	return nil
 }
 
 // onRestarted takes the result of a restart back into the loop.
 func (c *Controller) onRestarted(ctx context.Context, r restartResult) error {
-	m := c.byName[r.name]
-	m.restarting = false
+	p := r.proc
+	p.restarting = false
 	if r.handle != nil {
-		m.handle = r.handle
-		c.record.Workers[r.name] = r.handle.PID()
+		p.handle = r.handle
+		for _, m := range p.members {
+			c.record.Workers[m.name] = r.handle.PID()
+		}
 		c.writeRecord()
-		c.watch(r.name, r.handle)
+		c.watch(p, r.handle)
 	}
 	if r.err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return c.failure(ctx, m, "restart failed: "+r.err.Error(), false)
+		return c.failure(ctx, p, "restart failed: "+r.err.Error(), false)
 	}
-	c.out.event("%s restarted (pid %s)", r.name, pidString(r.handle))
+	c.out.event("%s restarted (pid %s)", p.spec.Name, pidString(r.handle))
 	return nil
 }
 
-// restart ends the old process of a worker if it still runs, waits until
-// its name is free, starts a new one and configures and starts it. It
-// runs on its own goroutine and touches no member.
+// restart ends the old process if it still runs, waits until its workers'
+// names are free, starts a new process for them all and configures and
+// starts its workers. It runs on its own goroutine and touches no process
+// or member.
 func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle, kill bool) (Handle, error) {
 	select {
 	case <-old.Done():
@@ -202,7 +240,7 @@ func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle, k
 		} else {
 			// Alive but failed or lost: ask it to go, then make it.
 			ictx, cancel := context.WithTimeout(ctx, interruptTimeout)
-			_ = c.panel.Request(ictx, spec.Name, worker.CmdInterrupt, nil, nil)
+			c.panel.GroupRequest(ictx, spec.Workers, worker.CmdInterrupt, nil)
 			cancel()
 			select {
 			case <-old.Done():
@@ -218,39 +256,42 @@ func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle, k
 			return nil, ctx.Err()
 		}
 	}
-	// The new worker cannot register while the old address lease lives:
-	// it is TTL long after a kill, gone at once after a graceful exit.
-	// (Its stream records share that lease: the new process could not
-	// register them earlier either.)
-	key := c.trial.Worker(spec.Name)
-	free := time.Now().Add(3*c.opts.WorkerTTL + 2*time.Second)
-	for {
-		_, err := c.repo.Get(ctx, key)
-		if errors.Is(err, nameresolve.ErrNotFound) || time.Now().After(free) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(registerPoll):
-		}
+	if err := c.waitNamesFree(ctx, spec.Workers); err != nil {
+		return nil, err
 	}
 	h, err := c.opts.Scheduler.Start(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.waitRegistered(ctx, map[string]Handle{spec.Name: h}, registerBase); err != nil {
+	if err := c.waitRegistered(ctx, []launched{{spec, h}}, registerBase+time.Duration(spec.hosts())*registerPerProc); err != nil {
 		return h, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	if err := c.panel.Request(rctx, spec.Name, worker.CmdConfigure, c.workerConfig(spec.Type, spec.Index), nil); err != nil {
-		return h, err
-	}
-	if err := c.panel.Request(rctx, spec.Name, worker.CmdStart, nil, nil); err != nil {
+	if err := c.configureAndStart(ctx, spec.Type, spec.Index, spec.hosts()); err != nil {
 		return h, err
 	}
 	return h, nil
+}
+
+// waitNamesFree waits until none of ws has an address record, or at most
+// 3 TTLs + 2 s. A new worker cannot register while the old address lease
+// lives: it is TTL long after a kill, gone at once after a graceful exit.
+// (Its stream records share that lease: the new process could not
+// register them earlier either.) The names are read one at a time, each
+// until it is gone: a host's workers share a lease and go together.
+func (c *Controller) waitNamesFree(ctx context.Context, ws []string) error {
+	free := time.Now().Add(3*c.opts.WorkerTTL + 2*time.Second)
+	for i := 0; i < len(ws) && time.Now().Before(free); {
+		if _, err := c.repo.Get(ctx, c.trial.Worker(ws[i])); errors.Is(err, nameresolve.ErrNotFound) {
+			i++
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(registerPoll):
+		}
+	}
+	return nil
 }
 
 // collect polls every running worker's stats, appends a metrics line and
@@ -258,8 +299,8 @@ func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle, k
 func (c *Controller) collect(ctx context.Context) *Metrics {
 	var ask []string
 	for _, m := range c.members {
-		if !m.restarting && !m.finished {
-			ask = append(ask, m.spec.Name)
+		if !m.proc.restarting && !m.proc.finished {
+			ask = append(ask, m.name)
 		}
 	}
 	qctx, cancel := context.WithTimeout(ctx, min(statsTimeout, c.cfg.MetricsEvery()))
@@ -280,15 +321,15 @@ func (c *Controller) collect(ctx context.Context) *Metrics {
 	for _, m := range c.members {
 		state := string(m.lastState)
 		switch {
-		case m.restarting:
+		case m.proc.restarting:
 			state = "RESTARTING"
-		case m.finished:
+		case m.proc.finished:
 			state = "EXITED"
 		}
-		if m.lastState == worker.StateRunning && !m.restarting {
+		if m.lastState == worker.StateRunning && !m.proc.restarting {
 			running++
 		}
-		samples = append(samples, sample{name: m.spec.Name, typ: m.spec.Type, state: state, stats: m.lastStats, base: m.base})
+		samples = append(samples, sample{name: m.name, typ: m.typ, state: state, stats: m.lastStats, base: m.base})
 	}
 	now := time.Now()
 	c.lastMu.Lock()

@@ -2,27 +2,74 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/distrl/distrl/experiment"
+	"github.com/distrl/distrl/nameresolve/names"
 )
 
-// WorkerSpec is one worker process for a Scheduler to run.
+// WorkerSpec is one worker process for a Scheduler to run. It hosts the
+// workers Type/Index .. Type/Index+Count-1 (`rlctl worker --count`).
 type WorkerSpec struct {
 	Type  string
 	Index int
-	// Name is "{type}/{index}".
+	// Count is how many workers the process hosts; 0 counts as 1.
+	Count int
+	// PerProcess is the group's per_process (0 counts as 1): the group's
+	// k-th process hosts the indices from k*PerProcess, so a scheduler
+	// that starts a group as one array finds a process's task from it.
+	PerProcess int
+	// Name names the process: "{type}/{index}" for a process of one
+	// worker, "{type}/{first}-{last}" for a host of many.
 	Name string
-	// Args are the flags of `rlctl worker` after --type and --index, which
-	// the scheduler adds: name server, experiment, trial, TTL, host.
+	// Workers are the names of the workers it hosts, by index.
+	Workers []string
+	// Args are the flags of `rlctl worker` after --type, --index and
+	// --count, which the scheduler adds: name server, experiment, trial,
+	// TTL, host.
 	Args []string
 	// Env is added to the worker's environment (KEY=VALUE).
 	Env []string
-	// LogPath receives the worker's stdout and stderr, appended.
+	// LogPath receives the process's stdout and stderr, appended.
 	LogPath string
-	// Resources are what the worker asked for: a cluster scheduler turns
+	// Resources are what the process asked for: a cluster scheduler turns
 	// them into its resource requests; the local one ignores them.
 	Resources experiment.Resources
+}
+
+// hosts is how many workers the process hosts.
+func (s WorkerSpec) hosts() int { return max(s.Count, 1) }
+
+// task is the process's position in its group: its index in a job array.
+func (s WorkerSpec) task() int { return s.Index / max(s.PerProcess, 1) }
+
+// hostedName names a process of group typ hosting count workers from
+// first: the worker's own name for a group of a process per worker, else
+// "{type}/{first}-{last}" (whose log is logs/{type}-{first}-{last}.log).
+func hostedName(typ string, first, count, perProcess int) string {
+	if perProcess <= 1 {
+		return names.WorkerName(typ, first)
+	}
+	return fmt.Sprintf("%s/%d-%d", typ, first, first+count-1)
+}
+
+// processSpecs are the processes of group g of type typ: one per worker,
+// or per_process workers each with the remainder in the last.
+func processSpecs(typ string, g experiment.Group, dir TrialDir, args, env []string) []WorkerSpec {
+	per := g.WorkersPerProcess()
+	var out []WorkerSpec
+	for first := 0; first < g.Count; first += per {
+		n := min(per, g.Count-first)
+		ws := make([]string, n)
+		for i := range ws {
+			ws[i] = names.WorkerName(typ, first+i)
+		}
+		name := hostedName(typ, first, n, per)
+		out = append(out, WorkerSpec{Type: typ, Index: first, Count: n, PerProcess: per, Name: name, Workers: ws,
+			Args: args, Env: env, LogPath: dir.Log(name), Resources: g.Resources})
+	}
+	return out
 }
 
 // Handle is one started worker process (or, on a cluster, one job task).
@@ -44,8 +91,8 @@ type Handle interface {
 // child processes; a SLURM implementation would submit job array tasks and
 // return handles that track them.
 type Scheduler interface {
-	// Start launches one worker and returns as soon as it is launched (not
-	// registered): ctx bounds the launch only, not the worker's life.
+	// Start launches one worker process and returns as soon as it is
+	// launched (not registered): ctx bounds the launch only, not its life.
 	Start(ctx context.Context, spec WorkerSpec) (Handle, error)
 	// StopAll ends every worker this scheduler started that is still
 	// running: politely first (SIGTERM, which workers take as interrupt),
@@ -55,11 +102,11 @@ type Scheduler interface {
 
 // GroupScheduler is a Scheduler that starts a whole worker group at once,
 // as a SLURM job array does; the controller uses it when the scheduler has
-// it. Start still starts one worker (a restart).
+// it. Start still starts one process (a restart).
 type GroupScheduler interface {
 	Scheduler
-	// StartGroup launches every worker of specs, all of one type, and
-	// returns their handles in the order of specs.
+	// StartGroup launches every process of specs, one group's in order
+	// (processSpecs), and returns their handles in the order of specs.
 	StartGroup(ctx context.Context, specs []WorkerSpec) ([]Handle, error)
 }
 
@@ -88,13 +135,13 @@ type Queued interface {
 	Queued() (bool, string)
 }
 
-// queued lists the handles of names that are waiting in a queue, with why.
-func queued(procs map[string]Handle, names []string) []string {
+// queued lists the processes of procs that wait in a queue, with why.
+func queued(procs []launched) []string {
 	var out []string
-	for _, n := range names {
-		if q, ok := procs[n].(Queued); ok {
+	for _, p := range procs {
+		if q, ok := p.handle.(Queued); ok {
 			if yes, why := q.Queued(); yes {
-				out = append(out, n+" ("+why+")")
+				out = append(out, p.spec.Name+" ("+why+")")
 			}
 		}
 	}

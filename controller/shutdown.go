@@ -84,12 +84,12 @@ func (c *Controller) stopWorkers(outcome Outcome) {
 	types := c.cfg.Types()
 	slices.Reverse(types)
 	for _, typ := range types {
-		var live []*member
+		var live []string
 		for _, m := range c.group(typ) {
 			select {
-			case <-m.handle.Done():
+			case <-m.proc.handle.Done():
 			default:
-				live = append(live, m)
+				live = append(live, m.name)
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
@@ -99,9 +99,9 @@ func (c *Controller) stopWorkers(outcome Outcome) {
 	grace := time.NewTimer(c.opts.StopGrace)
 	defer grace.Stop()
 wait:
-	for _, m := range c.members {
+	for _, p := range c.procs {
 		select {
-		case <-m.handle.Done():
+		case <-p.handle.Done():
 		case <-grace.C:
 			break wait
 		}

@@ -57,7 +57,8 @@ type SlurmOptions struct {
 
 // Slurm runs every worker group as a SLURM job array: one sbatch script
 // per group in the trial directory's slurm/, whose task i runs
-// `rlctl worker --type T --index i`. Each task is a Handle tracked through
+// `rlctl worker --type T --index i` (with per_process P, task i hosts
+// `--index i*P --count P`, the last task the remainder). Each task is a Handle tracked through
 // squeue (never sacct: a cluster may have no accounting daemon). A restart
 // resubmits the script for the one index. StopAll cancels every job of the
 // trial, those submitted by hand from its scripts too (they share its job
@@ -112,37 +113,70 @@ func (s *Slurm) JobName(typ string) string {
 // ScriptPath is where the sbatch script of a worker group is written.
 func (s *Slurm) ScriptPath(typ string) string { return s.dir.Path(SlurmDir, typ+".sbatch") }
 
-// Script is the sbatch script of one worker group: a job array of
-// count tasks (SLURM_ARRAY_TASK_ID is the worker index).
-func (s *Slurm) Script(spec WorkerSpec, count int) string {
+// Script is the sbatch script of one worker group of workers workers:
+// a job array with a task per process. SLURM_ARRAY_TASK_ID is the worker
+// index, or with spec.PerProcess > 1 the process's: task k hosts the
+// workers from k*PerProcess, the last task the remainder, and writes its
+// log where the local scheduler would (logs/{type}-{first}-{last}.log).
+func (s *Slurm) Script(spec WorkerSpec, workers int) string {
+	per := max(spec.PerProcess, 1)
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n")
-	fmt.Fprintf(&b, "# distrl %s/%s: the %s workers, one job array task each (written by rlctl start).\n",
-		s.trial.Experiment, s.trial.Trial, spec.Type)
-	fmt.Fprintf(&b, "# Run one more by hand: sbatch --array=INDEX %s\n", s.ScriptPath(spec.Type))
-	for _, d := range s.directives(spec, count) {
+	if per == 1 {
+		fmt.Fprintf(&b, "# distrl %s/%s: the %s workers, one job array task each (written by rlctl start).\n",
+			s.trial.Experiment, s.trial.Trial, spec.Type)
+		fmt.Fprintf(&b, "# Run one more by hand: sbatch --array=INDEX %s\n", s.ScriptPath(spec.Type))
+	} else {
+		fmt.Fprintf(&b, "# distrl %s/%s: the %d %s workers, %d per job array task (written by rlctl start).\n",
+			s.trial.Experiment, s.trial.Trial, workers, spec.Type, per)
+		fmt.Fprintf(&b, "# Run one task again by hand: sbatch --array=TASK %s (task k hosts the workers from k*%d)\n",
+			s.ScriptPath(spec.Type), per)
+	}
+	for _, d := range s.directives(spec, workers) {
 		fmt.Fprintf(&b, "#SBATCH %s\n", d)
 	}
-	args := append([]string{s.opts.Executable, "worker", "--type", spec.Type, "--index", "$SLURM_ARRAY_TASK_ID"}, spec.Args...)
-	for i, a := range args {
-		if a != "$SLURM_ARRAY_TASK_ID" {
-			args[i] = shellQuote(a)
-		} else {
-			args[i] = `"$SLURM_ARRAY_TASK_ID"`
-		}
+	index, redirect := `"$SLURM_ARRAY_TASK_ID"`, ""
+	if per > 1 {
+		fmt.Fprintf(&b, "first=$((SLURM_ARRAY_TASK_ID * %d))\n", per)
+		fmt.Fprintf(&b, "count=$((%d - first))\n", workers)
+		fmt.Fprintf(&b, "if [ \"$count\" -gt %d ]; then count=%d; fi\n", per, per)
+		b.WriteString("last=$((first + count - 1))\n")
+		index = `"$first" --count "$count"`
+		redirect = ` >>` + shellQuote(s.dir.Path(LogsDir, spec.Type+"-")) + `"$first-$last.log" 2>&1`
 	}
+	args := append([]string{s.opts.Executable, "worker", "--type", spec.Type, "--index"}, spec.Args...)
+	for i, a := range args {
+		args[i] = shellQuote(a)
+	}
+	args = slices.Insert(args, 5, index)
 	// exec: the worker is the batch step itself, so `scancel --batch
 	// --signal=TERM` reaches it and it exits gracefully.
-	fmt.Fprintf(&b, "exec %s\n", strings.Join(args, " "))
+	fmt.Fprintf(&b, "exec %s%s\n", strings.Join(args, " "), redirect)
 	return b.String()
 }
 
-func (s *Slurm) directives(spec WorkerSpec, count int) []string {
+// groupWorkers is how many workers the processes of specs host.
+func groupWorkers(specs []WorkerSpec) int {
+	n := 0
+	for _, spec := range specs {
+		n += spec.hosts()
+	}
+	return n
+}
+
+func (s *Slurm) directives(spec WorkerSpec, workers int) []string {
+	per := max(spec.PerProcess, 1)
+	// %a: the task index, so the log is the local scheduler's logs/{type}-{index}.log;
+	// a host's task writes its own log, and SLURM's output says only what
+	// went wrong before the worker ran.
+	output := s.dir.Path(LogsDir, spec.Type+"-%a.log")
+	if per > 1 {
+		output = s.dir.Path(LogsDir, spec.Type+"-task-%a.log")
+	}
 	d := []string{
 		"--job-name=" + s.JobName(spec.Type),
-		fmt.Sprintf("--array=0-%d", max(count-1, 0)),
-		// %a: the task index, so the log is the local scheduler's logs/{type}-{index}.log.
-		"--output=" + s.dir.Path(LogsDir, spec.Type+"-%a.log"),
+		fmt.Sprintf("--array=0-%d", max((workers+per-1)/per-1, 0)),
+		"--output=" + output,
 		"--open-mode=append", // a resubmitted task appends, as a restarted local worker does
 		"--ntasks=1",
 		"--nodes=1",
@@ -209,7 +243,7 @@ func (s *Slurm) Check(ctx context.Context, opts Options) error {
 			continue
 		}
 		cmd := s.command(ctx, "sbatch", "--test-only")
-		cmd.Stdin = strings.NewReader(s.Script(specs[0], len(specs)))
+		cmd.Stdin = strings.NewReader(s.Script(specs[0], groupWorkers(specs)))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%w: sbatch refuses the %s workers' script: %s", ErrSlurm, specs[0].Type, oneLine(out, err))
 		}
@@ -224,7 +258,7 @@ func (s *Slurm) WriteScripts(groups [][]WorkerSpec) ([]string, error) {
 		if len(specs) == 0 {
 			continue
 		}
-		p, err := s.writeScript(specs[0], len(specs))
+		p, err := s.writeScript(specs[0], groupWorkers(specs))
 		if err != nil {
 			return paths, err
 		}
@@ -233,7 +267,7 @@ func (s *Slurm) WriteScripts(groups [][]WorkerSpec) ([]string, error) {
 	return paths, nil
 }
 
-func (s *Slurm) writeScript(spec WorkerSpec, count int) (string, error) {
+func (s *Slurm) writeScript(spec WorkerSpec, workers int) (string, error) {
 	p := s.ScriptPath(spec.Type)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return "", fmt.Errorf("controller: slurm script: %w", err)
@@ -241,7 +275,7 @@ func (s *Slurm) writeScript(spec WorkerSpec, count int) (string, error) {
 	if err := os.MkdirAll(s.dir.Path(LogsDir), 0o755); err != nil {
 		return "", fmt.Errorf("controller: slurm script: %w", err)
 	}
-	if err := os.WriteFile(p, []byte(s.Script(spec, count)), 0o755); err != nil {
+	if err := os.WriteFile(p, []byte(s.Script(spec, workers)), 0o755); err != nil {
 		return "", fmt.Errorf("controller: slurm script: %w", err)
 	}
 	return p, nil
@@ -253,11 +287,11 @@ func (s *Slurm) StartGroup(ctx context.Context, specs []WorkerSpec) ([]Handle, e
 		return nil, nil
 	}
 	for i, spec := range specs {
-		if spec.Index != i || spec.Type != specs[0].Type {
-			return nil, fmt.Errorf("controller: slurm: a group must be one type indexed 0..n-1 (got %s at %d)", spec.Name, i)
+		if spec.task() != i || spec.Index%max(spec.PerProcess, 1) != 0 || spec.Type != specs[0].Type || spec.PerProcess != specs[0].PerProcess {
+			return nil, fmt.Errorf("controller: slurm: a group must be one type's processes in order from index 0 (got %s at %d)", spec.Name, i)
 		}
 	}
-	path, err := s.writeScript(specs[0], len(specs))
+	path, err := s.writeScript(specs[0], groupWorkers(specs))
 	if err != nil {
 		return nil, err
 	}
@@ -272,15 +306,16 @@ func (s *Slurm) StartGroup(ctx context.Context, specs []WorkerSpec) ([]Handle, e
 	return hs, nil
 }
 
-// Start submits the script of spec's group for the one index (a restart).
+// Start submits the script of spec's group for the one process's task (a
+// restart).
 func (s *Slurm) Start(ctx context.Context, spec WorkerSpec) (Handle, error) {
 	path := s.ScriptPath(spec.Type)
 	if _, err := os.Stat(path); err != nil {
-		if path, err = s.writeScript(spec, spec.Index+1); err != nil {
+		if path, err = s.writeScript(spec, spec.Index+spec.hosts()); err != nil {
 			return nil, err
 		}
 	}
-	job, err := s.submit(ctx, spec.Type, path, spec.Env, "--array="+strconv.Itoa(spec.Index))
+	job, err := s.submit(ctx, spec.Type, path, spec.Env, "--array="+strconv.Itoa(spec.task()))
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +363,7 @@ func (s *Slurm) Jobs() []string {
 }
 
 func (s *Slurm) track(job string, spec WorkerSpec) *slurmTask {
-	t := &slurmTask{s: s, key: taskKey{job, spec.Index}, done: make(chan struct{})}
+	t := &slurmTask{s: s, key: taskKey{job, spec.task()}, done: make(chan struct{})}
 	s.mu.Lock()
 	s.tasks[t.key] = t
 	if !s.polling {

@@ -2,7 +2,10 @@ package controller
 
 import (
 	"errors"
+	"fmt"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -72,5 +75,48 @@ func TestCheckRemoteNameResolve(t *testing.T) {
 		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrNameResolve)) {
 			t.Errorf("CheckRemoteNameResolve(%q) = %v, want ok=%v", tt.eps, err, tt.ok)
 		}
+	}
+}
+
+// A group of 10 workers, 4 per process, is an array of 3 tasks; each task
+// works out its first index, count and log from SLURM_ARRAY_TASK_ID.
+func TestSlurmScriptHosted(t *testing.T) {
+	dir := TrialDir("/shared/trials/exp/t1")
+	s, err := NewSlurm(SlurmOptions{Executable: "/opt/distrl/rlctl"}, dir, names.NewTrial("exp", "t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := processSpecs("echo", experiment.Group{Count: 10, PerProcess: 4}, dir, []string{"--ttl", "3s"}, nil)
+	got := s.Script(specs[0], groupWorkers(specs))
+	for _, want := range []string{
+		"#SBATCH --array=0-2\n",
+		"#SBATCH --output=/shared/trials/exp/t1/logs/echo-task-%a.log\n",
+		`exec /opt/distrl/rlctl worker --type echo --index "$first" --count "$count" --ttl 3s >>/shared/trials/exp/t1/logs/echo-"$first-$last.log" 2>&1` + "\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("script lacks %q:\n%s", want, got)
+		}
+	}
+	// Run the script with exec replaced by an echo of what it would run.
+	script := strings.Replace(got, "exec ", "echo ", 1)
+	script = strings.Replace(script, " >>", " LOG=", 1)
+	script = strings.Replace(script, " 2>&1", "", 1)
+	for _, spec := range specs {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Env = append(cmd.Environ(), "SLURM_ARRAY_TASK_ID="+strconv.Itoa(spec.task()))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("task %d: %v: %s", spec.task(), err, out)
+		}
+		want := fmt.Sprintf("/opt/distrl/rlctl worker --type echo --index %d --count %d --ttl 3s LOG=%s\n", spec.Index, spec.Count, spec.LogPath)
+		if string(out) != want {
+			t.Errorf("task %d runs\n  %s want\n  %s", spec.task(), out, want)
+		}
+	}
+	// A group of a process per worker keeps the index as the task.
+	one := processSpecs("echo", experiment.Group{Count: 3}, dir, nil, nil)
+	if got := s.Script(one[0], groupWorkers(one)); !strings.Contains(got, "#SBATCH --array=0-2\n") ||
+		!strings.Contains(got, `--index "$SLURM_ARRAY_TASK_ID"`) || strings.Contains(got, "--count") {
+		t.Errorf("script of one worker per process:\n%s", got)
 	}
 }

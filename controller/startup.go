@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -40,17 +41,11 @@ func (c *Controller) workerEnv() []string {
 	return env
 }
 
-// groupSpecs are the worker specs of every group, in start order.
+// groupSpecs are the process specs of every group, in start order.
 func groupSpecs(cfg *experiment.Config, dir TrialDir, args, env []string) [][]WorkerSpec {
 	var out [][]WorkerSpec
 	for _, typ := range cfg.Types() {
-		g := cfg.Workers[typ]
-		specs := make([]WorkerSpec, g.Count)
-		for i := range specs {
-			name := names.WorkerName(typ, i)
-			specs[i] = WorkerSpec{Type: typ, Index: i, Name: name, Args: args, Env: env, LogPath: dir.Log(name), Resources: g.Resources}
-		}
-		out = append(out, specs)
+		out = append(out, processSpecs(typ, cfg.Workers[typ], dir, args, env))
 	}
 	return out
 }
@@ -69,70 +64,88 @@ func (c *Controller) workerConfig(typ string, index int) map[string]any {
 	return kw
 }
 
-// startWorkers launches every worker, waits for all to register, then
-// configures and starts them group by group in start order.
+// startWorkers launches every worker process, waits for all workers to
+// register, then configures and starts them group by group in start order.
 func (c *Controller) startWorkers(ctx context.Context) error {
 	for _, specs := range groupSpecs(c.cfg, c.dir, c.workerArgs(), c.workerEnv()) {
 		hs, err := startGroup(ctx, c.opts.Scheduler, specs)
 		for i, h := range hs {
-			m := &member{spec: specs[i], handle: h}
-			c.members = append(c.members, m)
-			c.byName[m.spec.Name] = m
-			c.record.Workers[m.spec.Name] = h.PID()
+			c.addProcess(specs[i], h)
 		}
 		if err != nil {
 			return err
 		}
 	}
 	c.writeRecord()
-	c.exited = make(chan exitEvent, len(c.members))
-	c.restarted = make(chan restartResult, len(c.members))
-	c.out.event("started %d workers (%s scheduler); logs in %s", len(c.members), c.opts.SchedulerName, c.dir.Path(LogsDir))
+	c.exited = make(chan exitEvent, len(c.procs))
+	c.restarted = make(chan restartResult, len(c.procs))
+	in := ""
+	if len(c.procs) != len(c.members) {
+		in = fmt.Sprintf(" in %d processes", len(c.procs))
+	}
+	c.out.event("started %d workers%s (%s scheduler); logs in %s", len(c.members), in, c.opts.SchedulerName, c.dir.Path(LogsDir))
 
 	timeout := c.opts.RegisterTimeout
 	if timeout <= 0 {
 		timeout = registerBase + time.Duration(len(c.members))*registerPerProc
 	}
-	all := make(map[string]Handle, len(c.members))
-	for _, m := range c.members {
-		all[m.spec.Name] = m.handle
+	all := make([]launched, len(c.procs))
+	for i, p := range c.procs {
+		all[i] = launched{p.spec, p.handle}
 	}
 	if err := c.waitRegistered(ctx, all, timeout); err != nil {
 		return err
 	}
 	c.out.event("all %d workers registered after %s", len(c.members), time.Since(c.began).Round(time.Millisecond))
-	for _, m := range c.members {
-		c.watch(m.spec.Name, m.handle)
+	for _, p := range c.procs {
+		c.watch(p, p.handle)
 	}
 	// Each group is configured and started before the next is configured:
 	// a policy worker fetches the newest parameters when it is configured,
 	// and a trainer answers only once it runs.
 	for _, typ := range c.cfg.Types() {
-		if err := c.configureGroup(ctx, c.group(typ)); err != nil {
-			return err
-		}
-		if err := c.requestGroup(ctx, c.group(typ), worker.CmdStart, nil); err != nil {
+		if err := c.configureAndStart(ctx, typ, 0, c.cfg.Workers[typ].Count); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// addProcess takes a started process and its workers into the trial.
+func (c *Controller) addProcess(spec WorkerSpec, h Handle) {
+	p := &process{spec: spec, handle: h}
+	for i, name := range spec.Workers {
+		m := &member{name: name, typ: spec.Type, index: spec.Index + i, proc: p}
+		p.members = append(p.members, m)
+		c.members = append(c.members, m)
+		c.byName[name] = m
+		c.record.Workers[name] = h.PID()
+	}
+	c.procs = append(c.procs, p)
+}
+
 // group lists the members of one type, by index.
 func (c *Controller) group(typ string) []*member {
 	var out []*member
 	for _, m := range c.members {
-		if m.spec.Type == typ {
+		if m.typ == typ {
 			out = append(out, m)
 		}
 	}
 	return out
 }
 
-// waitRegistered waits until every worker in procs has an address record
-// and connects the panel to them. A worker whose process exits first, or
-// that is still missing at the timeout, fails the wait.
-func (c *Controller) waitRegistered(ctx context.Context, procs map[string]Handle, timeout time.Duration) error {
+// launched is a process as waitRegistered sees it: a copy, so that a
+// restart's goroutine can wait without touching the loop's processes.
+type launched struct {
+	spec   WorkerSpec
+	handle Handle
+}
+
+// waitRegistered waits until every worker of procs has an address record
+// and connects the panel to them. A process that exits first, or whose
+// workers are still missing at the timeout, fails the wait.
+func (c *Controller) waitRegistered(ctx context.Context, procs []launched, timeout time.Duration) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(registerPoll)
@@ -142,23 +155,30 @@ func (c *Controller) waitRegistered(ctx context.Context, procs map[string]Handle
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
-		registered := map[string]bool{}
+		registered := make(map[string]bool, len(entries))
 		for _, e := range entries {
 			registered[strings.TrimPrefix(e.Key, c.trial.WorkerPrefix())] = true
 		}
 		var missing, exited []Unregistered
-		for name, h := range procs {
-			if registered[name] {
+		var waiting []launched
+		for _, p := range procs {
+			u := Unregistered{Worker: p.spec.Name, Log: p.spec.LogPath}
+			for _, w := range p.spec.Workers {
+				if !registered[w] {
+					u.Workers = append(u.Workers, w)
+				}
+			}
+			if len(u.Workers) == 0 {
 				continue
 			}
-			u := Unregistered{Worker: name, Log: c.dir.Log(name)}
 			select {
-			case <-h.Done():
-				u.Exit, u.Tail = describeExit(h.Wait()), tail(u.Log, logTailBytes)
+			case <-p.handle.Done():
+				u.Exit, u.Tail = describeExit(p.handle.Wait()), tail(u.Log, logTailBytes)
 				exited = append(exited, u)
 			default:
 			}
 			missing = append(missing, u)
+			waiting = append(waiting, p)
 		}
 		if len(exited) > 0 {
 			return &RegisterError{Timeout: timeout, Missing: sortUnregistered(exited)}
@@ -170,13 +190,9 @@ func (c *Controller) waitRegistered(ctx context.Context, procs map[string]Handle
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			var names []string
-			for _, u := range missing {
-				names = append(names, u.Worker)
-			}
-			if q := queued(procs, names); len(q) > 0 {
+			if q := queued(waiting); len(q) > 0 {
 				slices.Sort(q)
-				c.out.event("%d workers still queued, waiting for them: %s", len(q), strings.Join(q, ", "))
+				c.out.event("%d worker processes still queued, waiting for them: %s", len(q), strings.Join(q, ", "))
 				deadline.Reset(timeout)
 				continue
 			}
@@ -187,11 +203,10 @@ func (c *Controller) waitRegistered(ctx context.Context, procs map[string]Handle
 		case <-tick.C:
 		}
 	}
-	names := make([]string, 0, len(procs))
-	for n := range procs {
-		names = append(names, n)
+	var names []string
+	for _, p := range procs {
+		names = append(names, p.spec.Workers...)
 	}
-	slices.Sort(names)
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	return c.panel.Connect(ctx, names...)
@@ -202,36 +217,38 @@ func sortUnregistered(u []Unregistered) []Unregistered {
 	return u
 }
 
-// configureGroup sends each member its own configuration, all at once.
-func (c *Controller) configureGroup(ctx context.Context, ms []*member) error {
-	kwargs := make([]any, len(ms))
-	for i, m := range ms {
-		kwargs[i] = c.workerConfig(m.spec.Type, m.spec.Index)
+// configureAndStart sends workers typ/first .. typ/first+n-1 each its own
+// configuration, all at once, and then the start command.
+func (c *Controller) configureAndStart(ctx context.Context, typ string, first, n int) error {
+	ws := make([]string, n)
+	kwargs := make([]any, n)
+	for i := range ws {
+		ws[i] = names.WorkerName(typ, first+i)
+		kwargs[i] = c.workerConfig(typ, first+i)
 	}
-	return c.requestEach(ctx, ms, worker.CmdConfigure, kwargs)
+	if err := c.requestEach(ctx, ws, worker.CmdConfigure, kwargs); err != nil {
+		return err
+	}
+	return c.requestGroup(ctx, ws, worker.CmdStart, nil)
 }
 
-// requestGroup sends the same command to every member at once.
-func (c *Controller) requestGroup(ctx context.Context, ms []*member, cmd string, kwargs any) error {
-	each := make([]any, len(ms))
+// requestGroup sends the same command to every worker of ws at once.
+func (c *Controller) requestGroup(ctx context.Context, ws []string, cmd string, kwargs any) error {
+	each := make([]any, len(ws))
 	for i := range each {
 		each[i] = kwargs
 	}
-	return c.requestEach(ctx, ms, cmd, each)
+	return c.requestEach(ctx, ws, cmd, each)
 }
 
-func (c *Controller) requestEach(ctx context.Context, ms []*member, cmd string, kwargs []any) error {
-	if len(ms) == 0 {
+func (c *Controller) requestEach(ctx context.Context, ws []string, cmd string, kwargs []any) error {
+	if len(ws) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	names := make([]string, len(ms))
-	for i, m := range ms {
-		names[i] = m.spec.Name
-	}
 	failures := map[string]error{}
-	for _, r := range c.panel.GroupRequestEach(ctx, names, cmd, kwargs) {
+	for _, r := range c.panel.GroupRequestEach(ctx, ws, cmd, kwargs) {
 		if r.Err != nil {
 			failures[r.Worker] = r.Err
 		}
@@ -242,8 +259,18 @@ func (c *Controller) requestEach(ctx context.Context, ms []*member, cmd string, 
 	return nil
 }
 
-// watch reports the exit of h, the process of worker name, to the loop.
-func (c *Controller) watch(name string, h Handle) {
+// memberNames are the names of ms.
+func memberNames(ms []*member) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.name
+	}
+	return out
+}
+
+// watch reports the exit of h, the handle of p, to the loop: one
+// goroutine per process, however many workers it hosts.
+func (c *Controller) watch(p *process, h Handle) {
 	go func() {
 		select {
 		case <-h.Done():
@@ -251,7 +278,7 @@ func (c *Controller) watch(name string, h Handle) {
 			return
 		}
 		select {
-		case c.exited <- exitEvent{name: name, handle: h, err: h.Wait()}:
+		case c.exited <- exitEvent{proc: p, handle: h, err: h.Wait()}:
 		case <-c.quit:
 		}
 	}()

@@ -56,12 +56,21 @@ type Config struct {
 
 // Group is the workers of one type.
 type Group struct {
-	Count     int       `json:"count"`
-	Resources Resources `json:"resources,omitzero"`
+	Count int `json:"count"`
+	// PerProcess is how many of the group's workers one process hosts
+	// (`rlctl worker --count`): worker i runs in process i/PerProcess, the
+	// last process takes the remainder. 0 or 1: a process per worker.
+	// Hosted workers share one loop goroutine, so this is for light
+	// workers (echo at scale), and a process is restarted as a whole.
+	PerProcess int       `json:"per_process,omitempty"`
+	Resources  Resources `json:"resources,omitzero"`
 	// Config is the kwargs of the workers' configure command. String values
 	// may hold IndexPlaceholder.
 	Config map[string]any `json:"config,omitempty"`
 }
+
+// WorkersPerProcess is PerProcess with its default applied: at least 1.
+func (g Group) WorkersPerProcess() int { return max(g.PerProcess, 1) }
 
 // Resources is what one worker of a group needs. The local scheduler only
 // records them; a cluster scheduler turns them into its resource requests.

@@ -72,6 +72,7 @@ func TestValidateErrors(t *testing.T) {
 	}{
 		{name: "unknown type", set: []string{"workers.bogus.count=1"}, field: "workers.bogus", value: "bogus"},
 		{name: "negative count", set: []string{"workers.actor.count=-1"}, field: "workers.actor.count", value: -1},
+		{name: "negative per process", set: []string{"workers.actor.per_process=-4"}, field: "workers.actor.per_process", value: -4},
 		{name: "bad wall time", set: []string{"stop.wall_time=ten minutes"}, field: "stop.wall_time", value: "ten minutes"},
 		{name: "negative wall time", set: []string{"stop.wall_time=-1s"}, field: "stop.wall_time", value: "-1s"},
 		{name: "bad metrics interval", set: []string{"metrics_interval=1ms"}, field: "metrics_interval", value: "1ms"},
@@ -160,6 +161,7 @@ func TestSet(t *testing.T) {
 			return reflect.DeepEqual(c.Workers["actor"].Config["hidden"], []any{int64(32), int64(32)})
 		}},
 		{"workers.sink.count=1", func(c *Config) bool { return c.Workers["sink"].Count == 1 }},
+		{"workers.actor.per_process=256", func(c *Config) bool { return c.Workers["actor"].WorkersPerProcess() == 256 }},
 		{"workers.policy.config.env=CartPole-v1", func(c *Config) bool { return c.Workers["policy"].Config["env"] == "CartPole-v1" }},
 		{"stop.wall_time=90s", func(c *Config) bool { return c.Stop.WallTimeLimit() == 90*time.Second }},
 		{"stop.target_return=475", func(c *Config) bool { return c.Stop.TargetReturn != nil && *c.Stop.TargetReturn == 475 }},

@@ -61,6 +61,9 @@ func (c *Config) Validate(knownTypes []string) error {
 		if g.Count < 0 {
 			bad(field+".count", g.Count, "an integer >= 0")
 		}
+		if g.PerProcess < 0 {
+			bad(field+".per_process", g.PerProcess, "an integer >= 0 (0 or 1: one process per worker)")
+		}
 		total += max(g.Count, 0)
 		if g.Resources.CPUs < 0 {
 			bad(field+".resources.cpus", g.Resources.CPUs, "a number >= 0")

@@ -181,10 +181,12 @@ func signalWorkers(rec *controller.Record) []int {
 		return nil
 	}
 	var pids []int
+	seen := map[int]bool{} // the workers of a host process share its pid
 	for _, pid := range rec.Workers {
-		if !controller.ProcessAlive(pid) || !isWorkerProcess(pid) {
+		if seen[pid] || !controller.ProcessAlive(pid) || !isWorkerProcess(pid) {
 			continue
 		}
+		seen[pid] = true
 		if syscall.Kill(pid, syscall.SIGTERM) == nil {
 			pids = append(pids, pid)
 		}

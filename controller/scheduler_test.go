@@ -1,0 +1,90 @@
+package controller
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/distrl/distrl/experiment"
+)
+
+func TestProcessSpecs(t *testing.T) {
+	dir := TrialDir("/w/exp/t1")
+	for _, tt := range []struct {
+		name       string
+		count, per int
+		// want: each process's first index, count and name.
+		want []WorkerSpec
+	}{
+		{"one per process", 3, 0, []WorkerSpec{{Index: 0, Count: 1, Name: "echo/0"}, {Index: 1, Count: 1, Name: "echo/1"}, {Index: 2, Count: 1, Name: "echo/2"}}},
+		{"per_process 1", 2, 1, []WorkerSpec{{Index: 0, Count: 1, Name: "echo/0"}, {Index: 1, Count: 1, Name: "echo/1"}}},
+		{"a remainder", 10, 4, []WorkerSpec{{Index: 0, Count: 4, Name: "echo/0-3"}, {Index: 4, Count: 4, Name: "echo/4-7"}, {Index: 8, Count: 2, Name: "echo/8-9"}}},
+		{"a remainder of one", 9, 4, []WorkerSpec{{Index: 0, Count: 4, Name: "echo/0-3"}, {Index: 4, Count: 4, Name: "echo/4-7"}, {Index: 8, Count: 1, Name: "echo/8-8"}}},
+		{"even", 8, 4, []WorkerSpec{{Index: 0, Count: 4, Name: "echo/0-3"}, {Index: 4, Count: 4, Name: "echo/4-7"}}},
+		{"fewer than per_process", 3, 256, []WorkerSpec{{Index: 0, Count: 3, Name: "echo/0-2"}}},
+		{"no workers", 0, 4, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := processSpecs("echo", experiment.Group{Count: tt.count, PerProcess: tt.per}, dir, []string{"--ttl", "3s"}, nil)
+			if len(got) != len(tt.want) {
+				t.Fatalf("%d processes, want %d: %+v", len(got), len(tt.want), got)
+			}
+			next := 0 // every worker once, in order
+			for i, p := range got {
+				w := tt.want[i]
+				if p.Type != "echo" || p.Index != w.Index || p.Count != w.Count || p.Name != w.Name || p.task() != i {
+					t.Errorf("process %d = %s index %d count %d task %d, want %s index %d count %d task %d",
+						i, p.Name, p.Index, p.Count, p.task(), w.Name, w.Index, w.Count, i)
+				}
+				if p.LogPath != dir.Log(w.Name) || !slices.Equal(p.Args, []string{"--ttl", "3s"}) {
+					t.Errorf("process %d: log %s, args %q", i, p.LogPath, p.Args)
+				}
+				for _, name := range p.Workers {
+					if want := "echo/" + strconv.Itoa(next); name != want {
+						t.Errorf("process %d hosts %s, want %s", i, name, want)
+					}
+					next++
+				}
+			}
+			if next != tt.count {
+				t.Errorf("%d workers hosted, want %d", next, tt.count)
+			}
+		})
+	}
+	if got := dir.Log("echo/0-255"); got != "/w/exp/t1/logs/echo-0-255.log" {
+		t.Errorf("a host's log is %s", got)
+	}
+}
+
+func TestWorkerCommand(t *testing.T) {
+	for _, tt := range []struct {
+		spec WorkerSpec
+		want string
+	}{
+		{WorkerSpec{Type: "echo", Index: 3}, "worker --type echo --index 3"},
+		{WorkerSpec{Type: "echo", Index: 3, Count: 1}, "worker --type echo --index 3"},
+		{WorkerSpec{Type: "echo", Index: 256, Count: 256, PerProcess: 256}, "worker --type echo --index 256 --count 256"},
+	} {
+		if got := strings.Join(workerCommand(tt.spec), " "); got != tt.want {
+			t.Errorf("workerCommand(%+v) = %q, want %q", tt.spec, got, tt.want)
+		}
+	}
+}
+
+func TestRegisterErrorNamesHostedWorkers(t *testing.T) {
+	e := &RegisterError{Missing: []Unregistered{
+		{Worker: "echo/0-7", Workers: []string{"echo/1", "echo/2", "echo/3", "echo/4", "echo/5", "echo/6"}, Log: "l0"},
+		{Worker: "actor/1", Workers: []string{"actor/1"}, Log: "l1", Exit: "exit status 1"},
+	}}
+	msg := e.Error()
+	for _, want := range []string{
+		"7 workers did not register",
+		"echo/0-7 (log l0), 6 of its workers: echo/1, echo/2, echo/3, echo/4 and 2 more",
+		"actor/1 (log l1): exited, exit status 1",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+}

@@ -135,15 +135,16 @@ type Queued interface {
 	Queued() (bool, string)
 }
 
-// queued lists the processes of procs that wait in a queue, with why.
-func queued(procs []launched) []string {
-	var out []string
+// queued lists the processes of procs that wait in a queue, with why, and
+// counts the workers they host.
+func queued(procs []launched) (lines []string, workers int) {
 	for _, p := range procs {
 		if q, ok := p.handle.(Queued); ok {
 			if yes, why := q.Queued(); yes {
-				out = append(out, p.spec.Name+" ("+why+")")
+				lines = append(lines, p.spec.Name+" ("+why+")")
+				workers += p.spec.hosts()
 			}
 		}
 	}
-	return out
+	return lines, workers
 }

@@ -190,9 +190,9 @@ func (c *Controller) waitRegistered(ctx context.Context, procs []launched, timeo
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			if q := queued(waiting); len(q) > 0 {
+			if q, n := queued(waiting); len(q) > 0 {
 				slices.Sort(q)
-				c.out.event("%d worker processes still queued, waiting for them: %s", len(q), strings.Join(q, ", "))
+				c.out.event("%d workers still queued, waiting for them: %s", n, strings.Join(q, ", "))
 				deadline.Reset(timeout)
 				continue
 			}

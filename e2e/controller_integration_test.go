@@ -363,17 +363,23 @@ func TestStartRejectsBadConfig(t *testing.T) {
 	}
 }
 
-// BenchmarkStartupEcho measures, for N echo workers, the time from
-// `rlctl start` to every worker RUNNING, and the controller's CPU share
-// while it monitors them for 10 s (one iteration: each takes ~15 s).
+// BenchmarkStartupEcho measures, for N echo workers (a process each, or
+// per_process to a host process), the time from `rlctl start` to every
+// worker RUNNING, and the controller's CPU share while it monitors them
+// for 10 s (one iteration: each takes ~15 s).
 func BenchmarkStartupEcho(b *testing.B) {
-	for _, n := range []int{64, 256} {
-		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+	for _, tt := range []struct{ n, perProcess int }{{64, 0}, {256, 0}, {1024, 256}, {4096, 256}} {
+		name := fmt.Sprintf("workers=%d", tt.n)
+		if tt.perProcess > 0 {
+			name += fmt.Sprintf("/per_process=%d", tt.perProcess)
+		}
+		b.Run(name, func(b *testing.B) {
 			const run = 10 * time.Second
 			work := b.TempDir()
 			begin := time.Now()
 			p := start(b, "rlctl-start", noNameServer, "start", "echo-64", "bench", "--workdir", work,
-				"--set", fmt.Sprintf("workers.echo.count=%d", n), "--set", "stop.wall_time="+run.String())
+				"--set", fmt.Sprintf("workers.echo.count=%d", tt.n), "--set", fmt.Sprintf("workers.echo.per_process=%d", tt.perProcess),
+				"--set", "stop.wall_time="+run.String())
 			m := waitOutput(b, p, regexp.MustCompile(`all \d+ workers running after (\S+)`), 2*time.Minute)
 			seen := time.Since(begin)
 			reported, err := time.ParseDuration(m[1])

@@ -330,3 +330,41 @@ func TestSlurmQueuedTasksWait(t *testing.T) {
 	}
 	s.assertClean()
 }
+
+// per_process on SLURM: 5 echo workers, 2 per task, are an array of 3
+// tasks hosting echo/0-1, echo/2-3 and echo/4-4, each logging to its
+// logs/echo-FIRST-LAST.log; a cancelled task is resubmitted for its one
+// array index and its two workers come back together.
+func TestSlurmHostedWorkers(t *testing.T) {
+	s := newSlurmTrial(t, "echo-64")
+	p := s.start("--set", "workers.echo.count=5", "--set", "workers.echo.per_process=2", "--set", "stop.wall_time=20s")
+	waitOutput(t, p, workersRunning, time.Minute)
+	s.nodesOf(5)
+	for _, log := range []string{"echo-0-1.log", "echo-2-3.log", "echo-4-4.log"} {
+		if _, err := os.Stat(filepath.Join(s.dir(), "logs", log)); err != nil {
+			t.Errorf("no host log %s: %v", log, err)
+		}
+	}
+	out, err := s.sc.Command("squeue", "-h", "-r", "--name=distrl.echo-64."+s.trial.Trial+".echo", "-o", "%i").Output()
+	tasks := strings.Fields(string(out))
+	if err != nil || len(tasks) != 3 {
+		t.Fatalf("echo tasks: %q, %v", out, err)
+	}
+	slices.Sort(tasks)
+	if b, err := s.sc.Command("scancel", tasks[1]).CombinedOutput(); err != nil {
+		t.Fatalf("scancel %s: %v\n%s", tasks[1], err, b)
+	}
+	waitOutput(t, p, regexp.MustCompile(`echo/2-3 restarted`), time.Minute)
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("rlctl start exited with %d", code)
+	}
+	// One restart for the task's two workers (a loaded machine may cost
+	// another host its lease: that is not this test's business).
+	if log := readFile(t, p.log); strings.Count(log, "restarting echo/2-3 ") != 1 {
+		t.Errorf("want one restart of echo/2-3:\n%s", log)
+	}
+	if jobs := readFile(t, filepath.Join(s.dir(), "slurm", "jobs.txt")); !strings.Contains(jobs, " echo --array=1 ") {
+		t.Errorf("jobs.txt has no resubmitted task 1:\n%s", jobs)
+	}
+	s.assertClean()
+}

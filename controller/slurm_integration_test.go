@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 // and exits 0 on SIGTERM (as a worker does when interrupted).
 const slurmWorker = `#!/bin/sh
 echo "args: $*"
+echo "password: $RLCTL_NAMERESOLVE_PASSWORD"
 echo "node: $SLURMD_NODENAME"
 trap 'echo "TERM"; exit 0' TERM
 while :; do sleep 0.1; done
@@ -67,6 +68,15 @@ func waitLog(t *testing.T, path, want string) string {
 	}
 }
 
+func readTestFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func waitDone(t *testing.T, h Handle) error {
 	t.Helper()
 	select {
@@ -81,7 +91,8 @@ func waitDone(t *testing.T, h Handle) error {
 // The scheduler against a real 3-node SLURM: one job array per group,
 // spread over the nodes; a cancelled task ends its handle with the state;
 // a resubmitted index runs again and appends to its log; SIGTERM reaches
-// the worker; StopAll leaves nothing in the queue.
+// the worker; StopAll leaves nothing in the queue. The spec's environment
+// (the name server's password) reaches the tasks, the script never holds it.
 func TestSlurmSchedulerOnCluster(t *testing.T) {
 	c := slurmtest.Get(t)
 	s, dir := newTestSlurm(t, c, SlurmOptions{})
@@ -89,7 +100,8 @@ func TestSlurmSchedulerOnCluster(t *testing.T) {
 	specs := make([]WorkerSpec, 4)
 	for i := range specs {
 		name := "echo/" + strconv.Itoa(i)
-		specs[i] = WorkerSpec{Type: "echo", Index: i, Name: name, Args: []string{"--ttl", "3s"}, LogPath: dir.Log(name)}
+		specs[i] = WorkerSpec{Type: "echo", Index: i, Name: name, Args: []string{"--ttl", "3s"}, LogPath: dir.Log(name),
+			Env: []string{EnvNameResolvePassword + "=s3cret pw"}}
 	}
 	hs, err := s.StartGroup(ctx, specs)
 	if err != nil {
@@ -98,7 +110,8 @@ func TestSlurmSchedulerOnCluster(t *testing.T) {
 	nodes := map[string]bool{}
 	for i := range specs {
 		log := waitLog(t, specs[i].LogPath, "node: node")
-		if !strings.Contains(log, "args: worker --type echo --index "+strconv.Itoa(i)+" --ttl 3s") {
+		if !strings.Contains(log, "args: worker --type echo --index "+strconv.Itoa(i)+" --ttl 3s") ||
+			!strings.Contains(log, "password: s3cret pw\n") {
 			t.Errorf("log of %s: %q", specs[i].Name, log)
 		}
 		nodes[strings.TrimSpace(log[strings.Index(log, "node: ")+6:])] = true
@@ -130,6 +143,12 @@ func TestSlurmSchedulerOnCluster(t *testing.T) {
 			t.Fatal("the resubmitted task did not run")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if log := waitLog(t, specs[1].LogPath, "node: "); strings.Count(log, "password: s3cret pw\n") != 2 {
+		t.Errorf("the resubmitted task did not get the password:\n%s", log)
+	}
+	if script := readTestFile(t, s.ScriptPath("echo")); strings.Contains(script, "s3cret") {
+		t.Errorf("the script holds the password:\n%s", script)
 	}
 	// SIGTERM reaches the worker, which exits 0: the task completed.
 	if err := h.Signal(syscall.SIGTERM); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/slurmtest"
 	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/pytest"
@@ -198,5 +199,32 @@ func TestClientCertNameServer(t *testing.T) {
 	out, code := runRlctl(t, secureEnv(base, map[string]string{"RLCTL_NAMERESOLVE_CERT": "", "RLCTL_NAMERESOLVE_KEY": ""}), "ls")
 	if code != 2 || !strings.Contains(out, "certificate required") {
 		t.Fatalf("rlctl ls without a client certificate: exit %d, want 2 (certificate required):\n%s", code, out)
+	}
+}
+
+// TestSlurmSecureNameServer: a trial on the 3-node SLURM cluster against an
+// etcd with TLS and authentication: the sbatch jobs inherit the settings
+// (the password given only on rlctl's command line reaches them through
+// sbatch's environment, never their scripts) and the trial completes.
+func TestSlurmSecureNameServer(t *testing.T) {
+	sc := slurmtest.Get(t)
+	srv := etcdtest.StartSecure(t, etcdtest.Secure{TLS: true, Auth: true, Host: sc.HostAddr})
+	work := t.TempDir()
+	trial := names.NewTrial("echo-64", fmt.Sprintf("secure%d", time.Now().UnixNano()%1e6))
+	t.Cleanup(func() { _ = sc.Command("scancel", "--name=distrl."+trial.Experiment+"."+trial.Trial+".echo").Run() })
+	env := append([]string{"RLCTL_NAMERESOLVE=" + srv.Endpoint(), "RLCTL_NAMERESOLVE_CACERT=" + srv.PKI.CA}, sc.Env()...)
+	p := start(t, "rlctl-start", env, "start", trial.Experiment, trial.Trial, "--scheduler", "slurm", "--workdir", work,
+		"--nameresolve-user", etcdtest.User+":"+etcdtest.Password,
+		"--set", "workers.echo.count=3", "--set", "stop.wall_time=6s")
+	if code := p.wait(t, 2*time.Minute); code != 0 {
+		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
+	}
+	if out := readFile(t, p.log); !strings.Contains(out, "name resolve: etcd at "+srv.Endpoint()) || !strings.Contains(out, "all 3 workers running") {
+		t.Errorf("want a run on the secured etcd:\n%s", out)
+	}
+	script := readFile(t, filepath.Join(work, trial.Experiment, trial.Trial, "slurm", "echo.sbatch"))
+	if strings.Contains(script, etcdtest.Password) || !strings.Contains(script, "--nameresolve-user "+etcdtest.User+" ") ||
+		!strings.Contains(script, "--nameresolve-cacert "+srv.PKI.CA) {
+		t.Errorf("want the user and CA in the script, not the password:\n%s", script)
 	}
 }

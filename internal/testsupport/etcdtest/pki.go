@@ -20,7 +20,8 @@ import (
 type PKI struct {
 	// CA signed ServerCert and ClientCert.
 	CA string
-	// ServerCert is valid for 127.0.0.1, ::1 and localhost.
+	// ServerCert is valid for 127.0.0.1, ::1, localhost and the hosts
+	// given to NewPKI.
 	ServerCert, ServerKey string
 	// ClientCert's common name is ClientUser: with --client-cert-auth and
 	// authentication enabled, etcd takes it as that user.
@@ -32,8 +33,9 @@ type PKI struct {
 // ClientUser is the common name of PKI.ClientCert.
 const ClientUser = "distrl"
 
-// NewPKI writes a CA, a server and a client certificate into dir.
-func NewPKI(dir string) (PKI, error) {
+// NewPKI writes a CA, a server and a client certificate into dir. The
+// server's is valid for loopback and for hosts (IP addresses or names).
+func NewPKI(dir string, hosts ...string) (PKI, error) {
 	p := PKI{
 		CA: filepath.Join(dir, "ca.pem"), OtherCA: filepath.Join(dir, "other-ca.pem"),
 		ServerCert: filepath.Join(dir, "server.pem"), ServerKey: filepath.Join(dir, "server-key.pem"),
@@ -52,12 +54,20 @@ func NewPKI(dir string) (PKI, error) {
 	}, nil, nil, p.OtherCA, ""); err != nil {
 		return p, err
 	}
-	if _, _, err := newCert(&x509.Certificate{
+	server := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "etcd"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, DNSNames: []string{"localhost"},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}, ca, caKey, p.ServerCert, p.ServerKey); err != nil {
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			server.IPAddresses = append(server.IPAddresses, ip)
+		} else {
+			server.DNSNames = append(server.DNSNames, h)
+		}
+	}
+	if _, _, err := newCert(server, ca, caKey, p.ServerCert, p.ServerKey); err != nil {
 		return p, err
 	}
 	_, _, err = newCert(&x509.Certificate{

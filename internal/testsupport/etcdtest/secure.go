@@ -1,8 +1,10 @@
 package etcdtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -31,6 +33,9 @@ type Secure struct {
 	ClientCertAuth bool
 	// Auth enables authentication with the users above.
 	Auth bool
+	// Host is the address to listen on (port picked); 127.0.0.1 if empty.
+	// The server certificate covers it.
+	Host string
 }
 
 // SecureServer is a running etcd of its own with its certificates.
@@ -46,13 +51,14 @@ type SecureServer struct {
 func StartSecure(tb testing.TB, opts Secure) *SecureServer {
 	tb.Helper()
 	dir := tb.TempDir()
-	pki, err := NewPKI(dir)
+	host := cmp.Or(opts.Host, "127.0.0.1")
+	pki, err := NewPKI(dir, host)
 	if err != nil {
 		tb.Fatalf("etcdtest: %v", err)
 	}
 	// The cheapest password hashes: under -race on a busy machine etcd's
 	// default cost makes each authentication take seconds.
-	cfg := etcdserver.Config{Dir: dir + "/data", ClientAddr: "127.0.0.1:0", BcryptCost: uint(bcrypt.MinCost)}
+	cfg := etcdserver.Config{Dir: dir + "/data", ClientAddr: net.JoinHostPort(host, "0"), BcryptCost: uint(bcrypt.MinCost)}
 	if opts.TLS || opts.ClientCertAuth {
 		cfg.CertFile, cfg.KeyFile = pki.ServerCert, pki.ServerKey
 	}

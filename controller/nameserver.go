@@ -28,7 +28,9 @@ func (c *Controller) openNameResolve(ctx context.Context) error {
 			c.record.NameResolve = c.endpoint
 			return nil
 		}
-		if refused(err) { // the etcd meant, refusing us: an embedded one would hide that
+		// Given TLS or credentials, the user meant this etcd: its refusal
+		// fails the start, where an embedded etcd would hide it.
+		if c.opts.NameResolveSecurity != (etcd.Security{}) && refused(err) {
 			return fmt.Errorf("%w: %w", ErrNameResolve, err)
 		}
 		c.log.Warn("the name server answers but not as etcd: running an embedded etcd", "endpoints", c.opts.NameResolve, "err", err)

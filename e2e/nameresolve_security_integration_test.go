@@ -166,7 +166,7 @@ print(" ".join(t.workers()), t.request("echo/0", "ping"))
 		}
 		// rlctl status reads the workers from the secured etcd with the same settings.
 		if out, code := runRlctl(t, secureEnv(base, nil), "status", "echo-64", "t2", "--workdir", work); code != 0 ||
-			!strings.Contains(out, "echo/1") || strings.Contains(out, "not reachable") {
+			!strings.Contains(out, "echo/1") || strings.Contains(out, "name resolve:") {
 			t.Errorf("rlctl status: exit %d:\n%s", code, out)
 		}
 		if code := p.wait(t, 60*time.Second); code != 0 {

@@ -82,7 +82,7 @@ func workerTable(ctx context.Context, cfg etcd.Config, trial names.Trial) error 
 	defer cancel()
 	repo, err := etcd.Open(ctx, cfg)
 	if err != nil {
-		fmt.Printf("workers: name server %s not reachable: %v\n", strings.Join(cfg.Endpoints, ","), err)
+		fmt.Printf("workers: %v\n", err) // says the endpoints and whether etcd is unreachable or refused us
 		return nil
 	}
 	defer repo.Close()

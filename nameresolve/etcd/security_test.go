@@ -164,3 +164,44 @@ func TestSecurityFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestAuthTokenExpires: a repository outlives its authentication token's
+// TTL (etcd's --auth-token-ttl): calls after it work (the client
+// authenticates again if etcd dropped the token), its leased record stays,
+// and a watch opened before goes on.
+func TestAuthTokenExpires(t *testing.T) {
+	srv := etcdtest.StartSecure(t, etcdtest.Secure{Auth: true, AuthTokenTTL: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := etcd.Open(ctx, etcd.Config{Endpoints: []string{srv.Endpoint()}, DialTimeout: secureDial,
+		Security: etcd.Security{User: etcdtest.User, Password: etcdtest.Password}})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer r.Close()
+	const prefix = "distrl/token-test/"
+	events, err := r.Watch(ctx, prefix)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	if err := r.Add(ctx, prefix+"leased", "v", nameresolve.AddOptions{TTL: 2 * time.Second}); err != nil {
+		t.Fatalf("Add: %v", err)
+	}
+	time.Sleep(4 * time.Second) // past the token's TTL, and twice the lease's
+	if v, err := r.Get(ctx, prefix+"leased"); err != nil || v != "v" {
+		t.Fatalf("Get after the token expired = %q, %v", v, err)
+	}
+	if err := r.Add(ctx, prefix+"later", "w", nameresolve.AddOptions{}); err != nil {
+		t.Fatalf("Add after the token expired: %v", err)
+	}
+	for {
+		select {
+		case ev := <-events:
+			if ev.Key == prefix+"later" {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the watch saw nothing after the token expired")
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 )
 
 // Defaults for the zero fields of Config.
@@ -41,6 +42,9 @@ type Config struct {
 	// BcryptCost is the cost of hashing users' passwords (etcd's
 	// --bcrypt-cost); etcd's default (10) if zero. Each authentication pays it.
 	BcryptCost uint
+	// AuthTokenTTL is how long an unused authentication token lives
+	// (etcd's --auth-token-ttl, whole seconds); etcd's default (5 min) if zero.
+	AuthTokenTTL time.Duration
 }
 
 // tls reports whether the client port serves TLS.

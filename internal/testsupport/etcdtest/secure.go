@@ -36,6 +36,8 @@ type Secure struct {
 	// Host is the address to listen on (port picked); 127.0.0.1 if empty.
 	// The server certificate covers it.
 	Host string
+	// AuthTokenTTL is etcd's --auth-token-ttl; its default if zero.
+	AuthTokenTTL time.Duration
 }
 
 // SecureServer is a running etcd of its own with its certificates.
@@ -58,7 +60,8 @@ func StartSecure(tb testing.TB, opts Secure) *SecureServer {
 	}
 	// The cheapest password hashes: under -race on a busy machine etcd's
 	// default cost makes each authentication take seconds.
-	cfg := etcdserver.Config{Dir: dir + "/data", ClientAddr: net.JoinHostPort(host, "0"), BcryptCost: uint(bcrypt.MinCost)}
+	cfg := etcdserver.Config{Dir: dir + "/data", ClientAddr: net.JoinHostPort(host, "0"), BcryptCost: uint(bcrypt.MinCost),
+		AuthTokenTTL: opts.AuthTokenTTL}
 	if opts.TLS || opts.ClientCertAuth {
 		cfg.CertFile, cfg.KeyFile = pki.ServerCert, pki.ServerKey
 	}

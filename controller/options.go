@@ -87,7 +87,8 @@ type Options struct {
 	// HungAfter is how long a worker's loop may go without turning before
 	// the worker counts as HUNG and is restarted: worker.DefaultHungAfter
 	// if zero, negative: never. Workers beat every HungAfter/10 (at most
-	// every second, at least every 100 ms).
+	// every second, at least every 100 ms; a trial of more than 1000
+	// workers beats every 1 ms per worker, at most HungAfter/3).
 	HungAfter time.Duration
 	// RegisterTimeout bounds the wait for every worker to register; zero
 	// means 30 s plus 250 ms per worker.

@@ -149,14 +149,22 @@ func (c *Controller) setUpAndRun(ctx context.Context) (Outcome, string, error) {
 	if err := c.serveCtl(ctx); err != nil {
 		return fail(err)
 	}
-	if err := c.startWorkers(ctx); err != nil {
+	// Restarts run on their own goroutines under rctx, cancelled before
+	// the shutdown so that it does not race a restart.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := c.startWorkers(ctx, rctx); err != nil {
 		return fail(err)
 	}
 	c.running = time.Now()
-	c.out.event("all %d workers running after %s", len(c.members), c.running.Sub(c.began).Round(time.Millisecond))
+	restarting := ""
+	if n := c.restartingProcs(); n > 0 {
+		restarting = fmt.Sprintf(" (but %d processes restarting)", n)
+	}
+	c.out.event("all %d workers running after %s%s", len(c.members), c.running.Sub(c.began).Round(time.Millisecond), restarting)
 	c.record.State = StateRunning
 	c.writeRecord()
-	return c.loop(ctx)
+	return c.loop(ctx, rctx)
 }
 
 // claimDir creates the trial directory, refuses it if a live controller

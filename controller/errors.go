@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/distrl/distrl/rpc"
 )
 
 // ErrControllerRunning: another controller is running the trial.
@@ -89,6 +91,18 @@ type ConfigureError struct {
 	Command string
 	// Failures maps worker names to what went wrong.
 	Failures map[string]error
+}
+
+// Refused reports whether a worker answered with an error (a remote
+// error reply: it refused the command), rather than not answering.
+func (e *ConfigureError) Refused() bool {
+	for _, err := range e.Failures {
+		var re *rpc.Error
+		if errors.As(err, &re) {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *ConfigureError) Error() string {

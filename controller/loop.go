@@ -12,8 +12,9 @@ import (
 	"github.com/distrl/distrl/worker"
 )
 
-// loop monitors the running trial until it ends and says how.
-func (c *Controller) loop(ctx context.Context) (Outcome, string, error) {
+// loop monitors the running trial until it ends and says how. Restarts
+// run under rctx.
+func (c *Controller) loop(ctx, rctx context.Context) (Outcome, string, error) {
 	monitor := time.NewTicker(c.opts.MonitorInterval)
 	defer monitor.Stop()
 	collect := time.NewTicker(c.cfg.MetricsEvery())
@@ -24,10 +25,6 @@ func (c *Controller) loop(ctx context.Context) (Outcome, string, error) {
 		defer t.Stop()
 		wall = t.C
 	}
-	// Restarts run on their own goroutines under rctx, cancelled when the
-	// loop ends so that shutdown does not race a restart.
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	for {
 		var err error
 		select {

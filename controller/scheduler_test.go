@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/experiment"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/worker"
 )
 
 func TestProcessSpecs(t *testing.T) {
@@ -108,6 +111,23 @@ func TestHeartbeat(t *testing.T) {
 		groups := map[string]experiment.Group{"echo": {Count: tt.workers - 1}, "policy": {Count: 1}}
 		if got := heartbeat(tt.hungAfter, groups); got != tt.want {
 			t.Errorf("heartbeat(%v, %d workers) = %v, want %v", tt.hungAfter, tt.workers, got, tt.want)
+		}
+	}
+}
+
+func TestConfigureErrorRefused(t *testing.T) {
+	unanswered := fmt.Errorf("echo/1 configure: %w", worker.ErrWorkerNotFound)
+	refused := fmt.Errorf("echo/2 configure: %w", rpc.Errorf(rpc.ErrTypeBadArguments, "no such key"))
+	for _, tt := range []struct {
+		failures map[string]error
+		want     bool
+	}{
+		{map[string]error{"echo/1": unanswered}, false},
+		{map[string]error{"echo/1": unanswered, "echo/2": refused}, true},
+		{map[string]error{"echo/2": refused}, true},
+	} {
+		if got := (&ConfigureError{Command: "configure", Failures: tt.failures}).Refused(); got != tt.want {
+			t.Errorf("Refused() of %v = %v, want %v", tt.failures, got, tt.want)
 		}
 	}
 }

@@ -80,7 +80,10 @@ func (c *Controller) workerConfig(typ string, index int) map[string]any {
 
 // startWorkers launches every worker process, waits for all workers to
 // register, then configures and starts them group by group in start order.
-func (c *Controller) startWorkers(ctx context.Context) error {
+// The process of a worker that does not answer then (a lease lost on a
+// loaded machine, a process gone) is restarted under rctx as the loop
+// would; a worker that refuses its configuration fails the start.
+func (c *Controller) startWorkers(ctx, rctx context.Context) error {
 	for _, specs := range groupSpecs(c.cfg, c.dir, c.workerArgs(), c.workerEnv()) {
 		hs, err := startGroup(ctx, c.opts.Scheduler, specs)
 		for i, h := range hs {
@@ -119,10 +122,48 @@ func (c *Controller) startWorkers(ctx context.Context) error {
 	// and a trainer answers only once it runs.
 	for _, typ := range c.cfg.Types() {
 		if err := c.configureAndStart(ctx, typ, 0, c.cfg.Workers[typ].Count); err != nil {
-			return err
+			if err := c.restartUnanswered(rctx, err); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// restartUnanswered restarts the processes of the workers that did not
+// answer a start-up request, err, in start order. It returns err if a
+// worker refused (a remote error: no restart fixes a configuration) or
+// err is no ConfigureError.
+func (c *Controller) restartUnanswered(ctx context.Context, err error) error {
+	var ce *ConfigureError
+	if !errors.As(err, &ce) || ce.Refused() {
+		return err
+	}
+	why := map[*process]string{}
+	for name, e := range ce.Failures {
+		if m := c.byName[name]; m != nil && why[m.proc] == "" {
+			why[m.proc] = fmt.Sprintf("%s did not answer %s: %v", name, ce.Command, e)
+		}
+	}
+	for _, p := range c.procs {
+		if reason, ok := why[p]; ok && !p.restarting {
+			if err := c.failure(ctx, p, reason, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// restartingProcs counts the processes being restarted.
+func (c *Controller) restartingProcs() int {
+	n := 0
+	for _, p := range c.procs {
+		if p.restarting {
+			n++
+		}
+	}
+	return n
 }
 
 // addProcess takes a started process and its workers into the trial.
@@ -229,7 +270,8 @@ func sortUnregistered(u []Unregistered) []Unregistered {
 }
 
 // configureAndStart sends workers typ/first .. typ/first+n-1 each its own
-// configuration, all at once, and then the start command.
+// configuration, all at once, and then the start command to those that
+// took it. A *ConfigureError holds the failures of both.
 func (c *Controller) configureAndStart(ctx context.Context, typ string, first, n int) error {
 	ws := make([]string, n)
 	kwargs := make([]any, n)
@@ -237,10 +279,24 @@ func (c *Controller) configureAndStart(ctx context.Context, typ string, first, n
 		ws[i] = names.WorkerName(typ, first+i)
 		kwargs[i] = c.workerConfig(typ, first+i)
 	}
-	if err := c.requestEach(ctx, ws, worker.CmdConfigure, kwargs); err != nil {
+	err := c.requestEach(ctx, ws, worker.CmdConfigure, kwargs)
+	var ce *ConfigureError
+	if err == nil {
+		return c.requestGroup(ctx, ws, worker.CmdStart, nil)
+	}
+	if !errors.As(err, &ce) || ce.Refused() {
 		return err
 	}
-	return c.requestGroup(ctx, ws, worker.CmdStart, nil)
+	ws = slices.DeleteFunc(ws, func(w string) bool { return ce.Failures[w] != nil })
+	var se *ConfigureError
+	if err := c.requestGroup(ctx, ws, worker.CmdStart, nil); errors.As(err, &se) {
+		for w, e := range se.Failures {
+			ce.Failures[w] = e // it names its command
+		}
+	} else if err != nil {
+		return err
+	}
+	return ce
 }
 
 // requestGroup sends the same command to every worker of ws at once.

@@ -93,9 +93,15 @@ func (c *Client) Address() string { return c.addr }
 // A remote error is returned as *Error. If ctx ends first, the error wraps
 // ctx.Err() and the Client stays usable.
 func (c *Client) Request(ctx context.Context, command string, kwargs any, reply any) error {
+	return c.RequestTo(ctx, "", command, kwargs, reply)
+}
+
+// RequestTo is Request for the named worker of a server that serves
+// several (Server.Route); "" names none, as Request.
+func (c *Client) RequestTo(ctx context.Context, worker, command string, kwargs any, reply any) error {
 	e := getEncoder()
 	defer putEncoder(e)
-	if err := encodeRequest(e, command, kwargs); err != nil {
+	if err := encodeRequest(e, worker, command, kwargs); err != nil {
 		return err
 	}
 

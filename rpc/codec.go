@@ -85,15 +85,31 @@ func isMapCode(c byte) bool {
 	return msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32
 }
 
-// encodeRequest writes [command, kwargs] into e. kwargs that encode as nil
-// (nil, a nil map or pointer) become an empty map so the wire shape is always
-// [string, map]; anything else that is not a map is refused here rather than
-// by the server.
-func encodeRequest(e *encoder, command string, kwargs any) error {
+// encodeRequest writes [command, kwargs] into e, or [command, kwargs,
+// target] when the request names the worker it is for. kwargs that encode
+// as nil (nil, a nil map or pointer) become an empty map so the wire shape
+// is always [string, map, ...]; anything else that is not a map is refused
+// here rather than by the server.
+func encodeRequest(e *encoder, target, command string, kwargs any) error {
 	e.buf.Reset()
-	if err := e.enc.EncodeArrayLen(2); err != nil {
+	n := 2
+	if target != "" {
+		n = 3
+	}
+	if err := e.enc.EncodeArrayLen(n); err != nil {
 		return err
 	}
+	if err := encodeKwargs(e, command, kwargs); err != nil {
+		return err
+	}
+	if target != "" {
+		return e.enc.EncodeString(target)
+	}
+	return nil
+}
+
+// encodeKwargs writes command and its kwargs map.
+func encodeKwargs(e *encoder, command string, kwargs any) error {
 	if err := e.enc.EncodeString(command); err != nil {
 		return err
 	}
@@ -119,12 +135,21 @@ func encodeRequest(e *encoder, command string, kwargs any) error {
 // accepts; a longer one is a bad_request, rejected before it is copied.
 const MaxCommandLen = 256
 
-// decodeRequest parses a [command, kwargs] payload. Args alias payload.
-// The payload is checked before anything is decoded, so that lengths and
-// counts it claims cannot make the decoder allocate more than its size.
-func decodeRequest(payload []byte) (string, Args, *Error) {
+// request is a decoded request. args alias the payload.
+type request struct {
+	command string
+	args    Args
+	// target names the worker the request is for; "" when it names none.
+	target string
+}
+
+// decodeRequest parses a [command, kwargs] or [command, kwargs, target]
+// payload (target a string or nil). The payload is checked before anything
+// is decoded, so that lengths and counts it claims cannot make the decoder
+// allocate more than its size.
+func decodeRequest(payload []byte) (request, *Error) {
 	if err := msgpackcheck.Check(payload); err != nil {
-		return "", Args{}, Errorf(ErrTypeBadRequest, "request is not one well-formed msgpack value: %v", err)
+		return request{}, Errorf(ErrTypeBadRequest, "request is not one well-formed msgpack value: %v", err)
 	}
 	r := bytes.NewReader(payload)
 	dec := msgpack.GetDecoder()
@@ -133,35 +158,42 @@ func decodeRequest(payload []byte) (string, Args, *Error) {
 	// directly without buffering ahead; offsets into payload stay exact.
 	dec.Reset(r)
 
-	n, err := dec.DecodeArrayLen()
-	if err != nil || n != 2 {
-		return "", Args{}, Errorf(ErrTypeBadRequest, "request must be a msgpack array [command, kwargs]")
+	elems, err := dec.DecodeArrayLen()
+	if err != nil || (elems != 2 && elems != 3) {
+		return request{}, Errorf(ErrTypeBadRequest, "request must be a msgpack array [command, kwargs] or [command, kwargs, worker]")
 	}
-	n, err = dec.DecodeBytesLen() // str or bin
+	n, err := dec.DecodeBytesLen() // str or bin
 	if err != nil || n < 0 {
-		return "", Args{}, Errorf(ErrTypeBadRequest, "command must be a string")
+		return request{}, Errorf(ErrTypeBadRequest, "command must be a string")
 	}
 	if n > MaxCommandLen {
-		return "", Args{}, Errorf(ErrTypeBadRequest, "command name of %d bytes, the limit is %d", n, MaxCommandLen)
+		return request{}, Errorf(ErrTypeBadRequest, "command name of %d bytes, the limit is %d", n, MaxCommandLen)
 	}
 	start := len(payload) - r.Len()
 	command := string(payload[start : start+n])
 	if _, err := r.Seek(int64(n), io.SeekCurrent); err != nil {
-		return "", Args{}, Errorf(ErrTypeBadRequest, "command: %v", err)
+		return request{}, Errorf(ErrTypeBadRequest, "command: %v", err)
 	}
 	code, err := dec.PeekCode()
 	if err != nil || (code != msgpcode.Nil && !isMapCode(code)) {
-		return "", Args{}, Errorf(ErrTypeBadRequest, "kwargs of %q must be a map or nil", command)
+		return request{}, Errorf(ErrTypeBadRequest, "kwargs of %q must be a map or nil", command)
 	}
 	start = len(payload) - r.Len()
 	if err := dec.Skip(); err != nil {
-		return "", Args{}, Errorf(ErrTypeBadRequest, "kwargs of %q: %v", command, err)
+		return request{}, Errorf(ErrTypeBadRequest, "kwargs of %q: %v", command, err)
 	}
 	end := len(payload) - r.Len()
-	if end != len(payload) {
-		return "", Args{}, Errorf(ErrTypeBadRequest, "%d trailing bytes after request", len(payload)-end)
+	req := request{command: command, args: Args{raw: payload[start:end:end]}}
+	if elems == 3 {
+		// The check above bounds the string by the bytes present.
+		if req.target, err = dec.DecodeString(); err != nil {
+			return request{}, Errorf(ErrTypeBadRequest, "worker of %q must be a string or nil", command)
+		}
 	}
-	return command, Args{raw: payload[start:end:end]}, nil
+	if rest := r.Len(); rest != 0 {
+		return request{}, Errorf(ErrTypeBadRequest, "%d trailing bytes after request", rest)
+	}
+	return req, nil
 }
 
 // encodeOK writes {"ok": v} into e.

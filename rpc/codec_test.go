@@ -39,7 +39,7 @@ func TestEncodeRequest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := getEncoder()
 			defer putEncoder(e)
-			err := encodeRequest(e, "cmd", tt.kwargs)
+			err := encodeRequest(e, "", "cmd", tt.kwargs)
 			if tt.wantErr {
 				if err == nil {
 					t.Fatalf("encodeRequest succeeded, want error")
@@ -53,9 +53,49 @@ func TestEncodeRequest(t *testing.T) {
 			if !bytes.Equal(e.buf.Bytes(), want) {
 				t.Errorf("encoded % x, want % x", e.buf.Bytes(), want)
 			}
-			cmd, args, rerr := decodeRequest(e.buf.Bytes())
-			if rerr != nil || cmd != "cmd" || !bytes.Equal(args.Raw(), tt.want) {
-				t.Errorf("decodeRequest = %q, % x, %v", cmd, args.Raw(), rerr)
+			req, rerr := decodeRequest(e.buf.Bytes())
+			if rerr != nil || req.command != "cmd" || req.target != "" || !bytes.Equal(req.args.Raw(), tt.want) {
+				t.Errorf("decodeRequest = %+v, %v", req, rerr)
+			}
+		})
+	}
+}
+
+// TestRequestTarget: a request may name its worker as a third element, a
+// string or nil; anything else there is a bad_request.
+func TestRequestTarget(t *testing.T) {
+	e := getEncoder()
+	defer putEncoder(e)
+	if err := encodeRequest(e, "echo/3", "ping", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{0x93, 0xa4, 'p', 'i', 'n', 'g', 0x80, 0xa6, 'e', 'c', 'h', 'o', '/', '3'}
+	if !bytes.Equal(e.buf.Bytes(), want) {
+		t.Fatalf("encoded % x, want % x", e.buf.Bytes(), want)
+	}
+	tests := []struct {
+		name    string
+		payload []byte
+		target  string
+		wantErr bool
+	}{
+		{"named", want, "echo/3", false},
+		{"nil target", []byte{0x93, 0xa1, 'x', 0x80, 0xc0}, "", false},
+		{"int target", []byte{0x93, 0xa1, 'x', 0x80, 0x07}, "", true},
+		{"map target", []byte{0x93, 0xa1, 'x', 0x80, 0x80}, "", true},
+		{"four elements", []byte{0x94, 0xa1, 'x', 0x80, 0xc0, 0xc0}, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, rerr := decodeRequest(tt.payload)
+			if tt.wantErr {
+				if rerr == nil || rerr.Type != ErrTypeBadRequest {
+					t.Fatalf("decodeRequest = %+v, %v; want a bad_request", req, rerr)
+				}
+				return
+			}
+			if rerr != nil || req.target != tt.target {
+				t.Fatalf("decodeRequest = %+v, %v; want target %q", req, rerr, tt.target)
 			}
 		})
 	}

@@ -14,19 +14,30 @@ import (
 // Call is one request of a Do batch. Client, Command, Kwargs and Reply are
 // inputs as in Client.Request; Err is the outcome.
 type Call struct {
-	Client  *Client
+	Client *Client
+	// Target names the worker the call is for, where the server serves
+	// several (Server.Route); "" names none.
+	Target  string
 	Command string
 	Kwargs  any
 	Reply   any
 	Err     error
 }
 
+// doWindow bounds the calls in flight on one client during Do. The rest
+// wait their turn: a peer's queues hold about a thousand messages each way
+// (ZMQ's high-water marks), and a REP server drops a reply it cannot
+// queue, so thousands of calls to one server must not be sent at once.
+const doWindow = 256
+
 // errNoClient is the Err of a Call without a Client.
 var errNoClient = errors.New("rpc: call has no client")
 
-// doClient is the state of one distinct client during Do.
+// doClient is the state of one distinct client during Do: its calls not
+// sent yet, and those waiting for their replies.
 type doClient struct {
 	c       *Client
+	unsent  []*Call
 	waiting map[uint64]*Call
 }
 
@@ -60,14 +71,26 @@ func Do(ctx context.Context, calls []*Call) {
 	for _, dc := range clients {
 		byClient[dc.c] = dc
 	}
+	for _, call := range calls {
+		if call != nil && call.Client != nil {
+			dc := byClient[call.Client]
+			dc.unsent = append(dc.unsent, call)
+		}
+	}
 	e := getEncoder()
 	defer putEncoder(e)
-	for _, call := range calls {
-		if call == nil || call.Client == nil {
-			continue
-		}
-		dc := byClient[call.Client]
-		if err := encodeRequest(e, call.Command, call.Kwargs); err != nil {
+	for _, dc := range clients {
+		dc.send(ctx, e)
+	}
+	collect(ctx, clients, e)
+}
+
+// send sends dc's unsent calls while fewer than doWindow are waiting.
+func (dc *doClient) send(ctx context.Context, e *encoder) {
+	for len(dc.unsent) > 0 && len(dc.waiting) < doWindow {
+		call := dc.unsent[0]
+		dc.unsent = dc.unsent[1:]
+		if err := encodeRequest(e, call.Target, call.Command, call.Kwargs); err != nil {
 			call.Err = err
 			continue
 		}
@@ -80,7 +103,6 @@ func Do(ctx context.Context, calls []*Call) {
 		}
 		dc.waiting[id] = call
 	}
-	collect(ctx, clients)
 }
 
 // groupCalls resets each call's Err and returns the distinct clients, with
@@ -111,7 +133,7 @@ func groupCalls(calls []*Call) []*doClient {
 // from many servers trickle in over many polls, so the poller is rebuilt
 // with only the sockets still waiting whenever they are down to half: a
 // group of thousands costs a few full polls rather than one per reply.
-func collect(ctx context.Context, clients []*doClient) {
+func collect(ctx context.Context, clients []*doClient, e *encoder) {
 	var poller *zmq.Poller
 	bySocket := make(map[*zmq.Socket]*doClient, len(clients))
 	watched := 0
@@ -129,7 +151,7 @@ func collect(ctx context.Context, clients []*doClient) {
 	rebuild()
 	pending := 0
 	for _, dc := range clients {
-		pending += len(dc.waiting)
+		pending += len(dc.waiting) + len(dc.unsent)
 	}
 	for pending > 0 {
 		wait, err := pollWait(ctx)
@@ -145,12 +167,14 @@ func collect(ctx context.Context, clients []*doClient) {
 		done, failed := 0, false
 		for _, p := range polled {
 			dc := bySocket[p.Socket]
-			before := len(dc.waiting)
+			before := len(dc.waiting) + len(dc.unsent)
 			if err := dc.receive(); err != nil {
 				dc.fail(err)
 				failed = true // its socket was replaced: the poller must drop it
+			} else {
+				dc.send(ctx, e)
 			}
-			pending -= before - len(dc.waiting)
+			pending -= before - len(dc.waiting) - len(dc.unsent)
 			if len(dc.waiting) == 0 {
 				done++
 			}
@@ -193,12 +217,16 @@ func (dc *doClient) receive() error {
 	return nil
 }
 
-// fail ends dc's waiting calls with err and replaces its socket.
+// fail ends dc's calls, sent or not, with err and replaces its socket.
 func (dc *doClient) fail(err error) {
 	for id, call := range dc.waiting {
 		call.Err = dc.c.wrap(call.Command, err)
 		delete(dc.waiting, id)
 	}
+	for _, call := range dc.unsent {
+		call.Err = dc.c.wrap(call.Command, err)
+	}
+	dc.unsent = nil
 	dc.c.resetLocked()
 }
 
@@ -213,7 +241,7 @@ func failAll(calls []*Call, err error) {
 
 func failWaiting(clients []*doClient, err error) {
 	for _, dc := range clients {
-		if len(dc.waiting) > 0 {
+		if len(dc.waiting)+len(dc.unsent) > 0 {
 			dc.fail(err)
 		}
 	}

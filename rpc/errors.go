@@ -22,6 +22,10 @@ const (
 	ErrTypeHandlerPanic = "handler_panic"
 	// ErrTypeHandlerError: the handler returned a plain (non-*Error) error.
 	ErrTypeHandlerError = "handler_error"
+	// ErrTypeUnknownWorker: the request named a worker (its third element)
+	// that this server does not serve, or named none where the server
+	// serves several.
+	ErrTypeUnknownWorker = "unknown_worker"
 )
 
 // Error is a typed error reply. Handlers return one to choose the wire type
@@ -60,6 +64,7 @@ var (
 	ErrPayloadTooLarge = &Error{Type: ErrTypePayloadTooLarge}
 	ErrHandlerPanic    = &Error{Type: ErrTypeHandlerPanic}
 	ErrHandlerError    = &Error{Type: ErrTypeHandlerError}
+	ErrUnknownWorker   = &Error{Type: ErrTypeUnknownWorker}
 )
 
 // ErrDuplicateCommand is returned by Mux.Handle for a command that

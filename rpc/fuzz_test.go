@@ -17,21 +17,22 @@ func seedValues(f *testing.F, vs ...any) {
 func FuzzDecodeRequest(f *testing.F) {
 	mptest.Seed(f, mptest.Requests())
 	seedValues(f, []any{"ping", map[string]any{}}, []any{"configure", nil},
-		[]any{"echo", map[string]any{"msg": "hi", "n": []any{1, 2.5, nil, []byte{1}}}})
+		[]any{"echo", map[string]any{"msg": "hi", "n": []any{1, 2.5, nil, []byte{1}}}},
+		[]any{"ping", map[string]any{}, "echo/3"}, []any{"ping", nil, nil}, []any{"ping", nil, 7})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		mptest.BoundedAlloc(t, in, func() {
-			command, args, rerr := decodeRequest(in)
+			req, rerr := decodeRequest(in)
 			if rerr != nil {
 				if rerr.Type != ErrTypeBadRequest {
 					t.Fatalf("% x: %v, want a bad_request", in, rerr)
 				}
 				return
 			}
-			if len(command) > MaxCommandLen {
-				t.Fatalf("accepted a command of %d bytes", len(command))
+			if len(req.command) > MaxCommandLen {
+				t.Fatalf("accepted a command of %d bytes", len(req.command))
 			}
 			var kwargs map[string]any
-			_ = args.Decode(&kwargs)
+			_ = req.args.Decode(&kwargs)
 		})
 	})
 }

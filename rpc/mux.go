@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Mux is a command table: it maps command names to handlers. It is apart
@@ -16,6 +17,7 @@ import (
 type Mux struct {
 	mu       sync.RWMutex
 	handlers map[string]Handler
+	served   atomic.Uint64
 }
 
 // NewMux returns an empty Mux.
@@ -63,3 +65,8 @@ func (m *Mux) Handler(command string) Handler {
 	defer m.mu.RUnlock()
 	return m.handlers[command]
 }
+
+// Served counts the requests a Server has dispatched to this Mux, answered
+// or not: the owner of many Muxes on one Server (a worker host) tells from
+// it which of them had requests.
+func (m *Mux) Served() uint64 { return m.served.Load() }

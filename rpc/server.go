@@ -44,9 +44,14 @@ type ServerOptions struct {
 	// Logger receives handler panics (with stack) and, at debug level,
 	// rejected requests; nil means slog.Default().
 	Logger *slog.Logger
-	// Mux is the command table requests are dispatched to; nil means a new
-	// empty one (Server.Mux). It may be filled before or after NewServer.
+	// Mux is the command table of requests that name no worker; nil means
+	// a new empty one (Server.Mux). It may be filled before or after
+	// NewServer. Requests that name a worker go to its Mux (Server.Route).
 	Mux *Mux
+	// NoDefault makes requests that name no worker fail with
+	// unknown_worker instead of going to Mux: a server shared by many
+	// workers cannot guess which one a request is for.
+	NoDefault bool
 }
 
 // Server answers requests on a ZMQ REP socket by dispatching them to the
@@ -75,7 +80,10 @@ type Server struct {
 	// it must not wait for opMu (it may be called by that very handler).
 	inHandler atomic.Bool
 
-	mux *Mux
+	mux       *Mux
+	noDefault bool
+	routesMu  sync.RWMutex
+	routes    map[string]*Mux // by worker name
 }
 
 // NewServer creates the REP socket and binds it.
@@ -131,6 +139,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		sock:       sock,
 		poller:     poller,
 		mux:        mux,
+		noDefault:  opts.NoDefault,
+		routes:     map[string]*Mux{},
 	}, nil
 }
 
@@ -174,8 +184,41 @@ func (s *Server) Addr() string { return s.addr }
 // calls HandleRequests; requests are read through HandleRequests.
 func (s *Server) Socket() *zmq.Socket { return s.sock }
 
-// Mux is the server's command table.
+// Mux is the server's command table for requests that name no worker.
 func (s *Server) Mux() *Mux { return s.mux }
+
+// Route dispatches the requests that name worker to mux: one server (one
+// socket, one port) can serve the workers of a whole process, and a
+// request that reaches the wrong process is refused rather than answered
+// by whoever listens there now. Safe for concurrent use.
+func (s *Server) Route(worker string, mux *Mux) {
+	s.routesMu.Lock()
+	defer s.routesMu.Unlock()
+	s.routes[worker] = mux
+}
+
+// Unroute stops serving worker: its requests fail with unknown_worker.
+func (s *Server) Unroute(worker string) {
+	s.routesMu.Lock()
+	defer s.routesMu.Unlock()
+	delete(s.routes, worker)
+}
+
+// muxFor is the command table of a request for target ("": none).
+func (s *Server) muxFor(target string) (*Mux, *Error) {
+	s.routesMu.RLock()
+	defer s.routesMu.RUnlock()
+	if target == "" {
+		if s.noDefault {
+			return nil, Errorf(ErrTypeUnknownWorker, "this address serves %d workers: a request must name one as its third element", len(s.routes))
+		}
+		return s.mux, nil
+	}
+	if m := s.routes[target]; m != nil {
+		return m, nil
+	}
+	return nil, Errorf(ErrTypeUnknownWorker, "no worker %q at this address", target)
+}
 
 // HandleRequests answers the requests already queued, at most max of them
 // (max <= 0: until none is queued), without waiting for more, and returns how
@@ -376,18 +419,24 @@ func (s *Server) dispatch(ctx context.Context, e *encoder, frames [][]byte) {
 		s.reject(e, "", Errorf(ErrTypeBadRequest, "request must be exactly one frame, got %d", len(frames)))
 		return
 	}
-	command, args, rerr := decodeRequest(frames[0])
+	req, rerr := decodeRequest(frames[0])
 	if rerr != nil {
-		s.reject(e, command, rerr)
+		s.reject(e, req.command, rerr)
 		return
 	}
-	h := s.mux.Handler(command)
+	mux, rerr := s.muxFor(req.target)
+	if rerr != nil {
+		s.reject(e, req.command, rerr)
+		return
+	}
+	mux.served.Add(1)
+	h := mux.Handler(req.command)
 	if h == nil {
-		s.reject(e, command, Errorf(ErrTypeUnknownCommand, "unknown command %q", command))
+		s.reject(e, req.command, Errorf(ErrTypeUnknownCommand, "unknown command %q", req.command))
 		return
 	}
-	if err := s.call(ctx, e, command, h, args); err != nil {
-		s.reject(e, command, wireError(err))
+	if err := s.call(ctx, e, req.command, h, req.args); err != nil {
+		s.reject(e, req.command, wireError(err))
 	}
 }
 

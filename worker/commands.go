@@ -31,7 +31,6 @@ type counters struct {
 	polls        int64
 	samples      int64
 	batches      int64
-	requests     int64
 	pollTime     time.Duration
 }
 
@@ -63,10 +62,9 @@ func (m MemberCommands) Register(mux *rpc.Mux) error {
 	})
 }
 
-// commands is the worker's command table: the member commands, the
+// commands fills mux, the worker's command table: the member commands, the
 // lifecycle commands and the type's own.
-func (w *Worker) commands() (*rpc.Mux, error) {
-	mux := rpc.NewMux()
+func (w *Worker) commands(mux *rpc.Mux) error {
 	member := MemberCommands{
 		Status: w.currentStatus,
 		Stats:  func() any { return w.statsReply() },
@@ -76,25 +74,25 @@ func (w *Worker) commands() (*rpc.Mux, error) {
 		},
 	}
 	if err := member.Register(mux); err != nil {
-		return nil, fmt.Errorf("worker %s: %w", w.name, err)
+		return fmt.Errorf("worker %s: %w", w.name, err)
 	}
 	if err := mux.HandleAll(map[string]rpc.Handler{
 		CmdConfigure: w.handleConfigure,
 		CmdStart:     w.transition(StateRunning, StateConfigured, StatePaused),
 		CmdPause:     w.transition(StatePaused, StateRunning),
 	}); err != nil {
-		return nil, fmt.Errorf("worker %s: %w", w.name, err)
+		return fmt.Errorf("worker %s: %w", w.name, err)
 	}
 	c, ok := w.impl.(Commander)
 	if !ok {
-		return mux, nil
+		return nil
 	}
 	for cmd, h := range c.Commands() {
 		if err := mux.Handle(cmd, w.guard(h)); err != nil {
-			return nil, fmt.Errorf("worker %s: type %s command %q: %w", w.name, w.opts.Type, cmd, err)
+			return fmt.Errorf("worker %s: type %s command %q: %w", w.name, w.opts.Type, cmd, err)
 		}
 	}
-	return mux, nil
+	return nil
 }
 
 func (w *Worker) exitStatus() Status {
@@ -183,7 +181,7 @@ func (w *Worker) statsReply() map[string]any {
 		"polls":          w.stats.polls,
 		"samples":        w.stats.samples,
 		"batches":        w.stats.batches,
-		"requests":       w.stats.requests,
+		"requests":       w.mux.Served(),
 		"poll_busy_frac": w.stats.pollTime.Seconds() / max(up, 1e-9),
 		"samples_per_s":  float64(w.stats.samples) / max(up, 1e-9),
 		// The process's goroutines: a leak shows as a count that climbs.

@@ -7,8 +7,9 @@ import (
 	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
 )
 
-// FuzzStatusRecord: any status record value (JSON from etcd, written by
-// whoever can write there) combines into a status or an "unreadable" LOST,
+// FuzzStatusRecord: any status record value and loop record (JSON from
+// etcd, written by whoever can write there) combine into a status or an
+// "unreadable" LOST,
 // within an allocation bound set by its size; a record the panel accepts
 // survives being written again.
 func FuzzStatusRecord(f *testing.F) {
@@ -22,9 +23,14 @@ func FuzzStatusRecord(f *testing.F) {
 		f.Add(s, "127.0.0.1:1")
 		f.Add(s, "")
 	}
+	for _, l := range []string{`{"loops":3,"heartbeat_ms":1,"workers":2}`, `{"loops":"x"}`, `[`} {
+		f.Add(`{"state":"RUNNING","loop":"w/0"}`, l)
+	}
 	f.Fuzz(func(t *testing.T, rec, addr string) {
-		mptest.BoundedAlloc(t, []byte(rec), func() {
-			st := combineRecords("w/0", addr, rec, time.Now(), time.Second)
+		mptest.BoundedAlloc(t, []byte(rec+addr), func() {
+			// addr doubles as the loop record: whoever can write to etcd
+			// can write either.
+			st := combineRecords("w/0", addr, rec, map[string]string{"w/0": addr}, time.Now(), time.Second)
 			if st.State == "" && rec != "" {
 				t.Fatalf("%q: no state: %+v", rec, st)
 			}

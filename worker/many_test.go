@@ -13,23 +13,28 @@ import (
 	"github.com/distrl/distrl/worker"
 )
 
-// startMany creates n workers of typ in this process and runs them all with
-// one RunMany; the returned channel gets its error.
+// startMany hosts n workers of typ in this process (NewHosted: one
+// server, one loop) and runs them all with one RunMany; the returned
+// channel gets its error.
 func startMany(t *testing.T, repo nameresolve.Repository, typ string, n int, idle time.Duration) (context.CancelFunc, []string, <-chan error) {
 	t.Helper()
+	return startHosted(t, worker.Options{
+		Trial: testTrial, Registry: testTypes, Type: typ, Host: "127.0.0.1", Repo: repo,
+		Logger: workertest.Logger(t, slog.LevelWarn), IdleWait: idle,
+	}, n)
+}
+
+func startHosted(t *testing.T, opts worker.Options, n int) (context.CancelFunc, []string, <-chan error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	workers := make([]*worker.Worker, n)
+	workers, err := worker.NewHosted(ctx, opts, n)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
 	names := make([]string, n)
-	for i := range workers {
-		w, err := worker.New(ctx, worker.Options{
-			Trial: testTrial, Registry: testTypes, Type: typ, Index: i, Host: "127.0.0.1", Repo: repo,
-			Logger: workertest.Logger(t, slog.LevelWarn), IdleWait: idle,
-		})
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		workers[i], names[i] = w, w.Name()
+	for i, w := range workers {
+		names[i] = w.Name()
 	}
 	done := make(chan error, 1)
 	go func() {

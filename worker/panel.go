@@ -32,66 +32,41 @@ type PanelOptions struct {
 const DefaultHungAfter = 30 * time.Second
 
 // ControlPanel drives the workers of one trial: it resolves their names,
-// keeps one connection per worker and makes plain, async and group
-// requests. It is safe for concurrent use.
+// keeps one connection per address (the workers one process hosts share
+// one) and makes plain, async and group requests, each naming its worker.
+// It is safe for concurrent use.
 type ControlPanel struct {
 	repo  nameresolve.Repository
 	trial names.Trial
 	opts  PanelOptions
 
-	mu        sync.Mutex
-	clients   map[string]*rpc.Client
-	closed    bool
-	stopWatch context.CancelFunc
+	mu      sync.Mutex
+	clients map[string]*rpc.Client // by address
+	last    map[string]string      // each worker's address when last resolved
+	closed  bool
 }
 
-// NewControlPanel returns a panel for the workers of trial. It watches the
-// trial's address records, so a connection to a worker that went away or
-// came back at another address is dropped at once rather than timing out.
+// NewControlPanel returns a panel for the workers of trial.
 func NewControlPanel(repo nameresolve.Repository, trial names.Trial, opts PanelOptions) *ControlPanel {
-	ctx, cancel := context.WithCancel(context.Background())
 	if opts.HungAfter == 0 {
 		opts.HungAfter = DefaultHungAfter
 	}
-	p := &ControlPanel{repo: repo, trial: trial, opts: opts, clients: map[string]*rpc.Client{}, stopWatch: cancel}
-	// Without the watch the panel still works: a failed request drops its
-	// connection and the next one resolves the name again.
-	if events, err := repo.Watch(ctx, trial.WorkerPrefix()); err == nil {
-		go p.follow(events)
-	}
-	return p
-}
-
-// follow drops kept connections whose worker's address record changed.
-func (p *ControlPanel) follow(events <-chan nameresolve.Event) {
-	for ev := range events {
-		name := strings.TrimPrefix(ev.Key, p.trial.WorkerPrefix())
-		p.mu.Lock()
-		c, ok := p.clients[name]
-		stale := ok && (ev.Type == nameresolve.EventDelete || c.Address() != ev.Value)
-		if stale {
-			delete(p.clients, name)
-		}
-		p.mu.Unlock()
-		if stale {
-			_ = c.Close() // waits for a request in flight on it, bounded by that request's ctx
-		}
-	}
+	return &ControlPanel{repo: repo, trial: trial, opts: opts, clients: map[string]*rpc.Client{}, last: map[string]string{}}
 }
 
 // Trial is the key space the panel works in.
 func (p *ControlPanel) Trial() names.Trial { return p.trial }
 
 // Connect waits until every named worker has registered (bounded by ctx) and
-// connects to it. A worker that re-registered at a new address is reconnected.
+// connects to it.
 func (p *ControlPanel) Connect(ctx context.Context, workers ...string) error {
 	for _, name := range workers {
 		addr, err := p.repo.Wait(ctx, p.trial.Worker(name))
 		if err != nil {
 			return fmt.Errorf("control panel: waiting for %s: %w", name, err)
 		}
-		if _, err := p.connect(name, addr); err != nil {
-			return err
+		if _, err := p.connect(addr); err != nil {
+			return fmt.Errorf("control panel: connect %s: %w", name, err)
 		}
 	}
 	return nil
@@ -105,8 +80,8 @@ func (p *ControlPanel) AutoConnect(ctx context.Context) ([]string, error) {
 	}
 	out := make([]string, 0, len(addrs))
 	for name, addr := range addrs {
-		if _, err := p.connect(name, addr); err != nil {
-			return nil, err
+		if _, err := p.connect(addr); err != nil {
+			return nil, fmt.Errorf("control panel: connect %s: %w", name, err)
 		}
 		out = append(out, name)
 	}
@@ -114,68 +89,73 @@ func (p *ControlPanel) AutoConnect(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// connect returns the kept client of name, replacing it if addr changed.
-func (p *ControlPanel) connect(name, addr string) (*rpc.Client, error) {
+// connect returns the kept client of addr, dialling it on first use.
+func (p *ControlPanel) connect(addr string) (*rpc.Client, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, fmt.Errorf("control panel: %w", rpc.ErrClosed)
 	}
-	if c, ok := p.clients[name]; ok {
-		if c.Address() == addr {
-			return c, nil
-		}
-		_ = c.Close()
-		delete(p.clients, name)
+	if c, ok := p.clients[addr]; ok {
+		return c, nil
 	}
 	c, err := rpc.Dial(addr, rpc.ClientOptions{Curve: p.opts.Curve})
 	if err != nil {
-		return nil, fmt.Errorf("control panel: connect %s at %s: %w", name, addr, err)
+		return nil, fmt.Errorf("control panel: dial %s: %w", addr, err)
 	}
-	p.clients[name] = c
+	p.clients[addr] = c
 	return c, nil
 }
 
-// client returns the connection to name at the address its record holds
-// now. The name is resolved on every request, not only on first use: the
-// watch that drops stale connections lags behind the records, and a worker
-// restarted at a new address would otherwise get the request at its old
-// one (seen under load: a configure sent to a stopped trainer's address
-// after its successor registered). While the name server cannot be
-// reached, the kept connection is used.
+// client returns the connection to name's address as its record holds it
+// now. The name is resolved on every request, not cached: a worker
+// restarted at a new address must not get requests at its old one (the
+// old address may be taken by another process by then, which refuses a
+// request for a worker it does not serve). While the name server cannot
+// be reached, the address last used for name is tried.
 func (p *ControlPanel) client(ctx context.Context, name string) (*rpc.Client, error) {
-	p.mu.Lock()
-	c, ok := p.clients[name]
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		return nil, fmt.Errorf("control panel: %w", rpc.ErrClosed)
-	}
 	addr, err := p.repo.Get(ctx, p.trial.Worker(name))
-	return p.resolved(name, addr, err, c, ok)
+	return p.resolved(name, addr, err)
 }
 
 // resolved is client's choice once the address lookup returned addr, err.
-func (p *ControlPanel) resolved(name, addr string, err error, kept *rpc.Client, ok bool) (*rpc.Client, error) {
+func (p *ControlPanel) resolved(name, addr string, err error) (*rpc.Client, error) {
 	switch {
 	case errors.Is(err, nameresolve.ErrNotFound):
 		return nil, fmt.Errorf("control panel: %s in %s: %w", name, p.trial.Prefix(), ErrWorkerNotFound)
-	case err != nil && ok:
-		return kept, nil
 	case err != nil:
-		return nil, fmt.Errorf("control panel: resolve %s: %w", name, err)
+		p.mu.Lock()
+		addr = p.last[name]
+		p.mu.Unlock()
+		if addr == "" {
+			return nil, fmt.Errorf("control panel: resolve %s: %w", name, err)
+		}
+	default:
+		p.mu.Lock()
+		p.last[name] = addr
+		p.mu.Unlock()
 	}
-	return p.connect(name, addr)
+	return p.connect(addr)
 }
 
-// forget drops the kept connection to name after a failure that may mean
-// the worker moved, so the next request resolves it afresh.
-func (p *ControlPanel) forget(name string, c *rpc.Client) {
+// prune closes the clients of addresses no worker of live holds any more
+// (live: a listing of every address record of the trial).
+func (p *ControlPanel) prune(live map[string]string) {
+	used := make(map[string]bool, len(p.clients))
+	for _, addr := range live {
+		used[addr] = true
+	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.clients[name] == c {
-		_ = c.Close()
-		delete(p.clients, name)
+	var stale []*rpc.Client
+	for addr, c := range p.clients {
+		if !used[addr] {
+			stale = append(stale, c)
+			delete(p.clients, addr)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range stale {
+		_ = c.Close() // waits for a request in flight on it, bounded by that request's ctx
 	}
 }
 
@@ -185,20 +165,10 @@ func (p *ControlPanel) Request(ctx context.Context, worker, command string, kwar
 	if err != nil {
 		return err
 	}
-	err = c.Request(ctx, command, kwargs, reply)
-	if err != nil && isTransportFailure(err) {
-		p.forget(worker, c)
-	}
-	if err != nil {
+	if err := c.RequestTo(ctx, worker, command, kwargs, reply); err != nil {
 		return fmt.Errorf("%s %s: %w", worker, command, err)
 	}
 	return nil
-}
-
-// isTransportFailure: no reply came (as opposed to a remote error reply).
-func isTransportFailure(err error) bool {
-	var re *rpc.Error
-	return !errors.As(err, &re)
 }
 
 // Future is the pending result of an AsyncRequest.
@@ -275,35 +245,31 @@ func (p *ControlPanel) GroupRequestEach(ctx context.Context, workers []string, c
 		}
 		return results
 	}
-	calls := make([]*rpc.Call, 0, len(workers))
-	index := make([]int, 0, len(workers))
+	calls := make([]rpc.Call, len(workers))
+	do := make([]*rpc.Call, 0, len(workers))
 	// One listing resolves every worker (as client does for one).
 	addrs, findErr := p.findNamed(ctx, p.trial.WorkerPrefix())
+	if findErr == nil {
+		p.prune(addrs)
+	}
 	for i, w := range workers {
 		results[i].Worker = w
-		p.mu.Lock()
-		kept, ok := p.clients[w]
-		p.mu.Unlock()
 		addr, err := addrs[w], findErr
 		if err == nil && addr == "" {
 			err = nameresolve.ErrNotFound
 		}
-		c, err := p.resolved(w, addr, err, kept, ok)
+		c, err := p.resolved(w, addr, err)
 		if err != nil {
 			results[i].Err = err
 			continue
 		}
-		calls = append(calls, &rpc.Call{Client: c, Command: command, Kwargs: kwargs[i], Reply: &results[i].Reply})
-		index = append(index, i)
+		calls[i] = rpc.Call{Client: c, Target: w, Command: command, Kwargs: kwargs[i], Reply: &results[i].Reply}
+		do = append(do, &calls[i])
 	}
-	rpc.Do(ctx, calls)
-	for j, call := range calls {
-		r := &results[index[j]]
-		if call.Err != nil {
-			if isTransportFailure(call.Err) {
-				p.forget(r.Worker, call.Client)
-			}
-			r.Err = fmt.Errorf("%s %s: %w", r.Worker, command, call.Err)
+	rpc.Do(ctx, do)
+	for i := range calls {
+		if err := calls[i].Err; err != nil {
+			results[i].Err = fmt.Errorf("%s %s: %w", workers[i], command, err)
 		}
 	}
 	return results
@@ -312,24 +278,38 @@ func (p *ControlPanel) GroupRequestEach(ctx context.Context, workers []string, c
 // WorkerStatus reads a worker's records: the status it last wrote, or LOST
 // when its address lease is gone while the status says it was still working.
 func (p *ControlPanel) WorkerStatus(ctx context.Context, worker string) (Status, error) {
-	addr, err := p.repo.Get(ctx, p.trial.Worker(worker))
-	if err != nil && !errors.Is(err, nameresolve.ErrNotFound) {
-		return Status{}, fmt.Errorf("control panel: status of %s: %w", worker, err)
+	get := func(key string) (string, error) {
+		v, err := p.repo.Get(ctx, key)
+		if err != nil && !errors.Is(err, nameresolve.ErrNotFound) {
+			return "", fmt.Errorf("control panel: status of %s: %w", worker, err)
+		}
+		return v, nil
 	}
-	rec, err := p.repo.Get(ctx, p.trial.Status(worker))
-	if err != nil && !errors.Is(err, nameresolve.ErrNotFound) {
-		return Status{}, fmt.Errorf("control panel: status of %s: %w", worker, err)
+	addr, err := get(p.trial.Worker(worker))
+	if err != nil {
+		return Status{}, err
+	}
+	rec, err := get(p.trial.Status(worker))
+	if err != nil {
+		return Status{}, err
 	}
 	if addr == "" && rec == "" {
 		return Status{}, fmt.Errorf("control panel: %s in %s: %w", worker, p.trial.Prefix(), ErrWorkerNotFound)
 	}
-	return combineRecords(worker, addr, rec, time.Now(), p.opts.HungAfter), nil
+	loops := map[string]string{}
+	if st, err := parseStatusRecord(rec); err == nil && st.Loop != "" {
+		if loops[st.Loop], err = get(p.trial.Loop(st.Loop)); err != nil {
+			return Status{}, err
+		}
+	}
+	return combineRecords(worker, addr, rec, loops, time.Now(), p.opts.HungAfter), nil
 }
 
-// combineRecords derives a worker's status from its address record and its
-// status record ("" where absent) at time now: LOST without the address,
-// HUNG when the loop's heartbeat is older than hungAfter (if positive).
-func combineRecords(worker, addr, rec string, now time.Time, hungAfter time.Duration) Status {
+// combineRecords derives a worker's status from its address record, its
+// status record ("" where absent) and the loop records (by name) at time
+// now: LOST without the address, HUNG when the heartbeat of its loop is
+// older than hungAfter (if positive).
+func combineRecords(worker, addr, rec string, loops map[string]string, now time.Time, hungAfter time.Duration) Status {
 	if rec == "" {
 		// Registered, first status not written yet; or neither record exists.
 		st := Status{Name: worker, State: StateReady, Address: addr}
@@ -345,6 +325,12 @@ func combineRecords(worker, addr, rec string, now time.Time, hungAfter time.Dura
 	}
 	st.Name = worker  // the key, not the value, says whose record it is
 	st.Address = addr // the leased record, not the status record, says where the worker is
+	if st.Loop != "" {
+		// The loop's own record, not the copy in the status record, says
+		// when it last turned; none yet (or unreadable): not known.
+		lr, _ := parseLoopRecord(loops[st.Loop])
+		st.Loops, st.HeartbeatMs = lr.Loops, lr.HeartbeatMs
+	}
 	if addr == "" && !st.State.Final() {
 		st.Error = fmt.Sprintf("address lease gone while %s", st.State)
 		st.State = StateLost
@@ -358,27 +344,28 @@ func combineRecords(worker, addr, rec string, now time.Time, hungAfter time.Dura
 }
 
 // Workers lists every worker of the trial that has an address or a status
-// record, with its combined status, sorted by name.
+// record, with its combined status, sorted by name: three listings (the
+// address, status and loop records), whatever the number of workers.
 func (p *ControlPanel) Workers(ctx context.Context) ([]Status, error) {
-	addrs, err := p.findNamed(ctx, p.trial.WorkerPrefix())
-	if err != nil {
-		return nil, err
+	var recs [3]map[string]string
+	for i, prefix := range []string{p.trial.WorkerPrefix(), p.trial.StatusPrefix(), p.trial.LoopPrefix()} {
+		var err error
+		if recs[i], err = p.findNamed(ctx, prefix); err != nil {
+			return nil, err
+		}
 	}
-	recs, err := p.findNamed(ctx, p.trial.StatusPrefix())
-	if err != nil {
-		return nil, err
-	}
+	addrs, statuses, loops := recs[0], recs[1], recs[2]
 	all := map[string]bool{}
 	for name := range addrs {
 		all[name] = true
 	}
-	for name := range recs {
+	for name := range statuses {
 		all[name] = true
 	}
 	out := make([]Status, 0, len(all))
 	now := time.Now()
 	for name := range all {
-		out = append(out, combineRecords(name, addrs[name], recs[name], now, p.opts.HungAfter))
+		out = append(out, combineRecords(name, addrs[name], statuses[name], loops, now, p.opts.HungAfter))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -399,13 +386,12 @@ func (p *ControlPanel) findNamed(ctx context.Context, prefix string) (map[string
 
 // Close closes every kept connection.
 func (p *ControlPanel) Close() error {
-	p.stopWatch()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	for name, c := range p.clients {
+	for addr, c := range p.clients {
 		_ = c.Close()
-		delete(p.clients, name)
+		delete(p.clients, addr)
 	}
 	return nil
 }

@@ -57,10 +57,12 @@ type Status struct {
 	PID     int    `json:"pid,omitempty" msgpack:"pid,omitempty"`
 	// UpdatedMs is when the state last changed, in Unix milliseconds.
 	UpdatedMs int64 `json:"updated_ms" msgpack:"updated_ms"`
+	// Loop names the loop record of the loop that runs the worker (all the
+	// workers of one process share one); "" for a member with no loop.
+	Loop string `json:"loop,omitempty" msgpack:"loop,omitempty"`
 	// Loops counts the turns of the worker loop and HeartbeatMs is when the
-	// loop last turned (Unix ms): only the loop itself advances them, every
-	// Options.Heartbeat, unlike the address lease that the etcd client's
-	// own goroutine keeps alive. 0: not written (a member with no loop).
+	// loop last published them (Unix ms), from its loop record
+	// (LoopRecord). 0: not known yet.
 	Loops       int64 `json:"loops,omitempty" msgpack:"loops,omitempty"`
 	HeartbeatMs int64 `json:"heartbeat_ms,omitempty" msgpack:"heartbeat_ms,omitempty"`
 }

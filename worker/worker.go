@@ -58,9 +58,9 @@ type Options struct {
 	RequestsPerLoop int
 	// IdleWait is how long an idle worker waits on its socket per loop.
 	IdleWait time.Duration
-	// Heartbeat is how often the loop refreshes the heartbeat of its
-	// status record (Status.HeartbeatMs); it must be well under the
-	// HungAfter of the panels watching the worker.
+	// Heartbeat is how often the loop refreshes its loop record
+	// (LoopRecord); it must be well under the HungAfter of the panels
+	// watching the worker.
 	Heartbeat time.Duration
 }
 
@@ -88,13 +88,16 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// Worker is one worker: its server, its records and its loop. All its state
-// is owned by the goroutine running Run; handlers run on that goroutine too.
+// Worker is one worker: its commands, its records and its lifecycle, on a
+// server it may share with the other workers of its process (NewHosted).
+// All its state is owned by the goroutine running it (Run, RunMany);
+// handlers run on that goroutine too.
 type Worker struct {
 	opts Options
 	name string
 	impl Impl
-	srv  *rpc.Server
+	host *host
+	mux  *rpc.Mux
 	log  *slog.Logger
 
 	state     State
@@ -103,26 +106,16 @@ type Worker struct {
 	watched   []*zmq.Socket
 	rewatch   bool // the type's sockets may have changed: watch them again
 	watchGen  int  // changes whenever watched does (RunMany's poller follows it)
+	served    uint64
 	exiting   bool
 	exitState State
 
-	status *statusWriter
+	status *recordWriter
 	stats  counters
-	loops  int64
-	beat   time.Time // when the loop last published its heartbeat
 }
 
-// New creates the worker of opts.Type, binds its server and registers its
-// address. It fails with ErrNameTaken if a live worker has the same name.
-func New(ctx context.Context, opts Options) (*Worker, error) {
-	opts.setDefaults()
-	if opts.Repo == nil || opts.Registry == nil {
-		return nil, errors.New("worker: Options.Repo and Options.Registry are required")
-	}
-	factory, err := opts.Registry.lookup(opts.Type)
-	if err != nil {
-		return nil, err
-	}
+// newWorker creates one worker of h, routes its requests and registers its address.
+func newWorker(ctx context.Context, opts Options, factory Factory, h *host) (*Worker, error) {
 	name := names.WorkerName(opts.Type, opts.Index)
 	log := opts.Logger.With("worker", name)
 	impl, err := factory(Info{
@@ -132,35 +125,34 @@ func New(ctx context.Context, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: %w", name, err)
 	}
-	w := &Worker{opts: opts, name: name, impl: impl, log: log, state: StateReady}
+	w := &Worker{opts: opts, name: name, impl: impl, host: h, log: log, state: StateReady}
 	w.stats.start = time.Now()
 	w.stats.stateChanged = w.stats.start
-	mux, err := w.commands()
-	if err != nil {
+	// A worker alone on its server also answers requests that name no
+	// worker, as plain [command, kwargs] clients send them.
+	w.mux = rpc.NewMux()
+	if h.size == 1 {
+		w.mux = h.srv.Mux()
+	}
+	if err := w.commands(w.mux); err != nil {
 		_ = impl.Close()
 		return nil, err
 	}
-	w.srv, err = rpc.NewServer(rpc.ServerOptions{
-		Host: opts.Host, Port: opts.Port, MaxPayload: opts.MaxPayload,
-		Curve: opts.Curve, Logger: log, Mux: mux,
-	})
-	if err != nil {
-		_ = impl.Close()
-		return nil, fmt.Errorf("worker %s: %w", name, err)
-	}
+	h.srv.Route(name, w.mux)
 	if err := w.register(ctx); err != nil {
-		w.closeResources()
+		h.srv.Unroute(name)
+		_ = impl.Close()
 		return nil, err
 	}
-	w.status = newStatusWriter(opts.Repo, opts.Trial.Status(name), opts.StatusTTL, log)
-	w.status.publish(w.currentStatus())
-	log.Info("worker ready", "address", w.srv.Addr(), "trial", opts.Trial.Prefix())
+	w.status = newRecordWriter(opts.Repo, opts.Trial.Status(name), opts.StatusTTL, log)
+	w.status.publish(w.currentStatus().Record())
+	log.Info("worker ready", "address", h.srv.Addr(), "trial", opts.Trial.Prefix())
 	return w, nil
 }
 
 func (w *Worker) register(ctx context.Context) error {
 	key := w.opts.Trial.Worker(w.name)
-	err := w.opts.Repo.Add(ctx, key, w.srv.Addr(), nameresolve.AddOptions{
+	err := w.opts.Repo.Add(ctx, key, w.Addr(), nameresolve.AddOptions{
 		TTL: w.opts.AddressTTL, DeleteOnExit: true,
 	})
 	if errors.Is(err, nameresolve.ErrKeyExists) {
@@ -177,27 +169,14 @@ func (w *Worker) register(ctx context.Context) error {
 // Name is "{type}/{index}".
 func (w *Worker) Name() string { return w.name }
 
-// Addr is the "host:port" the worker answers on.
-func (w *Worker) Addr() string { return w.srv.Addr() }
+// Addr is the "host:port" the worker answers on (with the other workers
+// of its process).
+func (w *Worker) Addr() string { return w.host.srv.Addr() }
 
 // Run is the worker loop. It returns when the worker is told to exit or
 // interrupt, or when ctx ends (which counts as an interrupt). The returned
 // error wraps ErrFailed if the worker ended in ERROR.
-func (w *Worker) Run(ctx context.Context) error {
-	defer w.shutdown()
-	for !w.exiting {
-		idle, err := w.step(ctx)
-		if err != nil {
-			return err
-		}
-		if idle && !w.exiting {
-			if _, err := w.srv.WaitRequest(ctx, w.waitFor()); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("worker %s: wait: %w", w.name, err)
-			}
-		}
-	}
-	return w.result()
-}
+func (w *Worker) Run(ctx context.Context) error { return RunMany(ctx, []*Worker{w}) }
 
 // waitFor is how long the idle worker may sleep: IdleWait, or less when
 // its type has work due at a time of its own (Deadliner).
@@ -214,30 +193,31 @@ func (w *Worker) deadlineDue() bool {
 	return ok && w.state == StateRunning && d.IdleFor() <= time.Millisecond
 }
 
-// step is one turn of the loop: the requests queued (up to
-// RequestsPerLoop), then one Poll if RUNNING. idle means neither had
-// anything to do, so the loop may wait on the sockets. An error means the
-// server failed; the worker cannot go on.
-func (w *Worker) step(ctx context.Context) (idle bool, err error) {
+// step is one turn of the worker in its loop, after the loop answered
+// the requests queued: one Poll if RUNNING. idle means it had nothing to
+// do, so the loop may wait on the sockets.
+func (w *Worker) step(ctx context.Context) (idle bool) {
 	if ctx.Err() != nil {
 		w.exit(StateInterrupted)
-		return false, nil
+		return false
 	}
-	w.heartbeat()
-	n, err := w.srv.HandleRequests(ctx, w.opts.RequestsPerLoop)
-	if err != nil && ctx.Err() == nil {
-		return false, fmt.Errorf("worker %s: serve: %w", w.name, err)
-	}
-	w.stats.requests += int64(n)
 	if err := w.syncWatched(); err != nil {
 		w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
 	}
-	idle = n == 0
 	if w.state == StateRunning && !w.exiting {
-		res := w.poll(ctx)
-		idle = idle && res.idle()
+		return w.poll(ctx).idle()
 	}
-	return idle, nil
+	return true
+}
+
+// requested reports whether requests reached the worker since it last asked.
+func (w *Worker) requested() bool {
+	n := w.mux.Served()
+	if n == w.served {
+		return false
+	}
+	w.served = n
+	return true
 }
 
 // result is Run's error once the loop is over.
@@ -246,16 +226,6 @@ func (w *Worker) result() error {
 		return fmt.Errorf("worker %s: %w: %s", w.name, ErrFailed, w.errMsg)
 	}
 	return nil
-}
-
-// heartbeat counts a turn of the loop and, every Options.Heartbeat,
-// publishes it: a loop stuck in a poll or a handler stops doing so.
-func (w *Worker) heartbeat() {
-	w.loops++
-	if now := time.Now(); now.Sub(w.beat) >= w.opts.Heartbeat {
-		w.beat = now
-		w.status.publish(w.currentStatus())
-	}
 }
 
 // poll runs one Poll, turning an error or a panic into ERROR.
@@ -300,7 +270,7 @@ func (w *Worker) updateWarning() {
 			w.log.Info("recovered", "was", w.warning)
 		}
 		w.warning = msg
-		w.status.publish(w.currentStatus())
+		w.status.publish(w.currentStatus().Record())
 	}
 }
 
@@ -315,11 +285,6 @@ func (w *Worker) syncWatched() error {
 		return nil
 	}
 	w.rewatch = false
-	for _, s := range w.watched {
-		if err := w.srv.UnwatchSocket(s); err != nil {
-			return err
-		}
-	}
 	w.watched = nil
 	w.watchGen++
 	if !want {
@@ -327,13 +292,9 @@ func (w *Worker) syncWatched() error {
 	}
 	w.watched = []*zmq.Socket{} // non-nil: watching, even with no sockets
 	for _, s := range so.Sockets() {
-		if s == nil {
-			continue
+		if s != nil {
+			w.watched = append(w.watched, s)
 		}
-		if err := w.srv.WatchSocket(s); err != nil {
-			return err
-		}
-		w.watched = append(w.watched, s)
 	}
 	return nil
 }
@@ -352,7 +313,7 @@ func (w *Worker) setState(s State) {
 	w.log.Info("state", "from", w.state, "to", s)
 	w.state = s
 	w.stats.stateChanged = time.Now()
-	w.status.publish(w.currentStatus())
+	w.status.publish(w.currentStatus().Record())
 }
 
 // exit ends the loop in state final, unless the worker already failed or
@@ -368,9 +329,12 @@ func (w *Worker) exit(final State) {
 }
 
 func (w *Worker) currentStatus() Status {
-	s := ProcessStatus(w.name, w.state, w.srv.Addr(), w.stats.stateChanged)
+	s := ProcessStatus(w.name, w.state, w.Addr(), w.stats.stateChanged)
 	s.Error, s.Warning = w.errMsg, w.warning
-	s.Loops, s.HeartbeatMs = w.loops, time.Now().UnixMilli()
+	s.Loop, s.Loops = w.host.loopID, w.host.turns
+	if !w.host.beat.IsZero() {
+		s.HeartbeatMs = w.host.beat.UnixMilli()
+	}
 	return s
 }
 
@@ -382,25 +346,17 @@ func (w *Worker) shutdown() {
 	}
 	w.state = w.exitState
 	w.stats.stateChanged = time.Now()
-	w.status.close(w.currentStatus())
+	w.status.close(w.currentStatus().Record())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := w.opts.Repo.Delete(ctx, w.opts.Trial.Worker(w.name)); err != nil &&
 		!errors.Is(err, nameresolve.ErrNotFound) {
 		w.log.Warn("address record not removed", "err", err)
 	}
-	w.closeResources()
-	w.log.Info("worker exited", "state", w.state)
-}
-
-func (w *Worker) closeResources() {
-	for _, s := range w.watched {
-		_ = w.srv.UnwatchSocket(s)
-	}
+	w.host.srv.Unroute(w.name)
 	if err := w.impl.Close(); err != nil {
 		w.log.Warn("close worker implementation", "err", err)
 	}
-	if err := w.srv.Close(); err != nil {
-		w.log.Warn("close server", "err", err)
-	}
+	w.host.release()
+	w.log.Info("worker exited", "state", w.state)
 }

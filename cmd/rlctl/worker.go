@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
-	"slices"
 	"sync"
 	"time"
 
@@ -47,7 +46,7 @@ func workerCommand() *cli.Command {
 		Flags: withGlobal(
 			&cli.StringFlag{Name: "type", Required: true, Usage: "worker type"},
 			&cli.IntFlag{Name: "index", Value: 0, Usage: "worker index: the worker is named TYPE/INDEX"},
-			&cli.IntFlag{Name: "count", Value: 1, Usage: "run this many workers in this process, TYPE/INDEX to TYPE/INDEX+COUNT-1, served by one loop with one poller over all their sockets (scale tests: thousands of workers on one machine)"},
+			&cli.IntFlag{Name: "count", Value: 1, Usage: "run this many workers in this process, TYPE/INDEX to TYPE/INDEX+COUNT-1, sharing one socket and one loop (scale tests: thousands of workers on one machine)"},
 			&cli.StringFlag{Name: "host", EnvVars: []string{"RLCTL_HOST"}, Usage: "address to bind and advertise (default: this machine's address on the interface that routes to the name server)"},
 			&cli.IntFlag{Name: "port", Value: 0, Usage: "port to bind (0: any free port)"},
 			&cli.DurationFlag{Name: "ttl", Value: worker.DefaultAddressTTL, Usage: "lease of the address record: how long it outlives a killed worker"},
@@ -83,7 +82,7 @@ func runWorker(c *cli.Context) error {
 		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"), Heartbeat: c.Duration("heartbeat"),
 		Curve: sess.curve, Logger: sess.log,
 	}
-	workers, err := newWorkers(c.Context, opts, c.Int("count"))
+	workers, err := worker.NewHosted(c.Context, opts, c.Int("count"))
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
@@ -101,50 +100,13 @@ func runWorker(c *cli.Context) error {
 		defer cancel()
 		go watchController(ctx, cancel, sess, d)
 	}
-	run := workers[0].Run
-	if len(workers) > 1 {
-		run = func(ctx context.Context) error { return worker.RunMany(ctx, workers) }
-	}
-	if err := run(ctx); err != nil {
+	if err := worker.RunMany(ctx, workers); err != nil {
 		if errors.Is(err, worker.ErrFailed) {
 			return cli.Exit(err.Error(), 3)
 		}
 		return err
 	}
 	return nil
-}
-
-// newWorkerParallel bounds the workers newWorkers creates at once: each
-// waits for etcd to register it.
-const newWorkerParallel = 32
-
-// newWorkers creates count workers from opts, indices opts.Index on, a
-// few at a time; on an error it closes those it made.
-func newWorkers(ctx context.Context, opts worker.Options, count int) ([]*worker.Worker, error) {
-	workers := make([]*worker.Worker, count)
-	errs := make([]error, count)
-	sem := make(chan struct{}, newWorkerParallel)
-	var wg sync.WaitGroup
-	for i := range workers {
-		o := opts
-		o.Index = opts.Index + i
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			workers[i], errs[i] = worker.New(ctx, o)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		// Those made are released as interrupted workers are.
-		made := slices.DeleteFunc(workers, func(w *worker.Worker) bool { return w == nil })
-		done, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = worker.RunMany(done, made)
-		return nil, err
-	}
-	return workers, nil
 }
 
 // workerHost is --host, else the address of the interface that routes to

@@ -42,6 +42,13 @@ func (t Trial) StatusPrefix() string { return t.Prefix() + "status/" }
 // Status is the key of a worker's status record.
 func (t Trial) Status(name string) string { return t.StatusPrefix() + name }
 
+// LoopPrefix is the subtree of loop records: the heartbeat of each worker
+// loop, which all the workers one process hosts share.
+func (t Trial) LoopPrefix() string { return t.Prefix() + "loop/" }
+
+// Loop is the key of a loop record; a loop is named after its first worker.
+func (t Trial) Loop(name string) string { return t.LoopPrefix() + name }
+
 // StreamPrefix is the subtree of the endpoints of one stream.
 func (t Trial) StreamPrefix(kind, name string) string {
 	return t.Prefix() + "stream/" + kind + "/" + name + "/"

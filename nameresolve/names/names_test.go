@@ -8,6 +8,7 @@ func TestKeys(t *testing.T) {
 		{tr.Prefix(), "distrl/cartpole/t1/"},
 		{tr.Worker("actor/3"), "distrl/cartpole/t1/worker/actor/3"},
 		{tr.Status("policy/0"), "distrl/cartpole/t1/status/policy/0"},
+		{tr.Loop("echo/0"), "distrl/cartpole/t1/loop/echo/0"},
 		{tr.Stream("sample", "default", 2), "distrl/cartpole/t1/stream/sample/default/2"},
 		{tr.Params("default"), "distrl/cartpole/t1/params/default"},
 		{Trial{Root: "x", Experiment: "e", Trial: "t"}.WorkerPrefix(), "x/e/t/worker/"},

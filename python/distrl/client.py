@@ -192,12 +192,14 @@ class Trial:
         return out
 
     def _gather(self, addrs, command, kwargs):
-        payload = msgpack.packb([command, kwargs], use_bin_type=True)
         socks = {}
         poller = zmq.Poller()
         try:
             for name, addr in addrs.items():
                 s = self._socket(zmq.DEALER, addr)
+                # The request names its worker: the workers one process
+                # hosts share its address.
+                payload = msgpack.packb([command, kwargs, name], use_bin_type=True)
                 s.send_multipart([b"\x00" * 8, b"", payload])
                 socks[s] = name
                 poller.register(s, zmq.POLLIN)

@@ -21,6 +21,7 @@ func (c *Controller) serveCtl(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("controller: server: %w", err)
 	}
+	srv.Route(CtlName, mux) // panels name the member they ask
 	c.ctl = srv
 	status := worker.ProcessStatus(CtlName, worker.StateRunning, srv.Addr(), time.Now())
 	member := worker.MemberCommands{

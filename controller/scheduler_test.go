@@ -96,19 +96,22 @@ func TestRegisterErrorNamesHostedWorkers(t *testing.T) {
 func TestHeartbeat(t *testing.T) {
 	const s = time.Second
 	for _, tt := range []struct {
-		hungAfter time.Duration
-		workers   int
-		want      time.Duration
+		hungAfter  time.Duration
+		workers    int
+		perProcess int
+		want       time.Duration
 	}{
-		{30 * s, 4, s},                                      // a tenth of the bound, at most 1 s
-		{2 * s, 4, 200 * time.Millisecond},                  // a tenth
-		{500 * time.Millisecond, 4, 100 * time.Millisecond}, // at least 100 ms
-		{30 * s, 1000, s},
-		{30 * s, 4096, 4096 * time.Millisecond}, // 1 ms per worker: ~1000 beats/s
-		{6 * s, 4096, 2 * s},                    // at most a third of the bound
-		{2 * s, 4096, 666666666},                // (a third of 2 s)
+		{30 * s, 4, 0, s},                                      // a tenth of the bound, at most 1 s
+		{2 * s, 4, 0, 200 * time.Millisecond},                  // a tenth
+		{500 * time.Millisecond, 4, 0, 100 * time.Millisecond}, // at least 100 ms
+		{30 * s, 1000, 0, s},
+		{30 * s, 4096, 0, 4096 * time.Millisecond}, // 1 ms per process: ~1000 beats/s
+		{6 * s, 4096, 0, 2 * s},                    // at most a third of the bound
+		{2 * s, 4096, 1, 666666666},                // (a third of 2 s)
+		{30 * s, 4096, 256, s},                     // 17 processes beat, not 4096 workers
+		{30 * s, 8192, 4, 2049 * time.Millisecond}, // 2048 hosts and the policy worker
 	} {
-		groups := map[string]experiment.Group{"echo": {Count: tt.workers - 1}, "policy": {Count: 1}}
+		groups := map[string]experiment.Group{"echo": {Count: tt.workers - 1, PerProcess: tt.perProcess}, "policy": {Count: 1}}
 		if got := heartbeat(tt.hungAfter, groups); got != tt.want {
 			t.Errorf("heartbeat(%v, %d workers) = %v, want %v", tt.hungAfter, tt.workers, got, tt.want)
 		}

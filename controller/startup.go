@@ -42,14 +42,16 @@ func (c *Controller) workerEnv() []string {
 }
 
 // heartbeat is the workers' --heartbeat: a tenth of the hung bound,
-// between 100 ms and 1 s, but at least 1 ms per worker of the trial, up
-// to a third of the bound. Every beat of every worker is a write to etcd:
-// 4096 workers beating every second swamped the embedded etcd of a 2-core
+// between 100 ms and 1 s, but at least 1 ms per worker process of the
+// trial, up to a third of the bound. Every beat of every process is a
+// write to etcd (its loop record; the workers it hosts share it): 4096
+// processes beating every second swamped the embedded etcd of a 2-core
 // machine ("etcdserver: too many requests") and leases expired.
 func heartbeat(hungAfter time.Duration, groups map[string]experiment.Group) time.Duration {
 	n := 0
 	for _, g := range groups {
-		n += max(g.Count, 0)
+		per := g.WorkersPerProcess()
+		n += (max(g.Count, 0) + per - 1) / per
 	}
 	hb := min(max(hungAfter/10, 100*time.Millisecond), time.Second)
 	return max(hb, min(time.Duration(n)*time.Millisecond, hungAfter/3))

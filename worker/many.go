@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
@@ -134,6 +135,12 @@ func (r *runner) dropExited() {
 // with input due; once per idleWait it also marks the RUNNING ones due, as
 // a worker alone would poll after its idle wait.
 func (r *runner) wait(busy bool, idleWait time.Duration) error {
+	if busy && !slices.Contains(r.due, false) {
+		// Every worker steps next turn anyway and serve reads the
+		// servers without waiting: a poll would only cost a system call
+		// per turn (a busy actor turns tens of thousands of times a second).
+		return nil
+	}
 	r.rebuild()
 	timeout := idleWait
 	for _, w := range r.live {

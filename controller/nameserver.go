@@ -42,7 +42,7 @@ func (c *Controller) openNameResolve(ctx context.Context) error {
 		return fmt.Errorf("controller: embedded etcd: %w", err)
 	}
 	etcdLog := slog.New(quietable{Handler: c.log.Handler(), quiet: &c.etcdQuiet})
-	srv, err := etcdserver.Start(ctx, etcdserver.Config{Dir: dir, ClientAddr: net.JoinHostPort(c.opts.Host, "0"), Logger: etcdLog})
+	srv, err := etcdserver.Start(ctx, etcdserver.Config{Dir: dir, ClientAddr: net.JoinHostPort(c.opts.Host, "0"), Logger: etcdLog, NoFsync: true})
 	if err != nil {
 		return fmt.Errorf("controller: embedded etcd: %w", err)
 	}

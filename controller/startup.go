@@ -28,11 +28,27 @@ func (c *Controller) workerArgs() []string {
 	}
 	nrArgs, _ := c.nameResolveArgs()
 	args = append(args, nrArgs...)
-	args = append(args, "--ttl", c.opts.WorkerTTL.String())
+	// The name server answers: a worker that finds it busy (hundreds
+	// starting at once on a small machine) waits as long as the
+	// controller waits for it, rather than exits.
+	args = append(args, "--ttl", c.opts.WorkerTTL.String(), "--nameresolve-wait", c.registerTimeout().String())
 	if c.opts.HungAfter > 0 {
 		args = append(args, "--heartbeat", heartbeat(c.opts.HungAfter, c.opts.Config.Workers).String())
 	}
 	return append(args, c.opts.WorkerArgs...)
+}
+
+// registerTimeout is how long the start waits for the workers to register:
+// --register-timeout, else registerPerProc for each worker on top of registerBase.
+func (c *Controller) registerTimeout() time.Duration {
+	if c.opts.RegisterTimeout > 0 {
+		return c.opts.RegisterTimeout
+	}
+	n := 0
+	for _, g := range c.opts.Config.Workers {
+		n += max(g.Count, 0)
+	}
+	return registerBase + time.Duration(n)*registerPerProc
 }
 
 // workerEnv is what every worker of the trial gets added to its environment.
@@ -104,10 +120,7 @@ func (c *Controller) startWorkers(ctx, rctx context.Context) error {
 	}
 	c.out.event("started %d workers%s (%s scheduler); logs in %s", len(c.members), in, c.opts.SchedulerName, c.dir.Path(LogsDir))
 
-	timeout := c.opts.RegisterTimeout
-	if timeout <= 0 {
-		timeout = registerBase + time.Duration(len(c.members))*registerPerProc
-	}
+	timeout := c.registerTimeout()
 	all := make([]launched, len(c.procs))
 	for i, p := range c.procs {
 		all[i] = launched{p.spec, p.handle}

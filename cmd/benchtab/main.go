@@ -170,9 +170,9 @@ var rows = []row{
 	{"echo worker goroutines after 60s vs after 5s", "e2e.BenchmarkWorkerSteady goroutines-last", "e2e.BenchmarkWorkerSteady goroutines-first", false},
 	{"echo worker requests per second, 4 clients", "e2e.BenchmarkWorkerSteady req/s", "", false},
 	// The controller.
-	{"rlctl start to all RUNNING, 64 echo workers (s)", "e2e.BenchmarkStartupEcho/workers=64 startup-s", "", false},
-	{"rlctl start to all RUNNING, 256 echo workers (s)", "e2e.BenchmarkStartupEcho/workers=256 startup-s", "", false},
-	{"controller CPU share during a run, 256 workers (%)", "e2e.BenchmarkStartupEcho/workers=256 ctl-cpu-%", "", false},
+	{"rlctl start to all RUNNING, 64 echo workers, a process each (s)", "e2e.BenchmarkStartupEcho/workers=64 startup-s", "", false},
+	{"controller CPU share during a run, 64 workers, a process each (%)", "e2e.BenchmarkStartupEcho/workers=64 ctl-cpu-%", "", false},
+	{"rlctl start to all RUNNING, 256 echo workers (16 per process) (s)", "e2e.BenchmarkStartupEcho/workers=256/per_process=16 startup-s", "", false},
 	// Many workers per process (workers.echo.per_process=256: 16 hosts of
 	// 256 for 4096), held against the bar of 10 s on this machine.
 	{"rlctl start to all RUNNING, 1024 echo workers (256 per process) (s)", "e2e.BenchmarkStartupEcho/workers=1024/per_process=256 startup-s", "", false},

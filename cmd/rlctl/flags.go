@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/controller"
+	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
@@ -182,11 +183,44 @@ func openRepo(ctx context.Context, c *cli.Context, log *slog.Logger) (*etcd.Repo
 		return nil, err
 	}
 	cfg.Logger = log
-	repo, err := etcd.Open(ctx, cfg)
+	repo, err := openPatiently(ctx, cfg, waitFlag(c), log)
 	if err != nil {
 		return nil, nameResolveExit(err)
 	}
 	return repo, nil
+}
+
+// flagNameResolveWait is `rlctl worker`'s: how long to keep trying a name
+// server that does not answer.
+const flagNameResolveWait = "nameresolve-wait"
+
+// waitFlag is --nameresolve-wait where the command has it, else 0.
+func waitFlag(c *cli.Context) time.Duration {
+	if slices.Contains(c.LocalFlagNames(), flagNameResolveWait) {
+		return c.Duration(flagNameResolveWait)
+	}
+	return 0
+}
+
+// openPatiently opens the name server, trying again for up to wait while
+// it does not answer (a refusal of its TLS or credentials is final at
+// once): hundreds of workers that `rlctl start` launches together can keep
+// the embedded etcd of a small machine busy for longer than one Open's
+// dial timeout.
+func openPatiently(ctx context.Context, cfg etcd.Config, wait time.Duration, log *slog.Logger) (*etcd.Repository, error) {
+	deadline := time.Now().Add(wait)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
+		repo, err := etcd.Open(ctx, cfg)
+		if err == nil || !errors.Is(err, nameresolve.ErrUnavailable) || time.Now().Add(backoff).After(deadline) {
+			return repo, err
+		}
+		log.Warn("name server not answering; trying again", "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // curveKeys loads the key pair of --curve-keys; nil when none is given.

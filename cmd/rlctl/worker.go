@@ -54,6 +54,7 @@ func workerCommand() *cli.Command {
 			&cli.StringFlag{Name: "cpuprofile", EnvVars: []string{"RLCTL_CPUPROFILE"}, Usage: "write a CPU profile of the worker to `PREFIX`.TYPE.INDEX (pprof), for --cpuprofile-for or until it exits"},
 			&cli.DurationFlag{Name: "cpuprofile-for", Value: 10 * time.Second, EnvVars: []string{"RLCTL_CPUPROFILE_FOR"}, Usage: "how long --cpuprofile profiles, from the start"},
 			&cli.DurationFlag{Name: "heartbeat", Value: worker.DefaultHeartbeat, Usage: "how often the worker loop refreshes the heartbeat of its status record (a panel reports HUNG when it is older than its bound)"},
+			&cli.DurationFlag{Name: flagNameResolveWait, Usage: "keep trying a name server that does not answer (to connect, and to register) for this long before giving up (rlctl start gives its workers 30s)"},
 			&cli.DurationFlag{Name: "orphan-timeout", Usage: "interrupt the worker once the trial's controller record (ctl), after it was seen, has been gone this long (0: never); rlctl start gives its workers 15s"},
 		),
 		Action: runWorker,
@@ -80,7 +81,8 @@ func runWorker(c *cli.Context) error {
 		Trial: sess.trial, Registry: types, Type: c.String("type"), Index: c.Int("index"),
 		Host: workerHost(c, sess), Port: c.Int("port"), Repo: sess.repo,
 		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"), Heartbeat: c.Duration("heartbeat"),
-		Curve: sess.curve, Logger: sess.log,
+		RegisterWait: c.Duration(flagNameResolveWait),
+		Curve:        sess.curve, Logger: sess.log,
 	}
 	workers, err := worker.NewHosted(c.Context, opts, c.Int("count"))
 	if err != nil {

@@ -45,6 +45,12 @@ type Config struct {
 	// AuthTokenTTL is how long an unused authentication token lives
 	// (etcd's --auth-token-ttl, whole seconds); etcd's default (5 min) if zero.
 	AuthTokenTTL time.Duration
+	// NoFsync skips etcd's fsync of its log (etcd's --unsafe-no-fsync): a
+	// write waits for no disk, and a crash of the machine, not of the
+	// process, may lose the newest records. For a name server that lives
+	// and dies with one trial on one machine (rlctl start's embedded one),
+	// where a loaded disk would otherwise slow every registration.
+	NoFsync bool
 }
 
 // tls reports whether the client port serves TLS.

@@ -93,6 +93,7 @@ func start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.AuthTokenTTL > 0 {
 		ec.AuthTokenTTL = uint(max(cfg.AuthTokenTTL.Round(time.Second), time.Second) / time.Second)
 	}
+	ec.UnsafeNoFsync = cfg.NoFsync
 	ec.TickMs = tickMs
 	ec.ElectionMs = electionMs
 	// Keep one hour of history: enough for any watcher to catch up after a

@@ -155,26 +155,17 @@ func newWorker(ctx context.Context, opts Options, factory Factory, h *host) (*Wo
 
 func (w *Worker) register(ctx context.Context) error {
 	key := w.opts.Trial.Worker(w.name)
-	deadline := time.Now().Add(w.opts.RegisterWait)
-	var err error
 	opts := nameresolve.AddOptions{TTL: w.opts.AddressTTL, DeleteOnExit: true}
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-		err = w.opts.Repo.Add(ctx, key, w.Addr(), opts)
-		if !errors.Is(err, nameresolve.ErrUnavailable) || time.Now().Add(backoff).After(deadline) {
-			break
-		}
+	err := nameresolve.RetryUnavailable(ctx, w.opts.RegisterWait, func() error {
+		return w.opts.Repo.Add(ctx, key, w.Addr(), opts)
+	}, func(err error, in time.Duration) {
 		// The try that timed out may have been written all the same: then
 		// the record holding our own address (no other process can have
 		// bound it) is ours to take over.
 		holder, gerr := w.opts.Repo.Get(ctx, key)
 		opts.Replace = gerr == nil && holder == w.Addr()
-		w.log.Warn("name server unavailable; registering again", "in", backoff, "err", err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("worker %s: register address: %w", w.name, err)
-		case <-time.After(backoff):
-		}
-	}
+		w.log.Warn("name server unavailable; registering again", "in", in, "err", err)
+	})
 	if errors.Is(err, nameresolve.ErrKeyExists) {
 		holder, _ := w.opts.Repo.Get(ctx, key)
 		return fmt.Errorf("worker %s of %s: %w: a live worker is registered at %s",

@@ -208,19 +208,14 @@ func waitFlag(c *cli.Context) time.Duration {
 // the embedded etcd of a small machine busy for longer than one Open's
 // dial timeout.
 func openPatiently(ctx context.Context, cfg etcd.Config, wait time.Duration, log *slog.Logger) (*etcd.Repository, error) {
-	deadline := time.Now().Add(wait)
-	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 2*time.Second) {
-		repo, err := etcd.Open(ctx, cfg)
-		if err == nil || !errors.Is(err, nameresolve.ErrUnavailable) || time.Now().Add(backoff).After(deadline) {
-			return repo, err
-		}
-		log.Warn("name server not answering; trying again", "in", backoff, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(backoff):
-		}
-	}
+	var repo *etcd.Repository
+	err := nameresolve.RetryUnavailable(ctx, wait, func() (err error) {
+		repo, err = etcd.Open(ctx, cfg)
+		return err
+	}, func(err error, in time.Duration) {
+		log.Warn("name server not answering; trying again", "in", in, "err", err)
+	})
+	return repo, err
 }
 
 // curveKeys loads the key pair of --curve-keys; nil when none is given.

@@ -279,3 +279,50 @@ func TestWorkerHostCount(t *testing.T) {
 		}
 	}
 }
+
+// A panel resolves names through a mirror of the address records that a
+// watch keeps, synced once per request: a worker host that stops and comes
+// back at another address is reached there by the next group or plain
+// request (the old address is dead; a request sent there would wait out
+// its deadline). That a Sync closes the gap however late the watch event
+// is nameresolve's conformance test (MirrorConcurrentSync).
+func TestPanelFollowsRestartedHost(t *testing.T) {
+	c := newCluster(t)
+	panel := c.panel()
+	repo := c.repo()
+	workers := []string{"echo/0", "echo/1"}
+	ping := func(when string) {
+		t.Helper()
+		ctx := ctxFor(t, 5*time.Second)
+		for _, r := range panel.GroupRequest(ctx, workers, "ping", nil) {
+			if r.Err != nil {
+				t.Fatalf("group ping %s: %v", when, r.Err)
+			}
+		}
+		if err := panel.Request(ctx, "echo/1", "ping", nil, nil); err != nil {
+			t.Fatalf("ping %s: %v", when, err)
+		}
+	}
+	moved := 0
+	var last string
+	for round := range 4 {
+		p := c.worker("echo", 0, "--count", "2")
+		// The stopped host deleted its records on exit: a record is the new host's.
+		var addr string
+		eventually.NoError(t, 20*time.Second, "the host registers", func() error {
+			var err error
+			addr, err = repo.Get(ctxFor(t, 5*time.Second), c.trial.Worker("echo/1"))
+			return err
+		})
+		if addr != last {
+			moved++
+		}
+		last = addr
+		ping(fmt.Sprintf("after start %d", round))
+		p.signal(t, syscall.SIGTERM)
+		p.wait(t, 10*time.Second)
+	}
+	if moved < 2 {
+		t.Fatalf("the host came back at the same address every time (%s): nothing moved", last)
+	}
+}

@@ -24,6 +24,7 @@ type memStore struct {
 	records  map[string]memRecord
 	changed  chan struct{} // closed and replaced on every change; wakes Wait
 	watchers map[*memWatcher]struct{}
+	version  uint64 // counts changes; a memMirror's Version
 }
 
 // memRecord is one record and the handle that owns it, which decides whether
@@ -142,15 +143,22 @@ func (m *Memory) Find(ctx context.Context, prefix string) ([]Entry, error) {
 	if err := m.lock(ctx); err != nil {
 		return nil, fmt.Errorf("find %q: %w", prefix, err)
 	}
-	defer m.store.mu.Unlock()
+	m.store.mu.Unlock()
+	return m.store.find(prefix), nil
+}
+
+// find lists the records below prefix, sorted by key.
+func (s *memStore) find(prefix string) []Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var out []Entry
-	for k, r := range m.store.records {
+	for k, r := range s.records {
 		if strings.HasPrefix(k, prefix) {
 			out = append(out, Entry{Key: k, Value: r.value})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
+	return out
 }
 
 // Delete implements Repository.
@@ -233,6 +241,7 @@ func (s *memStore) publish(ev Event) {
 			}
 		}
 	}
+	s.version++
 	close(s.changed)
 	s.changed = make(chan struct{})
 }

@@ -76,6 +76,9 @@ type Repository interface {
 	// Watch streams changes below prefix until ctx ends or the repository
 	// closes, then closes the channel.
 	Watch(ctx context.Context, prefix string) (<-chan Event, error)
+	// Mirror returns a local copy of the records below prefix, kept current
+	// until ctx ends, the Mirror is closed or the repository closes.
+	Mirror(ctx context.Context, prefix string) (Mirror, error)
 	// Close removes DeleteOnExit records, releases leases and stops watches.
 	Close() error
 }

@@ -44,6 +44,10 @@ type ControlPanel struct {
 	clients map[string]*rpc.Client // by address
 	last    map[string]string      // each worker's address when last resolved
 	closed  bool
+
+	mirrorMu sync.Mutex
+	mirror   nameresolve.Mirror // of the address records; opened by the first group request
+	pruned   uint64             // the mirror's Version when the clients were last pruned
 }
 
 // NewControlPanel returns a panel for the workers of trial.
@@ -111,11 +115,96 @@ func (p *ControlPanel) connect(addr string) (*rpc.Client, error) {
 // now. The name is resolved on every request, not cached: a worker
 // restarted at a new address must not get requests at its old one (the
 // old address may be taken by another process by then, which refuses a
-// request for a worker it does not serve). While the name server cannot
-// be reached, the address last used for name is tried.
+// request for a worker it does not serve). Once a group request has opened
+// the mirror of the address records, a synced mirror answers; before, a
+// Get. While the name server cannot be reached, the address last used for
+// name is tried.
 func (p *ControlPanel) client(ctx context.Context, name string) (*rpc.Client, error) {
+	p.mirrorMu.Lock()
+	m := p.mirror
+	p.mirrorMu.Unlock()
+	if m != nil {
+		addr, err := p.lookup(ctx, m)(name)
+		return p.resolved(name, addr, err)
+	}
 	addr, err := p.repo.Get(ctx, p.trial.Worker(name))
 	return p.resolved(name, addr, err)
+}
+
+// addressLookup gives a worker's address as resolve found it, or the
+// lookup's error (nameresolve.ErrNotFound: the worker has no record).
+type addressLookup func(name string) (string, error)
+
+// addresses resolves every worker's address as of now for one group
+// request: one Sync of the mirror of the address records, a round trip to
+// the name server whatever the number of workers; where the mirror cannot
+// be opened, one listing. It also closes the connections no worker uses
+// any more.
+func (p *ControlPanel) addresses(ctx context.Context) addressLookup {
+	m, err := p.openMirror()
+	if err != nil {
+		addrs, err := p.findNamed(ctx, p.trial.WorkerPrefix())
+		if err == nil {
+			p.prune(addrs)
+		}
+		return func(name string) (string, error) {
+			if addr := addrs[name]; addr != "" || err != nil {
+				return addr, err
+			}
+			return "", nameresolve.ErrNotFound
+		}
+	}
+	return p.lookup(ctx, m)
+}
+
+// lookup syncs m and reads the addresses from it, pruning the connections
+// when the records changed since the last prune.
+func (p *ControlPanel) lookup(ctx context.Context, m nameresolve.Mirror) addressLookup {
+	if err := m.Sync(ctx); err != nil {
+		err = fmt.Errorf("control panel: resolve: %w", err)
+		return func(string) (string, error) { return "", err }
+	}
+	p.mirrorMu.Lock()
+	v := m.Version()
+	changed := v != p.pruned
+	p.pruned = v
+	p.mirrorMu.Unlock()
+	if changed {
+		live := map[string]string{}
+		for _, e := range m.Entries() {
+			live[e.Key] = e.Value
+		}
+		p.prune(live)
+	}
+	return func(name string) (string, error) {
+		if addr, ok := m.Get(p.trial.Worker(name)); ok {
+			return addr, nil
+		}
+		return "", nameresolve.ErrNotFound
+	}
+}
+
+// openMirror returns the mirror of the address records, opening it on
+// first use (an open that fails is tried again next time).
+func (p *ControlPanel) openMirror() (nameresolve.Mirror, error) {
+	p.mirrorMu.Lock()
+	defer p.mirrorMu.Unlock()
+	if p.mirror != nil {
+		return p.mirror, nil
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("control panel: %w", rpc.ErrClosed)
+	}
+	// It lives as long as the panel, not as the request that opens it.
+	m, err := p.repo.Mirror(context.Background(), p.trial.WorkerPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("control panel: %w", err)
+	}
+	p.mirror = m
+	return m, nil
 }
 
 // resolved is client's choice once the address lookup returned addr, err.
@@ -247,17 +336,10 @@ func (p *ControlPanel) GroupRequestEach(ctx context.Context, workers []string, c
 	}
 	calls := make([]rpc.Call, len(workers))
 	do := make([]*rpc.Call, 0, len(workers))
-	// One listing resolves every worker (as client does for one).
-	addrs, findErr := p.findNamed(ctx, p.trial.WorkerPrefix())
-	if findErr == nil {
-		p.prune(addrs)
-	}
+	lookup := p.addresses(ctx) // resolves every worker at once, as client does one
 	for i, w := range workers {
 		results[i].Worker = w
-		addr, err := addrs[w], findErr
-		if err == nil && addr == "" {
-			err = nameresolve.ErrNotFound
-		}
+		addr, err := lookup(w)
 		c, err := p.resolved(w, addr, err)
 		if err != nil {
 			results[i].Err = err
@@ -384,14 +466,20 @@ func (p *ControlPanel) findNamed(ctx context.Context, prefix string) (map[string
 	return out, nil
 }
 
-// Close closes every kept connection.
+// Close closes every kept connection and the mirror of the address records.
 func (p *ControlPanel) Close() error {
+	p.mirrorMu.Lock() // first: openMirror sees closed, or its mirror is closed here
+	defer p.mirrorMu.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.closed = true
 	for addr, c := range p.clients {
 		_ = c.Close()
 		delete(p.clients, addr)
+	}
+	p.mu.Unlock()
+	if p.mirror != nil {
+		_ = p.mirror.Close()
+		p.mirror = nil
 	}
 	return nil
 }

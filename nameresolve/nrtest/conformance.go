@@ -81,6 +81,9 @@ func RunConformance(t *testing.T, newRepo NewRepo) {
 		{"Watch", testWatch},
 		{"CloseRemovesOwnedRecords", testCloseRemovesOwned},
 		{"AfterClose", testAfterClose},
+		{"Mirror", testMirror},
+		{"MirrorConcurrentSync", testMirrorConcurrentSync},
+		{"MirrorClose", testMirrorClose},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

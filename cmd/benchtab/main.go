@@ -39,6 +39,9 @@ var rows = []row{
 	{"name resolve add, embedded etcd (median)", "etcd.BenchmarkEtcdAdd p50-us", "", false},
 	{"name resolve get, embedded etcd (median)", "etcd.BenchmarkEtcdGet p50-us", "", false},
 	{"name resolve wait for a key added later (median)", "etcd.BenchmarkEtcdWait/added p50-us", "", false},
+	// What a group request pays to resolve its workers: a listing before, a mirror's Sync now.
+	{"resolve 64 workers: mirror sync vs listing (median us)", "etcd.BenchmarkEtcdResolveAll/mirror-sync/records=64 p50-us", "etcd.BenchmarkEtcdResolveAll/find/records=64 p50-us", false},
+	{"resolve 4096 workers: mirror sync vs listing (median us)", "etcd.BenchmarkEtcdResolveAll/mirror-sync/records=4096 p50-us", "etcd.BenchmarkEtcdResolveAll/find/records=4096 p50-us", false},
 
 	// Data plane, end to end (package e2e): environment steps/s of actor
 	// processes stepping CartPole-v1 with a policy worker process answering

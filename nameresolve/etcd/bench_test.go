@@ -156,3 +156,34 @@ func BenchmarkEtcdGetSecure(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEtcdResolveAll is what resolving every worker of a trial costs a
+// control panel, per group request, for 64 and 4096 address records:
+// listing them (Find) against syncing a mirror of them (one progress
+// request on its watch stream, then reads from memory).
+func BenchmarkEtcdResolveAll(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{64, 4096} {
+		r := open(b)
+		prefix := benchPrefix(b, r)
+		for i := range n {
+			if err := r.Add(ctx, fmt.Sprintf("%secho/%d", prefix, i), "127.0.0.1:1234", nameresolve.AddOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(fmt.Sprintf("find/records=%d", n), func(b *testing.B) {
+			timeEach(b, func(int) error {
+				_, err := r.Find(ctx, prefix)
+				return err
+			})
+		})
+		b.Run(fmt.Sprintf("mirror-sync/records=%d", n), func(b *testing.B) {
+			m, err := r.Mirror(ctx, prefix)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close()
+			timeEach(b, func(int) error { return m.Sync(ctx) })
+		})
+	}
+}

@@ -46,8 +46,8 @@ type ControlPanel struct {
 	closed  bool
 
 	mirrorMu sync.Mutex
-	mirror   nameresolve.Mirror // of the address records; opened by the first group request
-	pruned   uint64             // the mirror's Version when the clients were last pruned
+	mirrors  map[string]nameresolve.Mirror // by prefix, each opened on first use
+	pruned   uint64                        // the address mirror's Version when the clients were last pruned
 }
 
 // NewControlPanel returns a panel for the workers of trial.
@@ -121,7 +121,7 @@ func (p *ControlPanel) connect(addr string) (*rpc.Client, error) {
 // name is tried.
 func (p *ControlPanel) client(ctx context.Context, name string) (*rpc.Client, error) {
 	p.mirrorMu.Lock()
-	m := p.mirror
+	m := p.mirrors[p.trial.WorkerPrefix()]
 	p.mirrorMu.Unlock()
 	if m != nil {
 		addr, err := p.lookup(ctx, m)(name)
@@ -141,7 +141,7 @@ type addressLookup func(name string) (string, error)
 // be opened, one listing. It also closes the connections no worker uses
 // any more.
 func (p *ControlPanel) addresses(ctx context.Context) addressLookup {
-	m, err := p.openMirror()
+	m, err := p.openMirror(p.trial.WorkerPrefix())
 	if err != nil {
 		addrs, err := p.findNamed(ctx, p.trial.WorkerPrefix())
 		if err == nil {
@@ -184,13 +184,13 @@ func (p *ControlPanel) lookup(ctx context.Context, m nameresolve.Mirror) address
 	}
 }
 
-// openMirror returns the mirror of the address records, opening it on
-// first use (an open that fails is tried again next time).
-func (p *ControlPanel) openMirror() (nameresolve.Mirror, error) {
+// openMirror returns the panel's mirror of the records below prefix,
+// opening it on first use (an open that fails is tried again next time).
+func (p *ControlPanel) openMirror(prefix string) (nameresolve.Mirror, error) {
 	p.mirrorMu.Lock()
 	defer p.mirrorMu.Unlock()
-	if p.mirror != nil {
-		return p.mirror, nil
+	if m := p.mirrors[prefix]; m != nil {
+		return m, nil
 	}
 	p.mu.Lock()
 	closed := p.closed
@@ -199,11 +199,14 @@ func (p *ControlPanel) openMirror() (nameresolve.Mirror, error) {
 		return nil, fmt.Errorf("control panel: %w", rpc.ErrClosed)
 	}
 	// It lives as long as the panel, not as the request that opens it.
-	m, err := p.repo.Mirror(context.Background(), p.trial.WorkerPrefix())
+	m, err := p.repo.Mirror(context.Background(), prefix)
 	if err != nil {
 		return nil, fmt.Errorf("control panel: %w", err)
 	}
-	p.mirror = m
+	if p.mirrors == nil {
+		p.mirrors = map[string]nameresolve.Mirror{}
+	}
+	p.mirrors[prefix] = m
 	return m, nil
 }
 
@@ -426,13 +429,15 @@ func combineRecords(worker, addr, rec string, loops map[string]string, now time.
 }
 
 // Workers lists every worker of the trial that has an address or a status
-// record, with its combined status, sorted by name: three listings (the
-// address, status and loop records), whatever the number of workers.
+// record, with its combined status, sorted by name: it reads the address,
+// status and loop records from the panel's mirrors of them, synced (three
+// round trips to the name server whatever the number of workers; the
+// first call lists them to fill the mirrors).
 func (p *ControlPanel) Workers(ctx context.Context) ([]Status, error) {
 	var recs [3]map[string]string
 	for i, prefix := range []string{p.trial.WorkerPrefix(), p.trial.StatusPrefix(), p.trial.LoopPrefix()} {
 		var err error
-		if recs[i], err = p.findNamed(ctx, prefix); err != nil {
+		if recs[i], err = p.records(ctx, prefix); err != nil {
 			return nil, err
 		}
 	}
@@ -453,20 +458,39 @@ func (p *ControlPanel) Workers(ctx context.Context) ([]Status, error) {
 	return out, nil
 }
 
+// records reads the records below prefix, keyed by worker name, from the
+// panel's mirror of them once synced; where no mirror can be opened, from
+// a listing.
+func (p *ControlPanel) records(ctx context.Context, prefix string) (map[string]string, error) {
+	m, err := p.openMirror(prefix)
+	if err != nil {
+		return p.findNamed(ctx, prefix)
+	}
+	if err := m.Sync(ctx); err != nil {
+		return nil, fmt.Errorf("control panel: read %s: %w", prefix, err)
+	}
+	return byName(m.Entries(), prefix), nil
+}
+
 // findNamed lists the records below prefix keyed by worker name.
 func (p *ControlPanel) findNamed(ctx context.Context, prefix string) (map[string]string, error) {
 	entries, err := p.repo.Find(ctx, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("control panel: list %s: %w", prefix, err)
 	}
+	return byName(entries, prefix), nil
+}
+
+// byName keys the entries below prefix by the rest of their key: the worker's name.
+func byName(entries []nameresolve.Entry, prefix string) map[string]string {
 	out := make(map[string]string, len(entries))
 	for _, e := range entries {
 		out[strings.TrimPrefix(e.Key, prefix)] = e.Value
 	}
-	return out, nil
+	return out
 }
 
-// Close closes every kept connection and the mirror of the address records.
+// Close closes every kept connection and the mirrors.
 func (p *ControlPanel) Close() error {
 	p.mirrorMu.Lock() // first: openMirror sees closed, or its mirror is closed here
 	defer p.mirrorMu.Unlock()
@@ -477,9 +501,9 @@ func (p *ControlPanel) Close() error {
 		delete(p.clients, addr)
 	}
 	p.mu.Unlock()
-	if p.mirror != nil {
-		_ = p.mirror.Close()
-		p.mirror = nil
+	for prefix, m := range p.mirrors {
+		_ = m.Close()
+		delete(p.mirrors, prefix)
 	}
 	return nil
 }

@@ -63,16 +63,9 @@ var _ nameresolve.Mirror = (*mirror)(nil)
 // Mirror implements nameresolve.Repository. It returns once the copy holds
 // the records of a first listing.
 func (r *Repository) Mirror(ctx context.Context, prefix string) (nameresolve.Mirror, error) {
-	if err := r.checkOpen(); err != nil {
+	if err := r.addGoroutine(); err != nil {
 		return nil, r.wrap("mirror", prefix, err)
 	}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil, r.wrap("mirror", prefix, nameresolve.ErrClosed)
-	}
-	r.wg.Add(1) // under mu, after the closed check: Close cannot be waiting yet
-	r.mu.Unlock()
 	m := &mirror{r: r, prefix: prefix, syncs: make(chan chan error), done: make(chan struct{})}
 	m.ctx, m.cancel = r.bind(ctx)
 	st, err := m.start()

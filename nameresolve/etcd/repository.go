@@ -118,6 +118,18 @@ func (r *Repository) bind(ctx context.Context) (context.Context, context.CancelF
 	return ctx, func() { stop(); cancel() }
 }
 
+// addGoroutine counts a goroutine (a watch's, a mirror's) that Close must
+// wait for, or returns ErrClosed after Close.
+func (r *Repository) addGoroutine() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nameresolve.ErrClosed
+	}
+	r.wg.Add(1) // under mu, after the closed check: Close cannot be waiting yet
+	return nil
+}
+
 // checkOpen returns ErrClosed after Close.
 func (r *Repository) checkOpen() error {
 	r.mu.Lock()

@@ -102,16 +102,9 @@ func created(ctx context.Context, wch clientv3.WatchChan) (int64, error) {
 // oldest revision etcd still has, and the changes compacted away in between
 // are lost. The channel closes only when ctx ends or the repository closes.
 func (r *Repository) Watch(ctx context.Context, prefix string) (<-chan nameresolve.Event, error) {
-	if err := r.checkOpen(); err != nil {
+	if err := r.addGoroutine(); err != nil {
 		return nil, r.wrap("watch", prefix, err)
 	}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil, r.wrap("watch", prefix, nameresolve.ErrClosed)
-	}
-	r.wg.Add(1) // under mu, after the closed check: Close cannot be waiting yet
-	r.mu.Unlock()
 
 	wctx, cancel := r.bind(ctx)
 	// Started at etcd's current revision, not at one read earlier: see Wait.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/benchutil"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/stream"
@@ -23,6 +24,8 @@ var benchBatches = []int{1, 8, 64, 512}
 // ROUTER socket, runs the policy and replies, and the client collects
 // every answer. rows/s against the batch size shows how far batching
 // amortises the per-message cost; BenchmarkPolicyInfer is the ceiling.
+// cpu-ns/row is the CPU time of the whole process (client, worker loop,
+// libzmq's threads) per row: on a shared machine the steadier figure.
 func BenchmarkPolicyWorker(b *testing.B) {
 	for _, n := range benchBatches {
 		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
@@ -37,6 +40,8 @@ func BenchmarkPolicyWorker(b *testing.B) {
 			ids := make([]stream.ReqID, n)
 			ctx := context.Background()
 
+			var cpu benchutil.CPUMeter
+			cpu.Start()
 			for b.Loop() {
 				for i, o := range obs {
 					id, err := c.Post(o)
@@ -65,6 +70,7 @@ func BenchmarkPolicyWorker(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "rows/s")
+			cpu.Report(b, n*b.N, "row")
 		})
 	}
 }

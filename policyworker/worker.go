@@ -34,6 +34,10 @@ type Worker struct {
 	batch stream.InferenceBatch
 	out   api.Inference
 
+	// When Poll last looked for new parameters, and last served a
+	// batch: see paramPollEvery.
+	paramsPolled, served time.Time
+
 	stats   counters
 	warning string
 	// paramWarning is why the last published version was not loaded.
@@ -112,6 +116,16 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	return nil
 }
 
+// paramPollEvery is how often a policy worker that is serving batches
+// looks for new parameters. Looking costs two receive calls on the
+// subscriber's sockets, 14% of the policy worker's CPU time when it
+// answered requests of 4 rows; parameters change every few hundred
+// milliseconds at most. A worker that has served nothing for that long (it
+// is idle, or was woken by the subscriber's sockets) looks every poll, so
+// a notification to an idle worker never waits; one that arrives while
+// batches are served waits at most this long.
+const paramPollEvery = time.Millisecond
+
 // Poll loads newly published parameters, if any have arrived, and then
 // serves one batch: every whole request waiting, up to max_batch rows, in
 // one forward pass. Parameters thus change between batches, never within
@@ -120,7 +134,9 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if w.server == nil {
 		return worker.PollResult{}, errors.New("policy worker: polled before configure")
 	}
-	if w.params != nil {
+	now := time.Now()
+	if w.params != nil && (now.Sub(w.paramsPolled) >= paramPollEvery || now.Sub(w.served) >= paramPollEvery) {
+		w.paramsPolled = now
 		p, err := w.params.Poll(ctx)
 		if err != nil {
 			return worker.PollResult{}, fmt.Errorf("policy worker: follow published parameters: %w", err)
@@ -136,6 +152,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if rows == 0 {
 		return worker.PollResult{}, nil
 	}
+	w.served = now
 	begin := time.Now()
 	if err := w.policy.Infer(w.batch.Obs, &w.out); err != nil {
 		// Most likely a client sent a non-finite observation. That is no

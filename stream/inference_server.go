@@ -76,6 +76,9 @@ func (b *InferenceBatch) Rows() int { return len(b.ids) }
 // Requests is the number of request messages the batch came from.
 func (b *InferenceBatch) Requests() int { return len(b.spans) }
 
+// reset empties the batch for the next Poll, keeping its storage: once it
+// has grown to the batches the server sees, requests decode straight into
+// it (see extend).
 func (b *InferenceBatch) reset() {
 	b.Obs.Data = b.Obs.Data[:0]
 	b.ids = b.ids[:0]
@@ -179,6 +182,9 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 			}
 			msg = heldMsg{identity: parts[0], payload: parts[1]}
 		}
+		// The request's tensors decode into the batch's free storage: a
+		// request taken into the batch is then not copied again.
+		s.reqIDs.Data, s.reqObs.Data = tail(b.ids), tail(b.Obs.Data)
 		if err := s.decode(msg.payload); err != nil {
 			s.malformed(err, msg.identity)
 			drops++
@@ -190,13 +196,28 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 			break
 		}
 		b.spans = append(b.spans, span{identity: msg.identity, start: len(b.ids), n: n})
-		b.ids = append(b.ids, s.reqIDs.Data...)
-		b.Obs.Data = append(b.Obs.Data, s.reqObs.Data...)
+		b.ids = extend(b.ids, s.reqIDs.Data)
+		b.Obs.Data = extend(b.Obs.Data, s.reqObs.Data)
 		s.stats.Messages++
 		s.stats.Rows += int64(n)
 	}
 	s.finish(b)
 	return len(b.ids), nil
+}
+
+// tail is the free capacity of s as an empty slice: a decoder that reuses
+// its destination's capacity (api.Tensor does) writes there.
+func tail[T any](s []T) []T { return s[len(s):len(s):cap(s)] }
+
+// extend returns dst followed by src. When src was decoded into tail(dst),
+// which is the case whenever it fitted, that is dst resliced, with nothing
+// copied; otherwise (the decoder needed more room and allocated) src is
+// appended.
+func extend[T any](dst, src []T) []T {
+	if n := len(dst); len(src) > 0 && cap(dst)-n >= len(src) && &dst[:n+1][n] == &src[0] {
+		return dst[:n+len(src)]
+	}
+	return append(dst, src...)
 }
 
 // finish sets the batch's shape.

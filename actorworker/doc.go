@@ -16,11 +16,15 @@
 //
 // Each poll of the worker takes in the replies that have arrived and steps
 // the ready targets a slot at a time (up to max_poll_steps visits): with
-// remote inference the ring is ring_slots slots (default 2) of consecutive
-// targets, and the requests a slot posts are flushed as one message before
-// the next slot steps, so that one half of the ring steps while the other
-// waits for its actions (Sample Factory's double-buffered sampling) and
-// several requests are in flight. A slot that steps nothing ends the poll;
+// remote inference the ring is ring_slots slots of consecutive targets,
+// and the requests a slot posts are flushed as one message before the next
+// slot steps, so that one half of the ring steps while the other waits for
+// its actions (Sample Factory's double-buffered sampling) and several
+// requests are in flight. That pays only when stepping half the ring takes
+// about as long as a round trip to the policy worker; for cheaper rings it
+// doubles the messages and hides little. Unless ring_slots is set, the
+// actor therefore times its turns and steps the ring as 2 slots while the
+// whole ring takes AutoRingTime or more, else as 1. A slot that steps nothing ends the poll;
 // the worker then sleeps on the inference socket until a reply arrives.
 // Inline inference has one slot, the whole ring, and its results are
 // ready as soon as Flush returns, so an inline actor goes round again until

@@ -32,7 +32,16 @@ const (
 	DefaultPolicy       = "default"
 	DefaultStream       = "default"
 	DefaultMaxPollSteps = 16
-	DefaultRingSlots    = 2
+	// AutoRingTime is when an actor with ring_slots unset (auto) steps its
+	// ring as two slots rather than one: when stepping the whole ring
+	// takes at least this long, a half of it is a good part of a round
+	// trip to a policy worker on the same machine (150-250 us on the
+	// 2-core development machine) that the other half's stepping hides.
+	// Below it the second slot hides little and doubles the request
+	// messages, each of which costs both processes CPU: CartPole with 8
+	// or 64 environments (a ring in 10-100 us) ran 10-40% faster in one
+	// slot; 2 actors of 256 (a ring in 300-400 us) ran faster in two.
+	AutoRingTime = 200 * time.Microsecond
 	// NullStream as sample_stream discards every batch.
 	NullStream = "null"
 	// Inference modes.
@@ -66,8 +75,10 @@ type Config struct {
 	// RingSlots splits the ring, with remote inference, into that many
 	// slots of consecutive targets, each stepped together and flushed as
 	// its own request: while one slot waits for its actions the others
-	// step (Sample Factory's double-buffered sampling). Default 2; at
-	// most ring_size. Inline inference steps the whole ring as one slot.
+	// step (Sample Factory's double-buffered sampling). At most
+	// ring_size. Unset (0), the actor chooses as it goes: two slots while
+	// stepping the whole ring takes AutoRingTime or more, else one.
+	// Inline inference steps the whole ring as one slot.
 	RingSlots int `msgpack:"ring_slots"`
 	// Seed seeds the environments (EnvSeed) and the inline policy; nil
 	// means the worker's index.
@@ -109,7 +120,6 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 	cfg.RingSize = cmp.Or(cfg.RingSize, DefaultRingSize)
 	cfg.SampleSteps = cmp.Or(cfg.SampleSteps, DefaultSampleSteps)
 	cfg.MaxPollSteps = cmp.Or(cfg.MaxPollSteps, max(DefaultMaxPollSteps, cfg.RingSize))
-	cfg.RingSlots = cmp.Or(cfg.RingSlots, min(DefaultRingSlots, max(cfg.RingSize, 1)))
 	cfg.Gamma = cmp.Or(cfg.Gamma, 0.99)
 	cfg.NStep = cmp.Or(cfg.NStep, 3)
 	if cfg.ApexActors > 0 {
@@ -128,8 +138,8 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 		return cfg, nil, badConfig("sample_steps %d, want >= 1", cfg.SampleSteps)
 	case cfg.MaxPollSteps < 1:
 		return cfg, nil, badConfig("max_poll_steps %d, want >= 1", cfg.MaxPollSteps)
-	case cfg.RingSlots < 1 || cfg.RingSlots > cfg.RingSize:
-		return cfg, nil, badConfig("ring_slots %d, want 1 to ring_size (%d)", cfg.RingSlots, cfg.RingSize)
+	case cfg.RingSlots < 0 || cfg.RingSlots > cfg.RingSize:
+		return cfg, nil, badConfig("ring_slots %d, want 1 to ring_size (%d), or 0 to let the actor choose", cfg.RingSlots, cfg.RingSize)
 	case cfg.MaxEnvSteps < 0:
 		return cfg, nil, badConfig("max_env_steps %d, want >= 0", cfg.MaxEnvSteps)
 	case !(cfg.Epsilon >= 0 && cfg.Epsilon <= 1) || cfg.ApexActors < 0:
@@ -193,6 +203,12 @@ type Worker struct {
 	started  bool // the environments were reset
 	draining bool // max_env_steps reached
 	begin    time.Time
+
+	// stepCost is a moving average of the time a turn takes per
+	// environment it steps, and slots the slots the ring is stepped in
+	// now (see ringSlots).
+	stepCost float64 // ns
+	slots    int
 
 	recent     [worker.ReturnWindow]api.EpisodeStat
 	recentNext int
@@ -332,13 +348,16 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	budget := w.cfg.MaxPollSteps
 	slot := w.ring.Len()
 	if w.client.Socket() != nil {
-		slot = (w.ring.Len() + w.cfg.RingSlots - 1) / w.cfg.RingSlots
+		slots := w.ringSlots()
+		slot = (w.ring.Len() + slots - 1) / slots
 	}
 	for budget > 0 {
-		n, visits, err := w.turn(ctx, min(budget, slot))
+		began := time.Now()
+		n, steps, visits, err := w.turn(ctx, min(budget, slot))
 		if err != nil {
 			return worker.PollResult{}, err
 		}
+		w.noteTurn(time.Since(began), steps)
 		samples += n
 		budget -= visits
 		if err := w.client.Flush(ctx); err != nil {
@@ -357,11 +376,45 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	return res, nil
 }
 
+// ringSlots is the number of slots to step the ring in: ring_slots, or,
+// when it is unset, 2 while the ring takes AutoRingTime or more to step
+// and 1 otherwise (back to 1 only below 3/4 of it, so that a cost near
+// the threshold does not flip the choice every poll).
+func (w *Worker) ringSlots() int {
+	if w.cfg.RingSlots > 0 {
+		w.slots = w.cfg.RingSlots
+		return w.slots
+	}
+	ring := time.Duration(w.stepCost * float64(w.ring.Len()))
+	switch {
+	case w.slots < 2 && ring >= AutoRingTime:
+		w.slots = 2
+	case w.slots >= 2 && ring < AutoRingTime*3/4:
+		w.slots = 1
+	}
+	return min(max(w.slots, 1), w.ring.Len())
+}
+
+// noteTurn adds a turn that took d to step `steps` environments to the
+// moving average of the cost per step.
+func (w *Worker) noteTurn(d time.Duration, steps int) {
+	if steps == 0 {
+		return
+	}
+	c := float64(d) / float64(steps)
+	if w.stepCost == 0 {
+		w.stepCost = c
+		return
+	}
+	w.stepCost += (c - w.stepCost) / 16
+}
+
 // turn visits up to budget targets (at most the ring's length) from the
 // current one, prepares those that are ready, and runs their environment
 // calls as one batch; the resets of episodes that terminated in it follow
-// as a second. It returns the agent steps recorded and the targets visited.
-func (w *Worker) turn(ctx context.Context, budget int) (samples int64, visits int, err error) {
+// as a second. It returns the agent steps recorded, the environments
+// stepped and the targets visited.
+func (w *Worker) turn(ctx context.Context, budget int) (samples int64, steps, visits int, err error) {
 	w.resetCalls, w.resetTargets = w.resetCalls[:0], w.resetTargets[:0]
 	w.stepCalls, w.stepTargets = w.stepCalls[:0], w.stepTargets[:0]
 	planned := int64(0)
@@ -373,7 +426,7 @@ func (w *Worker) turn(ctx context.Context, budget int) (samples int64, visits in
 		}
 		call, err := t.prepare()
 		if err != nil {
-			return 0, visits, err
+			return 0, 0, visits, err
 		}
 		switch call {
 		case callReset:
@@ -387,18 +440,18 @@ func (w *Worker) turn(ctx context.Context, budget int) (samples int64, visits in
 		}
 	}
 	if err := w.runCalls(ctx); err != nil {
-		return 0, visits, err
+		return 0, 0, visits, err
 	}
 	for i, t := range w.resetTargets {
 		if err := t.completeReset(w.resetCalls[i].Obs); err != nil {
-			return 0, visits, err
+			return 0, 0, visits, err
 		}
 	}
 	w.resetCalls, w.resetTargets = w.resetCalls[:0], w.resetTargets[:0]
 	for i, t := range w.stepTargets {
 		n, err := t.completeStep(w.stepCalls[i].Result)
 		if err != nil {
-			return samples, visits, err
+			return samples, 0, visits, err
 		}
 		samples += int64(n)
 		if t.resetDue {
@@ -406,18 +459,18 @@ func (w *Worker) turn(ctx context.Context, budget int) (samples int64, visits in
 		}
 	}
 	if len(w.resetTargets) == 0 {
-		return samples, visits, nil
+		return samples, int(planned), visits, nil
 	}
 	w.stepCalls, w.stepTargets = w.stepCalls[:0], w.stepTargets[:0]
 	if err := w.runCalls(ctx); err != nil {
-		return samples, visits, err
+		return samples, 0, visits, err
 	}
 	for i, t := range w.resetTargets {
 		if err := t.completeReset(w.resetCalls[i].Obs); err != nil {
-			return samples, visits, err
+			return samples, 0, visits, err
 		}
 	}
-	return samples, visits, nil
+	return samples, int(planned), visits, nil
 }
 
 // runCalls runs the pending resets and steps as one batch.
@@ -533,6 +586,8 @@ func (w *Worker) Stats() map[string]any {
 		"inference_failures":  s.InferenceFailures,
 		"backpressure":        s.Backpressure,
 		"ring_size":           ring,
+		"ring_slots":          max(w.slots, 1), // inline: the whole ring
+		"ring_step_us":        w.stepCost * float64(ring) / 1e3,
 		"version_last":        s.Version,
 	}
 	cl := w.client
@@ -615,6 +670,7 @@ func (w *Worker) Close() error {
 	}
 	w.batch, w.ring, w.client, w.producer, w.explore, w.replay = nil, nil, nil, nil, nil, nil
 	w.started, w.draining = false, false
+	w.stepCost, w.slots = 0, 0
 	w.recentLen, w.recentNext = 0, 0
 	return errors.Join(errs...)
 }

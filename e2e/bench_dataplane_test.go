@@ -41,8 +41,14 @@ import (
 // actors; the rest it mostly waited for inference replies), policy-busy
 // (the same for the policy worker), sink-steps/s (agent steps that
 // reached the sink: whether the sample path keeps up), req-msgs/step
-// (inference request messages per environment step: 1/rows per request)
-// and bytes/step (inference requests and sample batches, per step).
+// (inference request messages per environment step: 1/rows per request),
+// bytes/step (inference requests and sample batches, per step),
+// ring-slots (the slots the actors stepped their rings in at the end, see
+// actorworker.AutoRingTime) and cpu-us/step, actor-cpu-us/step,
+// policy-cpu-us/step and sink-cpu-us/step (the CPU time
+// of the processes, every thread of them, libzmq's I/O threads too, per
+// environment step: on a machine shared with other work the steadiest
+// figure, and C cores cannot step more than C over their sum per second).
 //
 // These benchmarks measure and report; they assert nothing about timings.
 
@@ -139,6 +145,7 @@ type pipelineStats struct {
 	InferenceMessages int64 `msgpack:"inference_messages"`
 	InferenceBytes    int64 `msgpack:"inference_bytes"`
 	InferenceFailures int64 `msgpack:"inference_failures"`
+	RingSlots         int64 `msgpack:"ring_slots"`
 	Backpressure      int64 `msgpack:"backpressure"`
 	// policy worker
 	Rows    int64 `msgpack:"rows"`
@@ -220,16 +227,19 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
 	})
 	time.Sleep(pipelineWarmup)
 
+	cpu0 := procsCPU(b, procs)
 	before, t0 := stats()
 	b.ResetTimer()
 	time.Sleep(time.Duration(b.N) * pipelineWindow)
 	b.StopTimer()
 	after, t1 := stats()
+	cpu1 := procsCPU(b, procs)
 	window := t1.Sub(t0).Seconds()
 
 	var steps, failures, backpressure, msgs, bytes int64
-	var actorBusy float64
+	var actorBusy, ringSlots float64
 	for _, a := range actorNames {
+		ringSlots += float64(after[a].RingSlots) / float64(actors)
 		steps += after[a].EnvSteps - before[a].EnvSteps
 		msgs += after[a].InferenceMessages - before[a].InferenceMessages
 		bytes += after[a].InferenceBytes - before[a].InferenceBytes
@@ -245,9 +255,22 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
 		b.ReportMetric(float64(pa.Rows-pb.Rows)/float64(n), "rows/infer")
 	}
 	b.ReportMetric(actorBusy/float64(actors), "actor-busy")
+	b.ReportMetric(ringSlots, "ring-slots")
 	b.ReportMetric((pa.busy()-pb.busy())/window, "policy-busy")
 	b.ReportMetric(float64(sa.Steps-sb.Steps)/window, "sink-steps/s")
 	if steps > 0 {
+		// CPU time of the processes (every thread, libzmq's too) per step:
+		// on a machine of C cores the pipeline cannot pass C/cpu steps/s,
+		// however its work overlaps.
+		var actorCPU time.Duration
+		for i := range actors {
+			actorCPU += cpu1[2+i] - cpu0[2+i]
+		}
+		perStep := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(steps) }
+		b.ReportMetric(perStep(actorCPU+cpu1[0]-cpu0[0]+cpu1[1]-cpu0[1]), "cpu-us/step")
+		b.ReportMetric(perStep(actorCPU), "actor-cpu-us/step")
+		b.ReportMetric(perStep(cpu1[0]-cpu0[0]), "policy-cpu-us/step")
+		b.ReportMetric(perStep(cpu1[1]-cpu0[1]), "sink-cpu-us/step")
 		// Requests and samples; replies are about as large as requests.
 		b.ReportMetric(float64(msgs)/float64(steps), "req-msgs/step")
 		b.ReportMetric(float64(bytes+sa.Bytes-sb.Bytes)/float64(steps), "bytes/step")
@@ -256,6 +279,32 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
 		b.Logf("in the window: %d inference failures, %d batches refused with back-pressure; %d malformed at the sink",
 			failures, backpressure, sa.Malformed)
 	}
+}
+
+// procsCPU is the CPU time (user and system, all threads) each of procs
+// has used so far, from /proc/{pid}/stat, in clock ticks of 10 ms.
+func procsCPU(b *testing.B, procs []*proc) []time.Duration {
+	b.Helper()
+	out := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		stat := readFile(b, fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+		// The fields after the command name, which is in parentheses and
+		// may hold spaces: state is the first, utime the 12th, stime the
+		// 13th.
+		f := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+		if len(f) < 13 {
+			b.Fatalf("%s: /proc stat has %d fields after the name", p.name, len(f))
+		}
+		var utime, stime int64
+		if _, err := fmt.Sscan(f[11], &utime); err != nil {
+			b.Fatalf("%s: utime %q: %v", p.name, f[11], err)
+		}
+		if _, err := fmt.Sscan(f[12], &stime); err != nil {
+			b.Fatalf("%s: stime %q: %v", p.name, f[12], err)
+		}
+		out[i] = time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	}
+	return out
 }
 
 // mustGroup fails the benchmark if any worker of a group request failed.

@@ -322,9 +322,9 @@ func TestWorkspaceReuse(t *testing.T) {
 	}
 }
 
-// TestForwardNoAlloc checks the Workspace promise at actor-sized batches.
-// (Large batches may allocate inside gonum, which runs big GEMMs on
-// several goroutines.)
+// TestForwardNoAlloc checks the Workspace promise at actor-sized batches,
+// and Forward's at a large one. (Backward's large GEMMs may allocate
+// inside gonum, which runs them on several goroutines.)
 func TestForwardNoAlloc(t *testing.T) {
 	for _, batch := range []int{1, 64} {
 		m := newModel(t, cartPole, 1)
@@ -341,6 +341,15 @@ func TestForwardNoAlloc(t *testing.T) {
 		if n := testing.AllocsPerRun(20, func() { _ = m.Backward(ws, batch, dOut, grad) }); n != 0 {
 			t.Errorf("batch %d: Backward allocates %v times per call", batch, n)
 		}
+	}
+	// A policy worker's batch: Forward stays on the calling goroutine
+	// (serialRows), so it allocates nothing either.
+	const batch = 512
+	m := newModel(t, cartPole, 1)
+	obs := make([]float32, batch*cartPole.ObsDim)
+	ws, out := forward(t, m, obs, batch)
+	if n := testing.AllocsPerRun(20, func() { _ = m.Forward(obs, batch, ws, out) }); n != 0 {
+		t.Errorf("batch %d: Forward allocates %v times per call", batch, n)
 	}
 }
 

@@ -135,9 +135,9 @@ func (p *SampleProducer) Post(b *api.SampleBatch) error {
 	if p.peerN == 0 {
 		return p.backpressure(sendNoWorker)
 	}
-	// Encoding is the expensive part; skip it when no pipe has room. An
-	// actor retries every poll while back-pressured.
-	if ev, err := p.sock.GetEvents(); err == nil && ev&zmq.POLLOUT == 0 {
+	// Encoding is the expensive part; while back-pressured (an actor
+	// retries every poll) skip it until a pipe has room.
+	if stillNoRoom(p.sock, p.blocked) {
 		return p.backpressure(sendNoRoom)
 	}
 	if err := b.Validate(); err != nil {

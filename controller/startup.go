@@ -221,20 +221,16 @@ func (c *Controller) waitRegistered(ctx context.Context, procs []launched, timeo
 	tick := time.NewTicker(registerPoll)
 	defer tick.Stop()
 	for {
-		entries, err := c.repo.Find(ctx, c.trial.WorkerPrefix())
+		registered, err := c.panel.Addresses(ctx)
 		if err != nil && ctx.Err() != nil {
 			return ctx.Err()
-		}
-		registered := make(map[string]bool, len(entries))
-		for _, e := range entries {
-			registered[strings.TrimPrefix(e.Key, c.trial.WorkerPrefix())] = true
 		}
 		var missing, exited []Unregistered
 		var waiting []launched
 		for _, p := range procs {
 			u := Unregistered{Worker: p.spec.Name, Log: p.spec.LogPath}
 			for _, w := range p.spec.Workers {
-				if !registered[w] {
+				if _, ok := registered[w]; !ok {
 					u.Workers = append(u.Workers, w)
 				}
 			}

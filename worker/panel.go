@@ -458,6 +458,13 @@ func (p *ControlPanel) Workers(ctx context.Context) ([]Status, error) {
 	return out, nil
 }
 
+// Addresses returns the address of every registered worker of the trial,
+// by name, from the panel's synced mirror of the address records: one
+// round trip to the name server whatever the number of workers.
+func (p *ControlPanel) Addresses(ctx context.Context) (map[string]string, error) {
+	return p.records(ctx, p.trial.WorkerPrefix())
+}
+
 // records reads the records below prefix, keyed by worker name, from the
 // panel's mirror of them once synced; where no mirror can be opened, from
 // a listing.

@@ -245,6 +245,8 @@ func TestConfigureRejects(t *testing.T) {
 		{"sample steps", map[string]any{"sample_steps": -5}},
 		{"max poll steps", map[string]any{"max_poll_steps": -1}},
 		{"max env steps", map[string]any{"max_env_steps": -1}},
+		{"negative ring slots", map[string]any{"ring_slots": -1}},
+		{"more ring slots than environments", map[string]any{"ring_size": 2, "ring_slots": 3}},
 		{"unknown env", map[string]any{"env": "Pong-v5"}},
 		{"bad env config", map[string]any{"env_config": map[string]any{"max_episode_step": 3}}},
 		{"wrong type", map[string]any{"ring_size": "two"}},

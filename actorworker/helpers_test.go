@@ -93,6 +93,7 @@ func (c *collector) Post(b *api.SampleBatch) error {
 	return nil
 }
 
+func (c *collector) Flush()          {}
 func (c *collector) Warning() string { return "" }
 func (c *collector) Close() error    { return nil }
 

@@ -291,6 +291,7 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 	default:
 		p, err := stream.NewSampleProducer(ctx, stream.SampleProducerOptions{
 			Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Stream: cfg.SampleStream, Logger: w.log,
+			Gather: true, // a turn's batches go as one message, at the turn's Flush
 		})
 		if err != nil {
 			return fmt.Errorf("sample stream %q: %w", cfg.SampleStream, err)
@@ -333,9 +334,8 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if err := w.client.Poll(); err != nil {
 		return worker.PollResult{}, fmt.Errorf("actor: inference poll: %w", err)
 	}
-	if w.replay != nil {
-		w.replay.Flush() // replies, and transitions waiting for room
-	}
+	// Batches gathered or refused by a full queue, the replay's replies.
+	w.producer.Flush()
 	sentBefore := w.totals().BatchesSent
 	// Retry batches refused with back-pressure first: their targets cannot
 	// step until they are out.
@@ -363,6 +363,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		if err := w.client.Flush(ctx); err != nil {
 			return worker.PollResult{}, fmt.Errorf("actor: inference flush: %w", err)
 		}
+		w.producer.Flush() // the turn's batches, one message
 		// The next slot steps while this one's request is out; inline
 		// results are ready as soon as Flush returns, so an inline actor
 		// goes round again. A turn that stepped nothing ends the poll:
@@ -602,6 +603,9 @@ func (w *Worker) Stats() map[string]any {
 	}
 	if w.explore != nil {
 		out["epsilon"], out["random_actions"] = w.explore.eps, w.explore.random
+	}
+	if p, ok := w.producer.(*stream.SampleProducer); ok {
+		out["sample_messages"] = p.Stats().Messages
 	}
 	if w.replay != nil {
 		st := w.replay.Stats()

@@ -145,6 +145,7 @@ type pipelineStats struct {
 	InferenceMessages int64 `msgpack:"inference_messages"`
 	InferenceBytes    int64 `msgpack:"inference_bytes"`
 	InferenceFailures int64 `msgpack:"inference_failures"`
+	SampleMessages    int64 `msgpack:"sample_messages"`
 	RingSlots         int64 `msgpack:"ring_slots"`
 	Backpressure      int64 `msgpack:"backpressure"`
 	// policy worker
@@ -236,12 +237,13 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
 	cpu1 := procsCPU(b, procs)
 	window := t1.Sub(t0).Seconds()
 
-	var steps, failures, backpressure, msgs, bytes int64
+	var steps, failures, backpressure, msgs, sampleMsgs, bytes int64
 	var actorBusy, ringSlots float64
 	for _, a := range actorNames {
 		ringSlots += float64(after[a].RingSlots) / float64(actors)
 		steps += after[a].EnvSteps - before[a].EnvSteps
 		msgs += after[a].InferenceMessages - before[a].InferenceMessages
+		sampleMsgs += after[a].SampleMessages - before[a].SampleMessages
 		bytes += after[a].InferenceBytes - before[a].InferenceBytes
 		failures += after[a].InferenceFailures - before[a].InferenceFailures
 		backpressure += after[a].Backpressure - before[a].Backpressure
@@ -273,6 +275,7 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
 		b.ReportMetric(perStep(cpu1[1]-cpu0[1]), "sink-cpu-us/step")
 		// Requests and samples; replies are about as large as requests.
 		b.ReportMetric(float64(msgs)/float64(steps), "req-msgs/step")
+		b.ReportMetric(float64(sampleMsgs)/float64(steps), "sample-msgs/step")
 		b.ReportMetric(float64(bytes+sa.Bytes-sb.Bytes)/float64(steps), "bytes/step")
 	}
 	if failures > 0 || backpressure > 0 || sa.Malformed > 0 {

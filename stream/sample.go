@@ -25,6 +25,11 @@ const (
 	// a consumer: long enough to drain on a graceful stop, short enough not
 	// to hang on a consumer that is gone.
 	producerLinger = 2 * time.Second
+	// gatherBytes and gatherFrames bound the batches a producer gathers
+	// into one message: enough to make a turn's batches of short episodes
+	// one message, little enough that SendHWM messages stay a modest queue.
+	gatherBytes  = 256 << 10
+	gatherFrames = 64
 )
 
 // SamplePoster is what an actor needs from a sample stream; *SampleProducer
@@ -37,6 +42,9 @@ type SamplePoster interface {
 	// arrays of an accepted batch for its next one, which spares an
 	// allocation per batch.
 	Post(b *api.SampleBatch) error
+	// Flush sends what Post accepted and gathered; an actor calls it after
+	// each turn. What cannot go out now stays for the next Flush or Post.
+	Flush()
 	Warning() string
 	Close() error
 }
@@ -62,11 +70,15 @@ type SampleProducerOptions struct {
 	// CurveZMQ, and peers without the pair get nothing and send nothing.
 	// nil: plaintext.
 	Curve *rpc.CurveKeyPair
+	// Gather makes Post gather batches for Flush to send as one message
+	// (see SampleProducer); without it Post sends each batch at once.
+	Gather bool
 }
 
 // SampleProducerStats are a producer's counters since it was created.
 type SampleProducerStats struct {
 	Posted       int64 // batches sent
+	Messages     int64 // messages sent (each carries one or more batches)
 	Steps        int64 // steps in the batches sent
 	Bytes        int64 // encoded bytes sent
 	Backpressure int64 // Posts that returned ErrBackpressure
@@ -75,22 +87,38 @@ type SampleProducerStats struct {
 // SampleProducer sends SampleBatches to the consumers of one sample stream.
 // It is for one goroutine.
 //
+// A message carries one or more batches, a frame each (ZeroMQ delivers
+// all of a message or none of it). Post sends each batch as its own
+// message, unless the options say Gather: Post then encodes the batch and
+// gathers it, and Flush sends what was gathered as one message, as does a
+// Post that finds gatherBytes or gatherFrames gathered. An actor whose
+// short episodes end a few batches per turn sends one message per turn
+// instead of one per batch: each message costs the actor, the consumer
+// and both their ZeroMQ threads a wake-up.
+//
 // Back-pressure contract: the queues between an actor and the trainers are
-// bounded, SendHWM batches per consumer here plus RecvHWM in each consumer.
-// When all of them are full, or no consumer is registered, Post returns
-// ErrBackpressure without sending; the caller keeps the batch, stops
-// stepping its environments, and posts the same batch again (after polling
-// its sockets) until it goes out. No batch is dropped or duplicated.
+// bounded, SendHWM messages per consumer here plus RecvHWM in each
+// consumer, and at most one message's worth gathered. When all of them
+// are full, or no consumer is registered, Post returns ErrBackpressure
+// without taking the batch; the caller keeps it, stops stepping its
+// environments, and posts the same batch again (after polling its
+// sockets) until it is taken. No batch is dropped or duplicated.
 type SampleProducer struct {
 	opts    SampleProducerOptions
 	log     *slog.Logger
 	sock    *zmq.Socket
 	peers   *peerSet
 	enc     *encoder
-	blocked sendBlock // why the last Post did not send
+	blocked sendBlock // why the last send did not happen
 	peerN   int
 	stats   SampleProducerStats
 	closed  bool
+
+	gathered      [][]byte // encoded batches: the frames of the next message
+	gatheredBytes int
+	gatheredSteps int
+	spare         [][]byte // frame buffers of sent messages, for reuse
+	err           error    // a send failure Flush found, for the next Post
 }
 
 // NewSampleProducer creates a producer connected to every consumer of
@@ -123,22 +151,31 @@ func NewSampleProducer(ctx context.Context, opts SampleProducerOptions) (*Sample
 	return &SampleProducer{opts: opts, log: log, sock: sock, peers: peers, enc: newEncoder()}, nil
 }
 
-// Post validates and sends b to a consumer that has room. It never blocks:
-// with no room anywhere it returns ErrBackpressure and b was not sent (see
-// the type's documentation). An invalid batch or one over MaxMsgSize is an
-// error (wrapping ErrTooLarge for the latter); retrying it cannot help.
+// Post validates b, encodes it and sends it, or with Gather gathers it
+// for the next message (see the type's documentation). It never blocks:
+// when a message must go out and no consumer has room, it returns
+// ErrBackpressure and b was not taken. An invalid batch or one over
+// MaxMsgSize is an error (wrapping ErrTooLarge for the latter); retrying
+// it cannot help.
 func (p *SampleProducer) Post(b *api.SampleBatch) error {
 	if p.closed {
 		return ErrClosed
 	}
-	p.peerN = p.peers.sync()
-	if p.peerN == 0 {
-		return p.backpressure(sendNoWorker)
+	if err := p.err; err != nil {
+		p.err = nil
+		return err
 	}
-	// Encoding is the expensive part; while back-pressured (an actor
-	// retries every poll) skip it until a pipe has room.
-	if stillNoRoom(p.sock, p.blocked) {
-		return p.backpressure(sendNoRoom)
+	if len(p.gathered) > 0 && (p.blocked != sendOK || len(p.gathered) >= gatherFrames || p.gatheredBytes >= gatherBytes) {
+		if err := p.send(); err != nil {
+			return p.refused(err)
+		}
+	}
+	if len(p.gathered) == 0 {
+		// Encoding is the expensive part; while back-pressured (an actor
+		// retries every poll) skip it until a pipe has room.
+		if why := p.room(); why != sendOK {
+			return p.refused(p.backpressure(why))
+		}
 	}
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("stream: Post: %w", err)
@@ -151,26 +188,102 @@ func (p *SampleProducer) Post(b *api.SampleBatch) error {
 	if int64(size) > p.opts.MaxMsgSize {
 		return fmt.Errorf("stream: Post: batch of %d steps encodes to %d bytes: %w (limit %d)", b.Len(), size, ErrTooLarge, p.opts.MaxMsgSize)
 	}
-	if _, err := p.sock.SendBytes(p.enc.buf.Bytes(), zmq.DONTWAIT); err != nil {
-		if zsock.IsEAGAIN(err) {
-			return p.backpressure(sendNoRoom)
+	if int64(p.gatheredBytes+size) > p.opts.MaxMsgSize {
+		if err := p.send(); err != nil {
+			return p.refused(err)
 		}
-		return fmt.Errorf("stream: send sample batch: %w", err)
 	}
-	p.blocked = sendOK
-	p.stats.Posted++
-	p.stats.Steps += int64(b.Len())
-	p.stats.Bytes += int64(size)
+	var frame []byte
+	if n := len(p.spare); n > 0 {
+		frame, p.spare = p.spare[n-1][:0], p.spare[:n-1]
+	}
+	p.gathered = append(p.gathered, append(frame, p.enc.buf.Bytes()...))
+	p.gatheredBytes += size
+	p.gatheredSteps += b.Len()
+	if p.opts.Gather {
+		return nil
+	}
+	if err := p.send(); err != nil {
+		// Not taken after all: nothing else was gathered.
+		p.spare = append(p.spare, p.gathered[0])
+		p.gathered, p.gatheredBytes, p.gatheredSteps = p.gathered[:0], 0, 0
+		return p.refused(err)
+	}
 	return nil
 }
 
+// Flush implements SamplePoster: it sends the gathered batches if a
+// consumer has room. A socket failure is returned by the next Post.
+func (p *SampleProducer) Flush() {
+	if p.closed || len(p.gathered) == 0 {
+		return
+	}
+	if err := p.send(); err != nil && !errors.Is(err, ErrBackpressure) {
+		p.err = err
+	}
+}
+
+// room says whether a message could go out now: sendOK, or why not.
+func (p *SampleProducer) room() sendBlock {
+	p.peerN = p.peers.sync()
+	switch {
+	case p.peerN == 0:
+		return sendNoWorker
+	case stillNoRoom(p.sock, p.blocked):
+		return sendNoRoom
+	}
+	return sendOK
+}
+
+// send sends the gathered batches as one message, or returns
+// ErrBackpressure (keeping them) when no consumer has room.
+func (p *SampleProducer) send() error {
+	if why := p.room(); why != sendOK {
+		p.blocked = why
+		return ErrBackpressure
+	}
+	last := len(p.gathered) - 1
+	for i, frame := range p.gathered {
+		flags := zmq.DONTWAIT
+		if i < last {
+			flags |= zmq.SNDMORE
+		}
+		// ZeroMQ checks for room at a message's first frame only: the
+		// rest of a message it took never finds the pipe full.
+		if _, err := p.sock.SendBytes(frame, flags); err != nil {
+			if i == 0 && zsock.IsEAGAIN(err) {
+				p.blocked = sendNoRoom
+				return ErrBackpressure
+			}
+			return fmt.Errorf("stream: send sample batches: %w", err)
+		}
+	}
+	p.blocked = sendOK
+	p.stats.Posted += int64(len(p.gathered))
+	p.stats.Messages++
+	p.stats.Steps += int64(p.gatheredSteps)
+	p.stats.Bytes += int64(p.gatheredBytes)
+	p.spare = append(p.spare, p.gathered...)
+	clear(p.gathered)
+	p.gathered, p.gatheredBytes, p.gatheredSteps = p.gathered[:0], 0, 0
+	return nil
+}
+
+// refused counts a Post refused with back-pressure; other errors pass.
+func (p *SampleProducer) refused(err error) error {
+	if errors.Is(err, ErrBackpressure) {
+		p.stats.Backpressure++
+	}
+	return err
+}
+
+// backpressure records why nothing could be sent.
 func (p *SampleProducer) backpressure(why sendBlock) error {
 	p.blocked = why
-	p.stats.Backpressure++
 	return ErrBackpressure
 }
 
-// Warning says why the last Post did not send; "" once a batch goes out.
+// Warning says why the last send did not happen; "" once a message goes out.
 func (p *SampleProducer) Warning() string {
 	switch p.blocked {
 	case sendNoWorker:
@@ -188,11 +301,15 @@ func (p *SampleProducer) Stats() SampleProducerStats { return p.stats }
 // back-pressured actor can wait on it.
 func (p *SampleProducer) Socket() *zmq.Socket { return p.sock }
 
-// Close stops following name resolve and closes the socket, giving queued
-// batches up to 2 s to reach their consumers. Close is idempotent.
+// Close sends the gathered batches (waiting up to 2 s for room), stops
+// following name resolve and closes the socket, giving queued messages up
+// to 2 s to reach their consumers. Close is idempotent.
 func (p *SampleProducer) Close() error {
 	if p.closed {
 		return nil
+	}
+	if len(p.gathered) > 0 {
+		p.flushBefore(time.Now().Add(producerLinger))
 	}
 	p.closed = true
 	p.peers.close()
@@ -200,6 +317,28 @@ func (p *SampleProducer) Close() error {
 		return fmt.Errorf("stream: close sample producer: %w", err)
 	}
 	return nil
+}
+
+// flushBefore sends the gathered batches, waiting for room until deadline;
+// what is still gathered then is lost, and logged.
+func (p *SampleProducer) flushBefore(deadline time.Time) {
+	poller := zmq.NewPoller()
+	poller.Add(p.sock, zmq.POLLOUT)
+	for {
+		err := p.send()
+		if err == nil {
+			return
+		}
+		wait := time.Until(deadline)
+		if !errors.Is(err, ErrBackpressure) || wait <= 0 {
+			p.log.Warn("stream: sample batches not sent at close", "batches", len(p.gathered), "steps", p.gatheredSteps, "err", err)
+			return
+		}
+		if _, err := poller.Poll(min(wait, 50*time.Millisecond)); err != nil {
+			p.log.Warn("stream: sample batches not sent at close", "batches", len(p.gathered), "err", err)
+			return
+		}
+	}
 }
 
 // NullSampleProducer counts the batches posted to it and discards them, so
@@ -214,6 +353,9 @@ func (n *NullSampleProducer) Post(b *api.SampleBatch) error {
 	n.Steps += int64(b.Len())
 	return nil
 }
+
+// Flush does nothing.
+func (n *NullSampleProducer) Flush() {}
 
 // Warning is always "".
 func (n *NullSampleProducer) Warning() string { return "" }
@@ -259,6 +401,7 @@ type SampleConsumer struct {
 	key    string
 	dec    *zsock.Decoder
 	out    []*api.SampleBatch
+	frames [][]byte // of the message being read: batches not returned yet
 	malLog zsock.RateLog
 	stats  SampleConsumerStats
 	closed bool
@@ -295,7 +438,8 @@ func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*Sample
 }
 
 // Poll returns up to n (at least 1) batches that have arrived, without
-// blocking. Each batch is new and belongs to the caller; the returned
+// blocking; the batches of a message it did not return wait for the next
+// Poll. Each batch is new and belongs to the caller; the returned
 // slice is reused by the next Poll. A message that does not decode or
 // whose batch fails api.SampleBatch.Validate is dropped and counted
 // (Stats().Malformed), never returned as an error: an error means the
@@ -308,13 +452,18 @@ func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
 	}
 	n = max(n, 1)
 	for drops := 0; len(c.out) < n && drops < maxDropsPerPoll; {
-		frame, err := c.sock.RecvBytes(zmq.DONTWAIT)
-		if zsock.IsEAGAIN(err) {
-			break
+		if len(c.frames) == 0 {
+			frames, err := c.sock.RecvMessageBytes(zmq.DONTWAIT)
+			if zsock.IsEAGAIN(err) {
+				break
+			}
+			if err != nil {
+				return c.out, fmt.Errorf("stream: receive sample batch: %w", err)
+			}
+			c.frames = frames
 		}
-		if err != nil {
-			return c.out, fmt.Errorf("stream: receive sample batch: %w", err)
-		}
+		frame := c.frames[0]
+		c.frames[0], c.frames = nil, c.frames[1:]
 		c.stats.Bytes += int64(len(frame))
 		b := new(api.SampleBatch)
 		if err := decodeSampleBatch(c.dec, frame, b); err != nil {

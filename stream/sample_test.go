@@ -45,9 +45,15 @@ func makeBatch(t testing.TB, actor string, seq, steps, dim int) *api.SampleBatch
 
 func newProducer(t testing.TB, repo nameresolve.Repository, hwm int) *stream.SampleProducer {
 	t.Helper()
-	p, err := stream.NewSampleProducer(ctxT(t), stream.SampleProducerOptions{
-		Repo: repo, Trial: testTrial, SendHWM: hwm, Logger: testLogger(t),
-	})
+	return newProducerWith(t, repo, stream.SampleProducerOptions{SendHWM: hwm})
+}
+
+// newProducerWith is newProducer with more options; repo, trial and logger
+// are filled in.
+func newProducerWith(t testing.TB, repo nameresolve.Repository, o stream.SampleProducerOptions) *stream.SampleProducer {
+	t.Helper()
+	o.Repo, o.Trial, o.Logger = repo, testTrial, testLogger(t)
+	p, err := stream.NewSampleProducer(ctxT(t), o)
 	if err != nil {
 		t.Fatalf("NewSampleProducer: %v", err)
 	}

@@ -207,3 +207,39 @@ func TestPanelFollowsMovedWorker(t *testing.T) {
 		t.Fatalf("group request to the moved worker: %v", r[0].Err)
 	}
 }
+
+// noMirror is a name resolve that cannot open mirrors, as a backend
+// without watches would be.
+type noMirror struct{ *nameresolve.Memory }
+
+func (noMirror) Mirror(context.Context, string) (nameresolve.Mirror, error) {
+	return nil, errors.New("no mirror here")
+}
+
+// A panel whose name resolve cannot mirror falls back to listings: group
+// requests, Workers and Addresses still see every worker, and a stopped
+// worker is reported as not found rather than tried at its old address.
+func TestPanelWithoutMirror(t *testing.T) {
+	mem := workertest.Repo(t)
+	workers := startEchoes(t, mem, 3)
+	panel := workertest.Panel(t, noMirror{mem}, testTrial)
+	ctx := ctxT(t)
+	for _, r := range panel.GroupRequest(ctx, workers, "ping", nil) {
+		if r.Err != nil {
+			t.Fatalf("%s: %v", r.Worker, r.Err)
+		}
+	}
+	if ws, err := panel.Workers(ctx); err != nil || len(ws) != 3 {
+		t.Fatalf("Workers = %v, %v", ws, err)
+	}
+	if addrs, err := panel.Addresses(ctx); err != nil || len(addrs) != 3 {
+		t.Fatalf("Addresses = %v, %v", addrs, err)
+	}
+	if err := mem.Delete(ctx, testTrial.Worker("echo/2")); err != nil {
+		t.Fatal(err)
+	}
+	r := panel.GroupRequest(ctx, workers, "ping", nil)
+	if r[0].Err != nil || !errors.Is(r[2].Err, worker.ErrWorkerNotFound) {
+		t.Fatalf("after echo/2's record went: %v, %v", r[0].Err, r[2].Err)
+	}
+}

@@ -32,6 +32,16 @@ func postGathered(t *testing.T, p *stream.SampleProducer, b *api.SampleBatch) {
 	})
 }
 
+// flushed flushes p until it has sent posted batches in all, as an actor
+// flushes every poll (the first Flush may find the connection not up yet).
+func flushed(t *testing.T, p *stream.SampleProducer, posted int64) {
+	t.Helper()
+	eventually.True(t, 10*time.Second, "the gathered batches sent", func() bool {
+		p.Flush()
+		return p.Stats().Posted >= posted
+	})
+}
+
 // With Gather, Post only gathers; Flush sends what was gathered as one
 // message, whose batches a consumer returns in order, n per Poll, keeping
 // the rest of the message for the next Poll.
@@ -48,7 +58,7 @@ func TestSampleProducerGathers(t *testing.T) {
 	if st := p.Stats(); st.Messages != 0 || st.Posted != 0 {
 		t.Fatalf("stats before Flush %+v: nothing should have been sent", st)
 	}
-	p.Flush()
+	flushed(t, p, 10)
 	st := p.Stats()
 	if st.Messages != 1 || st.Posted != 10 {
 		t.Fatalf("stats after Flush %+v: want 10 batches in 1 message", st)
@@ -87,7 +97,7 @@ func TestSampleProducerGatherBound(t *testing.T) {
 	if st := p.Stats(); st.Messages != 1 || st.Posted != 64 {
 		t.Fatalf("stats %+v: want the first 64 batches sent as one message", st)
 	}
-	p.Flush()
+	flushed(t, p, 65)
 	got := collect(t, 65, c)[0]
 	for i, b := range got {
 		if b.AgentID != strconv.Itoa(i) {
@@ -150,7 +160,7 @@ func TestSampleProducerGatherBackpressure(t *testing.T) {
 		}
 	}
 	postGathered(t, p, makeBatch(t, "actor/0", posted, steps, dim))
-	p.Flush()
+	flushed(t, p, int64(posted+1))
 	if got := collect(t, 1, c)[0]; got[0].AgentID != strconv.Itoa(posted) {
 		t.Fatalf("after the drain got %s", got[0].AgentID)
 	}

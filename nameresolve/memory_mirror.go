@@ -11,7 +11,6 @@ import (
 // mirror reads it directly: it is always in sync.
 type memMirror struct {
 	m      *Memory
-	ctx    context.Context
 	prefix string
 	closed atomic.Bool
 }
@@ -22,12 +21,12 @@ func (m *Memory) Mirror(ctx context.Context, prefix string) (Mirror, error) {
 		return nil, fmt.Errorf("mirror %q: %w", prefix, err)
 	}
 	m.store.mu.Unlock()
-	return &memMirror{m: m, ctx: ctx, prefix: prefix}, nil
+	return &memMirror{m: m, prefix: prefix}, nil
 }
 
 // Sync implements Mirror.
 func (mm *memMirror) Sync(ctx context.Context) error {
-	if mm.closed.Load() || mm.ctx.Err() != nil {
+	if mm.closed.Load() {
 		return fmt.Errorf("mirror %q: %w", mm.prefix, ErrClosed)
 	}
 	if err := mm.m.lock(ctx); err != nil {

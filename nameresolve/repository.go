@@ -77,7 +77,8 @@ type Repository interface {
 	// closes, then closes the channel.
 	Watch(ctx context.Context, prefix string) (<-chan Event, error)
 	// Mirror returns a local copy of the records below prefix, kept current
-	// until ctx ends, the Mirror is closed or the repository closes.
+	// until the Mirror or the repository is closed. ctx bounds the opening
+	// (its first listing), not the mirror's life.
 	Mirror(ctx context.Context, prefix string) (Mirror, error)
 	// Close removes DeleteOnExit records, releases leases and stops watches.
 	Close() error

@@ -141,7 +141,7 @@ type addressLookup func(name string) (string, error)
 // be opened, one listing. It also closes the connections no worker uses
 // any more.
 func (p *ControlPanel) addresses(ctx context.Context) addressLookup {
-	m, err := p.openMirror(p.trial.WorkerPrefix())
+	m, err := p.openMirror(ctx, p.trial.WorkerPrefix())
 	if err != nil {
 		addrs, err := p.findNamed(ctx, p.trial.WorkerPrefix())
 		if err == nil {
@@ -185,8 +185,9 @@ func (p *ControlPanel) lookup(ctx context.Context, m nameresolve.Mirror) address
 }
 
 // openMirror returns the panel's mirror of the records below prefix,
-// opening it on first use (an open that fails is tried again next time).
-func (p *ControlPanel) openMirror(prefix string) (nameresolve.Mirror, error) {
+// opening it on first use, within ctx (an open that fails is tried again
+// next time). The mirror lives as long as the panel.
+func (p *ControlPanel) openMirror(ctx context.Context, prefix string) (nameresolve.Mirror, error) {
 	p.mirrorMu.Lock()
 	defer p.mirrorMu.Unlock()
 	if m := p.mirrors[prefix]; m != nil {
@@ -198,8 +199,7 @@ func (p *ControlPanel) openMirror(prefix string) (nameresolve.Mirror, error) {
 	if closed {
 		return nil, fmt.Errorf("control panel: %w", rpc.ErrClosed)
 	}
-	// It lives as long as the panel, not as the request that opens it.
-	m, err := p.repo.Mirror(context.Background(), prefix)
+	m, err := p.repo.Mirror(ctx, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("control panel: %w", err)
 	}
@@ -469,7 +469,7 @@ func (p *ControlPanel) Addresses(ctx context.Context) (map[string]string, error)
 // panel's mirror of them once synced; where no mirror can be opened, from
 // a listing.
 func (p *ControlPanel) records(ctx context.Context, prefix string) (map[string]string, error) {
-	m, err := p.openMirror(prefix)
+	m, err := p.openMirror(ctx, prefix)
 	if err != nil {
 		return p.findNamed(ctx, prefix)
 	}

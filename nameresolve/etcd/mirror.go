@@ -1,7 +1,9 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
 	"sync"
@@ -67,8 +69,8 @@ func (r *Repository) Mirror(ctx context.Context, prefix string) (nameresolve.Mir
 		return nil, r.wrap("mirror", prefix, err)
 	}
 	m := &mirror{r: r, prefix: prefix, syncs: make(chan chan error), done: make(chan struct{})}
-	m.ctx, m.cancel = r.bind(ctx)
-	st, err := m.start()
+	m.ctx, m.cancel = r.bind(context.Background()) // ctx bounds the opening only
+	st, err := m.start(ctx)
 	if err != nil {
 		m.cancel()
 		r.wg.Done()
@@ -81,22 +83,33 @@ func (r *Repository) Mirror(ctx context.Context, prefix string) (nameresolve.Mir
 // start watches the prefix from etcd's current revision on a new stream
 // (no other watch of this client can then hold back its progress answers,
 // nor can an answer to an earlier stream's request be taken for ours), then
-// lists the prefix into the copy.
-func (m *mirror) start() (*mirrorStream, error) {
+// lists the prefix into the copy. ctx, and bgTimeout, bound the start:
+// until it is done the stream itself ends with them, since opening a watch
+// waits for etcd.
+func (m *mirror) start(ctx context.Context) (*mirrorStream, error) {
 	id := strconv.FormatUint(mirrorStreams.Add(1), 10)
-	sctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(m.ctx, "distrl-mirror", id))
-	tctx, tcancel := context.WithTimeout(sctx, bgTimeout)
-	defer tcancel()
+	sctx, cancel := context.WithCancelCause(metadata.AppendToOutgoingContext(m.ctx, "distrl-mirror", id))
+	errTimeout := fmt.Errorf("mirror start: %w", context.DeadlineExceeded)
+	timer := time.AfterFunc(bgTimeout, func() { cancel(errTimeout) })
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	fail := func(err error) (*mirrorStream, error) {
+		timer.Stop()
+		stop()
+		cause := context.Cause(sctx) // why the stream ended, if it did: the bound's error, not ours
+		cancel(nil)
+		return nil, cmp.Or(cause, err)
+	}
 	// Started at the current revision, not at the listing's: see Wait.
 	wch := m.r.cli.Watch(sctx, m.prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
-	if _, err := created(tctx, wch); err != nil {
-		cancel()
-		return nil, err
+	if _, err := created(sctx, wch); err != nil {
+		return fail(err)
 	}
-	resp, err := m.r.cli.Get(tctx, m.prefix, clientv3.WithPrefix())
+	resp, err := m.r.cli.Get(sctx, m.prefix, clientv3.WithPrefix())
 	if err != nil {
-		cancel()
-		return nil, err
+		return fail(err)
+	}
+	if timerOK, ctxOK := timer.Stop(), stop(); !timerOK || !ctxOK {
+		return fail(cmp.Or(ctx.Err(), errTimeout)) // the bound ended just as the listing came
 	}
 	records := make(map[string]string, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
@@ -106,7 +119,7 @@ func (m *mirror) start() (*mirrorStream, error) {
 	m.records = records
 	m.version++
 	m.mu.Unlock()
-	return &mirrorStream{wch: wch, sctx: sctx, cancel: cancel, base: resp.Header.Revision}, nil
+	return &mirrorStream{wch: wch, sctx: sctx, cancel: func() { cancel(nil) }, base: resp.Header.Revision}, nil
 }
 
 // run applies the watch's events and serves Syncs until the mirror ends,
@@ -128,7 +141,7 @@ func (m *mirror) run(st *mirrorStream) {
 		if st == nil {
 			timer.Stop()
 			var err error
-			st, err = m.start()
+			st, err = m.start(m.ctx)
 			// The listing is newer than every waiter so far.
 			answer(round, err)
 			answer(pending, err)

@@ -83,6 +83,14 @@ func TestMirrorSurvivesEtcdRestart(t *testing.T) {
 	if v, ok := m.Get(key); !ok || v != "old" {
 		t.Fatalf("copy during the outage: %q, %v; want the last record", v, ok)
 	}
+	// Opening a mirror meanwhile gives up with the caller's context.
+	octx, ocancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	begin := time.Now()
+	_, err = r.Mirror(octx, "test/mirror-restart/")
+	ocancel()
+	if err == nil || time.Since(begin) > 3*time.Second {
+		t.Fatalf("Mirror with etcd down = %v after %v; want an error within the context's 300 ms", err, time.Since(begin))
+	}
 
 	srv, err = etcdserver.Start(ctx, etcdserver.Config{Dir: dir, ClientAddr: addr})
 	if err != nil {

@@ -84,6 +84,7 @@ func RunConformance(t *testing.T, newRepo NewRepo) {
 		{"Mirror", testMirror},
 		{"MirrorConcurrentSync", testMirrorConcurrentSync},
 		{"MirrorClose", testMirrorClose},
+		{"MirrorOutlivesContext", testMirrorOutlivesContext},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -139,3 +139,17 @@ func testMirrorClose(e *env) {
 		e.t.Fatalf("Mirror after Close = %v; want ErrClosed", err)
 	}
 }
+
+// The context given to Mirror bounds the opening only: the mirror goes on
+// following changes after it ends.
+func testMirrorOutlivesContext(e *env) {
+	ctx, cancel := context.WithCancel(e.ctx)
+	m, err := e.repo.Mirror(ctx, e.key("o/"))
+	if err != nil {
+		e.t.Fatalf("Mirror: %v", err)
+	}
+	e.t.Cleanup(func() { _ = m.Close() })
+	cancel()
+	e.add(e.open(), e.key("o/a"), "1", nameresolve.AddOptions{})
+	e.wantMirrored(m, map[string]string{e.key("o/a"): "1"})
+}

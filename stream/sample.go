@@ -203,10 +203,9 @@ func (p *SampleProducer) Post(b *api.SampleBatch) error {
 	if p.opts.Gather {
 		return nil
 	}
-	if err := p.send(); err != nil {
-		// Not taken after all: nothing else was gathered.
-		p.spare = append(p.spare, p.gathered[0])
-		p.gathered, p.gatheredBytes, p.gatheredSteps = p.gathered[:0], 0, 0
+	// Nothing else was gathered, and room was looked for above.
+	if err := p.transmit(); err != nil {
+		p.recycle() // not taken after all
 		return p.refused(err)
 	}
 	return nil
@@ -239,9 +238,13 @@ func (p *SampleProducer) room() sendBlock {
 // ErrBackpressure (keeping them) when no consumer has room.
 func (p *SampleProducer) send() error {
 	if why := p.room(); why != sendOK {
-		p.blocked = why
-		return ErrBackpressure
+		return p.backpressure(why)
 	}
+	return p.transmit()
+}
+
+// transmit is send once room was looked for.
+func (p *SampleProducer) transmit() error {
 	last := len(p.gathered) - 1
 	for i, frame := range p.gathered {
 		flags := zmq.DONTWAIT
@@ -252,8 +255,7 @@ func (p *SampleProducer) send() error {
 		// rest of a message it took never finds the pipe full.
 		if _, err := p.sock.SendBytes(frame, flags); err != nil {
 			if i == 0 && zsock.IsEAGAIN(err) {
-				p.blocked = sendNoRoom
-				return ErrBackpressure
+				return p.backpressure(sendNoRoom)
 			}
 			return fmt.Errorf("stream: send sample batches: %w", err)
 		}
@@ -263,10 +265,15 @@ func (p *SampleProducer) send() error {
 	p.stats.Messages++
 	p.stats.Steps += int64(p.gatheredSteps)
 	p.stats.Bytes += int64(p.gatheredBytes)
+	p.recycle()
+	return nil
+}
+
+// recycle empties the gathered batches, keeping their buffers for reuse.
+func (p *SampleProducer) recycle() {
 	p.spare = append(p.spare, p.gathered...)
 	clear(p.gathered)
 	p.gathered, p.gatheredBytes, p.gatheredSteps = p.gathered[:0], 0, 0
-	return nil
 }
 
 // refused counts a Post refused with back-pressure; other errors pass.

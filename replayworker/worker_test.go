@@ -12,7 +12,6 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
-	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/replayworker"
@@ -211,19 +210,7 @@ func TestReplayWorkerServesShards(t *testing.T) {
 	}
 
 	// Garbage straight to shard 0's socket (the mismatched insert above was the first malformed request).
-	addr, err := repo.Get(ctxT(t), testTrial.Stream(stream.ReplayKind, stream.DefaultStream, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := zmq.NewSocket(zmq.DEALER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	raw.SetLinger(0)
-	if err := raw.Connect(zsock.Endpoint(addr)); err != nil {
-		t.Fatalf("connect to %q: %v", addr, err)
-	}
+	raw := workertest.RawSocket(t, repo, testTrial.Stream(stream.ReplayKind, stream.DefaultStream, 0), zmq.DEALER)
 	for _, g := range [][]byte{[]byte("garbage"), {0xdf, 0xff, 0xff, 0xff, 0xff}, {0x81, 0xa2, 'o', 'p', 0xa1, 'x'}} {
 		eventually.NoError(t, 5*time.Second, "send garbage", func() error {
 			_, err := raw.SendBytes(g, zmq.DONTWAIT)

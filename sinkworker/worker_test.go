@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/distrl/distrl/internal/zsock"
 	"log/slog"
 	"testing"
 	"time"
@@ -103,18 +102,7 @@ func TestSinkCountsWhatArrives(t *testing.T) {
 		}
 	}
 	// One malformed message, straight to the sink's registered address.
-	addr, err := repo.Get(ctxT(t), testTrial.Stream("sample", "default", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	push, err := zmq.NewSocket(zmq.PUSH)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer push.Close()
-	if err := push.Connect(zsock.Endpoint(addr)); err != nil {
-		t.Fatal(err)
-	}
+	push := workertest.RawSocket(t, repo, testTrial.Stream("sample", "default", 0), zmq.PUSH)
 	if _, err := push.SendBytes([]byte("garbage"), 0); err != nil {
 		t.Fatal(err)
 	}

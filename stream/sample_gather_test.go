@@ -10,7 +10,6 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
-	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/stream"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
@@ -185,18 +184,7 @@ func TestSampleProducerCloseSendsGathered(t *testing.T) {
 func TestSampleConsumerDropsMalformedFrame(t *testing.T) {
 	repo := workertest.Repo(t)
 	c := newConsumer(t, repo, 0, 0)
-	addr, err := repo.Get(ctxT(t), testTrial.Stream("sample", stream.DefaultStream, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	push, err := zmq.NewSocket(zmq.PUSH)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer push.Close()
-	if err := push.Connect(zsock.Endpoint(addr)); err != nil {
-		t.Fatal(err)
-	}
+	push := workertest.RawSocket(t, repo, testTrial.Stream("sample", stream.DefaultStream, 0), zmq.PUSH)
 	first, err := msgpack.Marshal(makeBatch(t, "actor/0", 0, 3, 2))
 	if err != nil {
 		t.Fatal(err)

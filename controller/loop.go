@@ -3,12 +3,10 @@ package controller
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/worker"
 )
 
@@ -273,14 +271,14 @@ func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle, k
 // 3 TTLs + 2 s. A new worker cannot register while the old address lease
 // lives: it is TTL long after a kill, gone at once after a graceful exit.
 // (Its stream records share that lease: the new process could not
-// register them earlier either.) The names are read one at a time, each
-// until it is gone: a host's workers share a lease and go together.
+// register them earlier either.) It reads the panel's mirror of the
+// addresses, as waitRegistered does, every registerPoll.
 func (c *Controller) waitNamesFree(ctx context.Context, ws []string) error {
 	free := time.Now().Add(3*c.opts.WorkerTTL + 2*time.Second)
-	for i := 0; i < len(ws) && time.Now().Before(free); {
-		if _, err := c.repo.Get(ctx, c.trial.Worker(ws[i])); errors.Is(err, nameresolve.ErrNotFound) {
-			i++
-			continue
+	for time.Now().Before(free) {
+		registered, err := c.panel.Addresses(ctx)
+		if err == nil && !slices.ContainsFunc(ws, func(w string) bool { _, ok := registered[w]; return ok }) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():

@@ -212,9 +212,9 @@ type launched struct {
 	handle Handle
 }
 
-// waitRegistered waits until every worker of procs has an address record.
-// A process that exits first, or whose
-// workers are still missing at the timeout, fails the wait.
+// waitRegistered waits until every worker of procs has an address record
+// (the panel's mirror of them, every registerPoll). A process that exits
+// first, or whose workers are still missing at the timeout, fails the wait.
 func (c *Controller) waitRegistered(ctx context.Context, procs []launched, timeout time.Duration) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()

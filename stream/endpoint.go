@@ -24,10 +24,11 @@ const (
 // bindAndRegister creates a socket of type t with o (zsock.Bind; LINGER 0,
 // so what is still queued for peers that went away does not hold up
 // Close), bound to a free port of host and to an ipc:// path
-// (zsock.BindIPC), and registers both under key (zsock.Advertise) on a
-// lease of ttl; it returns the tcp address. On error nothing is left open or registered.
+// (zsock.BindIPC), and registers both under key (zsock.Advertise), with
+// the shared-memory listener directory shm if not "", on a lease of ttl;
+// it returns the tcp address. On error nothing is left open or registered.
 func bindAndRegister(ctx context.Context, t zmq.Type, o zsock.Options, host string,
-	repo nameresolve.Repository, key string, ttl time.Duration) (*zmq.Socket, string, error) {
+	repo nameresolve.Repository, key string, ttl time.Duration, shm string) (*zmq.Socket, string, error) {
 	o.Linger = 0
 	sock, addr, err := zsock.Bind(t, host, o)
 	if err != nil {
@@ -39,7 +40,7 @@ func bindAndRegister(ctx context.Context, t zmq.Type, o zsock.Options, host stri
 		sock.Close()
 		return nil, "", err
 	}
-	if err := register(ctx, repo, key, zsock.Advertise(addr, ipc), ttl); err != nil {
+	if err := register(ctx, repo, key, zsock.Advertise(addr, ipc, shm), ttl); err != nil {
 		sock.Close()
 		return nil, "", err
 	}

@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -65,6 +66,7 @@ type server struct {
 	polls  []int // rows of each non-empty Poll
 	reqs   []int // requests of each non-empty Poll
 	poller *zmq.Poller
+	dim    int // observation length
 }
 
 func newServer(t *testing.T, repo nameresolve.Repository, index int, mod func(*stream.InferenceServerOptions)) *server {
@@ -82,7 +84,7 @@ func newServer(t *testing.T, repo nameresolve.Repository, index int, mod func(*s
 	t.Cleanup(func() { s.Close() })
 	p := zmq.NewPoller()
 	p.Add(s.Socket(), zmq.POLLIN)
-	return &server{InferenceServer: s, poller: p}
+	return &server{InferenceServer: s, poller: p, dim: cmp.Or(opts.ObsDim, obsDim)}
 }
 
 // serve answers what has arrived with testPolicy; it returns the rows.
@@ -95,8 +97,8 @@ func (s *server) serve(t *testing.T, maxRows int) int {
 	if rows == 0 {
 		return 0
 	}
-	if got := s.batch.Obs.Shape; len(got) != 2 || got[0] != rows || got[1] != obsDim {
-		t.Fatalf("batch shape %v, want [%d %d]", got, rows, obsDim)
+	if got := s.batch.Obs.Shape; len(got) != 2 || got[0] != rows || got[1] != s.dim {
+		t.Fatalf("batch shape %v, want [%d %d]", got, rows, s.dim)
 	}
 	s.polls = append(s.polls, rows)
 	s.reqs = append(s.reqs, s.batch.Requests())

@@ -93,6 +93,9 @@ type InferenceClientStats struct {
 	Posted    int64 // observations posted
 	Messages  int64 // request messages sent
 	Bytes     int64 // bytes of the request messages sent
+	// SharedMemory counts the request messages sent over shared memory
+	// (to policy workers on this node), out of Messages.
+	SharedMemory int64
 	Replies   int64 // results received in time
 	Failed    int64 // requests expired without a reply
 	Late      int64 // results that came after their request expired (dropped)
@@ -162,6 +165,7 @@ type RemoteInferenceClient struct {
 	peerN   int       // endpoints connected at the last Flush
 	expired int64     // requests expired since the last reply arrived
 	stats   InferenceClientStats
+	shm     *shmClient // nil: ZMQ only
 	closed  bool
 }
 
@@ -192,7 +196,7 @@ func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) 
 		sock.Close()
 		return nil, fmt.Errorf("stream: inference client: %w", err)
 	}
-	return &RemoteInferenceClient{
+	c := &RemoteInferenceClient{
 		opts:  opts,
 		log:   log,
 		sock:  sock,
@@ -200,7 +204,12 @@ func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) 
 		reqs:  make(map[ReqID]request),
 		enc:   newEncoder(),
 		dec:   zsock.NewDecoder(),
-	}, nil
+	}
+	if c.shm = newShmClient(log); c.shm != nil {
+		peers.observe = c.shm.observe
+		c.shm.observe(peers.last)
+	}
+	return c, nil
 }
 
 // Post copies obs and queues it for the next Flush. Its timeout starts now.
@@ -249,7 +258,7 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 	}
 	// While the last Flush found no room, skip encoding until something
 	// could take the message.
-	if stillNoRoom(c.sock, c.blocked) {
+	if (c.shm == nil || len(c.shm.peers) == 0) && stillNoRoom(c.sock, c.blocked) {
 		return nil
 	}
 	rows := len(c.qIDs)
@@ -261,7 +270,11 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 	if err := encodeRequest(e, ids, obs); err != nil {
 		return fmt.Errorf("stream: encode inference request: %w", err)
 	}
-	if _, err := c.sock.SendBytes(c.enc.buf.Bytes(), zmq.DONTWAIT); err != nil {
+	// Policy workers on this node get it through shared memory; ZMQ takes
+	// what no ring has room for.
+	if c.shm != nil && c.shm.send(c.enc.buf.Bytes()) {
+		c.stats.SharedMemory++
+	} else if _, err := c.sock.SendBytes(c.enc.buf.Bytes(), zmq.DONTWAIT); err != nil {
 		if zsock.IsEAGAIN(err) {
 			// IMMEDIATE makes this the answer when no connection is up
 			// (the registered workers are down or still connecting) or
@@ -292,6 +305,12 @@ func (c *RemoteInferenceClient) Poll() error {
 		return ErrClosed
 	}
 	c.peers.sync()
+	if c.shm != nil {
+		c.shm.upkeep(time.Now())
+		for p, frame := c.shm.recv(); p != nil; p, frame = c.shm.recv() {
+			c.takeReply(frame)
+		}
+	}
 	for {
 		frame, err := c.sock.RecvBytes(zmq.DONTWAIT)
 		if zsock.IsEAGAIN(err) {
@@ -429,6 +448,35 @@ func (c *RemoteInferenceClient) Stats() InferenceClientStats { return c.stats }
 // Socket is the DEALER socket; it is readable when replies have arrived.
 func (c *RemoteInferenceClient) Socket() *zmq.Socket { return c.sock }
 
+// WaitFds is the shared-memory doorbell, readable when a same-node policy
+// worker replied while the client was about to sleep (PrepareWait); none
+// without shared memory.
+func (c *RemoteInferenceClient) WaitFds() []int {
+	if c.shm == nil || c.closed {
+		return nil
+	}
+	return []int{c.shm.bell.Fd()}
+}
+
+// PrepareWait tells same-node policy workers the client is about to sleep,
+// so that their next reply rings its doorbell; false when replies are
+// already waiting in shared memory.
+func (c *RemoteInferenceClient) PrepareWait() bool {
+	if c.shm == nil || c.closed {
+		return true
+	}
+	return c.shm.prepareWait()
+}
+
+// SharedMemoryServers is the number of same-node policy workers this client
+// reaches over shared memory.
+func (c *RemoteInferenceClient) SharedMemoryServers() int {
+	if c.shm == nil {
+		return 0
+	}
+	return len(c.shm.peers)
+}
+
 // Close stops following name resolve and closes the socket. Requests
 // still outstanding are abandoned. Close is idempotent.
 func (c *RemoteInferenceClient) Close() error {
@@ -437,6 +485,11 @@ func (c *RemoteInferenceClient) Close() error {
 	}
 	c.closed = true
 	c.peers.close()
+	if c.shm != nil {
+		if err := c.shm.close(); err != nil {
+			c.log.Debug("stream: close shared-memory doorbell", "err", err)
+		}
+	}
 	if err := c.sock.Close(); err != nil {
 		return fmt.Errorf("stream: close inference client: %w", err)
 	}

@@ -57,8 +57,9 @@ type InferenceServerStats struct {
 
 // span is the part of a batch that came from one request.
 type span struct {
-	identity []byte // ROUTER identity of the client
-	start, n int    // rows
+	identity []byte   // ROUTER identity of the client ...
+	peer     *shmPeer // ... or its shared-memory channel
+	start, n int      // rows
 }
 
 // InferenceBatch is observations from one or more requests, ready for
@@ -90,6 +91,7 @@ func (b *InferenceBatch) reset() {
 // not fit under maxRows.
 type heldMsg struct {
 	identity, payload []byte
+	peer              *shmPeer
 }
 
 // InferenceServer receives inference requests for one policy on a ROUTER
@@ -110,6 +112,7 @@ type InferenceServer struct {
 	shape2 [2]int
 	malLog zsock.RateLog
 	stats  InferenceServerStats
+	shm    *shmServer // nil: ZMQ only
 	closed bool
 }
 
@@ -140,7 +143,14 @@ func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*Infe
 	// on.
 	var err error
 	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RouterMandatory: true, Curve: opts.Curve.SocketKeys()}
-	if s.sock, s.addr, err = bindAndRegister(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL); err != nil {
+	var shmDir string
+	if s.shm = newShmServer(log); s.shm != nil {
+		shmDir = s.shm.l.Dir()
+	}
+	if s.sock, s.addr, err = bindAndRegister(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL, shmDir); err != nil {
+		if s.shm != nil {
+			s.shm.close()
+		}
 		return nil, fmt.Errorf("stream: inference server for policy %q: %w", opts.Policy, err)
 	}
 	log.Info("stream: inference server ready", "address", s.addr, "key", s.key)
@@ -161,14 +171,20 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 		return 0, ErrClosed
 	}
 	maxRows = max(maxRows, 1)
+	if s.shm != nil {
+		s.shm.poll(time.Now())
+	}
+	zmqDrained := false
 	for drops := 0; len(b.ids) < maxRows && drops < maxDropsPerPoll; {
 		var msg heldMsg
-		if s.held != nil {
+		switch {
+		case s.held != nil:
 			msg, s.held = *s.held, nil
-		} else {
+		case !zmqDrained:
 			parts, err := s.sock.RecvMessageBytes(zmq.DONTWAIT)
 			if zsock.IsEAGAIN(err) {
-				break
+				zmqDrained = true
+				continue
 			}
 			if err != nil {
 				s.finish(b)
@@ -180,7 +196,15 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 				drops++
 				continue
 			}
-			msg = heldMsg{identity: parts[0], payload: parts[1]}
+			msg.identity, msg.payload = parts[0], parts[1]
+		case s.shm != nil:
+			if msg.peer, msg.payload = s.shm.recv(); msg.peer == nil {
+				s.finish(b)
+				return len(b.ids), nil
+			}
+		default:
+			s.finish(b)
+			return len(b.ids), nil
 		}
 		// The request's tensors decode into the batch's free storage: a
 		// request taken into the batch is then not copied again.
@@ -195,7 +219,7 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 			s.held = &msg
 			break
 		}
-		b.spans = append(b.spans, span{identity: msg.identity, start: len(b.ids), n: n})
+		b.spans = append(b.spans, span{identity: msg.identity, peer: msg.peer, start: len(b.ids), n: n})
 		b.ids = extend(b.ids, s.reqIDs.Data)
 		b.Obs.Data = extend(b.Obs.Data, s.reqObs.Data)
 		s.stats.Messages++
@@ -270,6 +294,14 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 		if err := encodeReply(e, ids, &view); err != nil {
 			return fmt.Errorf("stream: encode inference reply: %w", err)
 		}
+		if sp.peer != nil {
+			if s.shm.send(sp.peer, s.enc.buf.Bytes()) {
+				s.stats.Replies++
+			} else {
+				s.stats.Undeliverable++
+			}
+			continue
+		}
 		_, err := s.sock.SendBytes(sp.identity, zmq.SNDMORE|zmq.DONTWAIT)
 		if err == nil {
 			// With ROUTER, once the first frame is accepted the rest is.
@@ -290,6 +322,35 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 // Socket is the ROUTER socket; it is readable when requests arrive.
 func (s *InferenceServer) Socket() *zmq.Socket { return s.sock }
 
+// WaitFds is the shared-memory doorbell, readable when a same-node client
+// sent requests while the server was about to sleep (PrepareWait); none
+// without shared memory.
+func (s *InferenceServer) WaitFds() []int {
+	if s.shm == nil || s.closed {
+		return nil
+	}
+	return []int{s.shm.bell.Fd()}
+}
+
+// PrepareWait tells same-node clients the server is about to sleep, so
+// that their next request rings its doorbell; false when requests are
+// already waiting in shared memory.
+func (s *InferenceServer) PrepareWait() bool {
+	if s.shm == nil || s.closed {
+		return true
+	}
+	return s.shm.prepareWait()
+}
+
+// SharedMemoryClients is the number of same-node clients attached over
+// shared memory.
+func (s *InferenceServer) SharedMemoryClients() int {
+	if s.shm == nil {
+		return 0
+	}
+	return len(s.shm.peers)
+}
+
 // Addr is the "host:port" the server is bound to and registered under.
 func (s *InferenceServer) Addr() string { return s.addr }
 
@@ -305,5 +366,9 @@ func (s *InferenceServer) Close() error {
 	}
 	s.closed = true
 	s.held = nil
-	return closeBound(s.opts.Repo, s.key, s.sock, "inference server")
+	err := closeBound(s.opts.Repo, s.key, s.sock, "inference server")
+	if s.shm != nil {
+		err = errors.Join(err, s.shm.close())
+	}
+	return err
 }

@@ -34,6 +34,10 @@ type peerSet struct {
 	*endpointWatch
 	sock      *zmq.Socket
 	connected map[string]bool // endpoints; owner goroutine only
+	last      map[string]string
+	// observe, if set, sees every snapshot applied (the inference client
+	// attaches shared-memory channels to the records that offer one).
+	observe func(snap map[string]string)
 }
 
 // endpointWatch follows a name-resolve prefix on a goroutine of its own and
@@ -157,6 +161,10 @@ func (p *peerSet) sync() int {
 
 // apply connects to new endpoints and disconnects from vanished ones.
 func (p *peerSet) apply(snap map[string]string) {
+	p.last = snap
+	if p.observe != nil {
+		p.observe(snap)
+	}
 	want := make(map[string]bool, len(snap))
 	for key, v := range snap {
 		ep := zsock.Endpoint(v)

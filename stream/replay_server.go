@@ -78,7 +78,7 @@ func NewReplayServer(ctx context.Context, opts ReplayServerOptions) (*ReplayServ
 		key: opts.Trial.Stream(ReplayKind, opts.Name, opts.Index), dec: zsock.NewDecoder(), enc: newEncoder()}
 	var err error
 	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RouterMandatory: true, Curve: opts.Curve.SocketKeys()}
-	if s.sock, s.addr, err = bindAndRegister(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL); err != nil {
+	if s.sock, s.addr, err = bindAndRegister(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL, ""); err != nil {
 		return nil, fmt.Errorf("stream: replay server %q: %w", opts.Name, err)
 	}
 	s.log.Info("stream: replay server ready", "address", s.addr, "key", s.key)

@@ -437,7 +437,7 @@ func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*Sample
 	}
 	var err error
 	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RecvHWM: opts.RecvHWM, Curve: opts.Curve.SocketKeys()}
-	if c.sock, c.addr, err = bindAndRegister(ctx, zmq.PULL, o, opts.Host, opts.Repo, c.key, opts.TTL); err != nil {
+	if c.sock, c.addr, err = bindAndRegister(ctx, zmq.PULL, o, opts.Host, opts.Repo, c.key, opts.TTL, ""); err != nil {
 		return nil, fmt.Errorf("stream: sample consumer %d of stream %q: %w", opts.Index, opts.Stream, err)
 	}
 	log.Info("stream: sample consumer ready", "address", c.addr, "key", c.key)

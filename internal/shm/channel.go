@@ -21,6 +21,8 @@ var (
 	ErrCorrupt = errors.New("shm: channel corrupt")
 	// ErrPeerGone: the peer's doorbell has no reader: its process is gone.
 	ErrPeerGone = errors.New("shm: peer gone")
+	// ErrClosed: the channel was closed on this side.
+	ErrClosed = errors.New("shm: channel closed")
 )
 
 // Channel file layout. The header's control words sit a cache line apart,
@@ -57,6 +59,9 @@ type Channel struct {
 // sleep. ErrFull and ErrTooLarge leave the channel as it was; ErrPeerGone
 // means msg was written but nobody will read it.
 func (c *Channel) Send(msg []byte) error {
+	if c.mem == nil {
+		return ErrClosed
+	}
 	if err := c.out.put(msg); err != nil {
 		return err
 	}
@@ -71,6 +76,9 @@ func (c *Channel) Send(msg []byte) error {
 // Recv copies the next message from the peer into buf[:0]; nil and no
 // error when there is none. After ErrCorrupt the channel is unusable.
 func (c *Channel) Recv(buf []byte) ([]byte, error) {
+	if c.mem == nil {
+		return nil, ErrClosed
+	}
 	msg, err := c.in.get(buf)
 	if msg != nil && atomic.LoadUint32(c.in.sleeping) != 0 {
 		// Awake after all: peers need not ring.
@@ -83,6 +91,9 @@ func (c *Channel) Recv(buf []byte) ([]byte, error) {
 // Send rings the doorbell, and reports whether sleeping is safe: false when
 // a message is already waiting.
 func (c *Channel) PrepareWait() bool {
+	if c.mem == nil {
+		return true
+	}
 	atomic.StoreUint32(c.in.sleeping, 1)
 	return !c.in.pending()
 }
@@ -97,6 +108,7 @@ func (c *Channel) PeerAlive() bool { return processAlive(c.peerPID) }
 func (c *Channel) PeerPID() int { return c.peerPID }
 
 // Close unmaps the channel; the memory goes once the peer unmaps it too.
+// Send and Recv then fail with ErrClosed.
 func (c *Channel) Close() error {
 	if c.mem == nil {
 		return nil

@@ -99,6 +99,9 @@ func (r *ring) get(buf []byte) ([]byte, error) {
 		if need > toEnd || need > avail {
 			return nil, ErrCorrupt
 		}
+		if buf == nil {
+			buf = make([]byte, 0, n) // non-nil: an empty message is not "none"
+		}
 		buf = append(buf[:0], r.data[off+4:off+4+uint64(n)]...)
 		r.pos += need
 		atomic.StoreUint64(r.head, r.pos)

@@ -82,10 +82,23 @@ func TestChannelRoundTrip(t *testing.T) {
 	if got, err := server.Recv(nil); got != nil || err != nil {
 		t.Fatalf("empty ring gave %q, %v", got, err)
 	}
+	if err := client.Send(nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := server.Recv(nil); got == nil || len(got) != 0 || err != nil {
+		t.Fatalf("an empty message came out as %v, %v", got, err)
+	}
 	if client.PeerPID() != os.Getpid() || server.PeerPID() != os.Getpid() || !client.PeerAlive() {
 		t.Error("peer pid")
 	}
 	_ = cl
+	client.Close()
+	if err := client.Send(nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Send after Close: %v", err)
+	}
+	if _, err := client.Recv(nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Recv after Close: %v", err)
+	}
 }
 
 func TestChannelFullAndTooLarge(t *testing.T) {

@@ -58,28 +58,57 @@ func BindIPC(sock *zmq.Socket) (string, error) {
 
 // Advertise is the address record of a socket bound at the tcp address
 // addr ("host:port") and, unless ipc is "", at the ipc endpoint ipc on
-// this node: "host:port|ipc:///path|node". Endpoint reads it back.
-func Advertise(addr, ipc string) string {
-	if ipc == "" {
+// this node, with, unless shm is "", the directory of a shared-memory
+// listener (internal/shm) beside it: "host:port|ipc:///path|node" or
+// "host:port|ipc:///path|node|shm:///dir". Endpoint and SharedMemory read
+// it back.
+func Advertise(addr, ipc, shm string) string {
+	if ipc == "" && shm == "" {
 		return addr
 	}
-	return addr + "|" + ipc + "|" + NodeName()
+	rec := addr + "|" + ipc + "|" + NodeName()
+	if shm != "" {
+		rec += "|" + shmScheme + shm
+	}
+	return rec
+}
+
+const shmScheme = "shm://"
+
+// advertised splits a record into its tcp address and, when it was
+// advertised on this node, its ipc endpoint and shared-memory directory.
+func advertised(addr string) (tcp, ipc, shm string) {
+	fields := strings.Split(addr, "|")
+	if len(fields) < 3 || fields[2] != NodeName() {
+		return fields[0], "", ""
+	}
+	if strings.HasPrefix(fields[1], "ipc://") {
+		ipc = fields[1]
+	}
+	if len(fields) > 3 && strings.HasPrefix(fields[3], shmScheme) {
+		shm = strings.TrimPrefix(fields[3], shmScheme)
+	}
+	return fields[0], ipc, shm
 }
 
 // Endpoint turns a registered address into the ZMQ endpoint to connect to:
 // "host:port" gets the tcp scheme; a value that has a scheme is used as
-// is; an advertised pair (Advertise) gives its ipc endpoint on the node
+// is; an advertised record (Advertise) gives its ipc endpoint on the node
 // that bound it, else its tcp one.
 func Endpoint(addr string) string {
-	if tcp, rest, ok := strings.Cut(addr, "|"); ok {
-		ipc, node, _ := strings.Cut(rest, "|")
-		if strings.HasPrefix(ipc, "ipc://") && node == NodeName() {
-			return ipc
-		}
-		addr = tcp
+	tcp, ipc, _ := advertised(addr)
+	if ipc != "" {
+		return ipc
 	}
-	if strings.Contains(addr, "://") {
-		return addr
+	if strings.Contains(tcp, "://") {
+		return tcp
 	}
-	return "tcp://" + addr
+	return "tcp://" + tcp
+}
+
+// SharedMemory is the shared-memory listener directory of an advertised
+// record bound on this node; "" when it has none or was bound elsewhere.
+func SharedMemory(addr string) string {
+	_, _, shm := advertised(addr)
+	return shm
 }

@@ -152,7 +152,7 @@ func TestBindIPC(t *testing.T) {
 	if err != nil || !strings.HasPrefix(ipc, "ipc://") {
 		t.Fatalf("BindIPC: %q, %v", ipc, err)
 	}
-	rec := Advertise(addr, ipc)
+	rec := Advertise(addr, ipc, "")
 	if got := Endpoint(rec); got != ipc {
 		t.Fatalf("Endpoint(%q) = %q, want %q", rec, got, ipc)
 	}
@@ -178,8 +178,35 @@ func TestBindIPC(t *testing.T) {
 	if ipc, err := BindIPC(pull); ipc != "" || err != nil {
 		t.Fatalf("with %s=0: %q, %v; want nothing bound", IPCEnv, ipc, err)
 	}
-	if rec := Advertise(addr, ""); rec != addr {
+	if rec := Advertise(addr, "", ""); rec != addr {
 		t.Fatalf("Advertise without ipc = %q", rec)
+	}
+}
+
+// Records are read back by Endpoint and SharedMemory on the node that
+// advertised them; elsewhere they name the tcp address only.
+func TestAdvertisedRecords(t *testing.T) {
+	node := NodeName()
+	cases := []struct {
+		rec           string
+		endpoint, shm string
+	}{
+		{"10.0.0.1:5000", "tcp://10.0.0.1:5000", ""},
+		{"ipc:///x.sock", "ipc:///x.sock", ""},
+		{Advertise("10.0.0.1:5000", "ipc:///x.sock", ""), "ipc:///x.sock", ""},
+		{Advertise("10.0.0.1:5000", "ipc:///x.sock", "/dev/shm/d"), "ipc:///x.sock", "/dev/shm/d"},
+		{Advertise("10.0.0.1:5000", "", "/dev/shm/d"), "tcp://10.0.0.1:5000", "/dev/shm/d"},
+		{"10.0.0.1:5000|ipc:///x.sock|" + node + "x|shm:///dev/shm/d", "tcp://10.0.0.1:5000", ""},
+		{"10.0.0.1:5000|ipc:///x.sock", "tcp://10.0.0.1:5000", ""},
+		{"10.0.0.1:5000|bogus|" + node + "|bogus", "tcp://10.0.0.1:5000", ""},
+	}
+	for _, c := range cases {
+		if got := Endpoint(c.rec); got != c.endpoint {
+			t.Errorf("Endpoint(%q) = %q, want %q", c.rec, got, c.endpoint)
+		}
+		if got := SharedMemory(c.rec); got != c.shm {
+			t.Errorf("SharedMemory(%q) = %q, want %q", c.rec, got, c.shm)
+		}
 	}
 }
 

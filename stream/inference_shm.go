@@ -1,0 +1,244 @@
+package stream
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/distrl/distrl/internal/shm"
+	"github.com/distrl/distrl/internal/zsock"
+)
+
+// An inference server on the same node as its client also takes requests
+// over shared memory (internal/shm): the server advertises a listener next
+// to its ZMQ endpoints, each client dials it, and from then on the client
+// sends its requests there and the server its replies back, each side
+// ringing the other's doorbell only when the other is about to sleep. A
+// round trip then wakes two threads instead of the four or more of a ZMQ
+// one, and none while both sides are busy. ZMQ stays connected alongside:
+// a request too large for a ring, or sent while every ring is full, goes
+// that way.
+
+// livenessEvery is how often each side checks that its shared-memory peers'
+// processes still exist; a dead peer's channel is dropped (a client's
+// requests to a dead server then time out and are posted again).
+const livenessEvery = time.Second
+
+// shmPeer is one shared-memory channel and the buffer its messages are
+// read into (a held request keeps it until the next Poll takes it).
+type shmPeer struct {
+	key string // the server's record (client side)
+	dir string // the server's listener (client side)
+	ch  *shm.Channel
+	buf []byte
+}
+
+// shmPeers is the channels of one side and the upkeep both sides share.
+type shmPeers struct {
+	log     *slog.Logger
+	bell    *shm.Doorbell
+	peers   []*shmPeer
+	next    int // the channel the next receive starts at, for fairness
+	checked time.Time
+	malLog  zsock.RateLog
+}
+
+// drop closes p's channel and forgets it.
+func (s *shmPeers) drop(p *shmPeer, why string, err error) {
+	s.log.Info("stream: shared-memory channel closed", "why", why, "err", err, "peer_pid", p.ch.PeerPID())
+	p.ch.Close()
+	for i, q := range s.peers {
+		if q == p {
+			s.peers = append(s.peers[:i], s.peers[i+1:]...)
+			break
+		}
+	}
+}
+
+// upkeep drains the doorbell (before the rings are read, so a message
+// published after this rings it again) and, once per livenessEvery, drops
+// channels whose peer process is gone.
+func (s *shmPeers) upkeep(now time.Time) {
+	s.bell.Drain()
+	if now.Sub(s.checked) < livenessEvery {
+		return
+	}
+	s.checked = now
+	for i := len(s.peers) - 1; i >= 0; i-- {
+		if p := s.peers[i]; !p.ch.PeerAlive() {
+			s.drop(p, "peer process gone", nil)
+		}
+	}
+}
+
+// recv returns the next message from any channel, starting after the one
+// that gave the last; nil when every ring is empty. A channel whose ring
+// is corrupt is dropped.
+func (s *shmPeers) recv() (*shmPeer, []byte) {
+	for tries := len(s.peers); tries > 0 && len(s.peers) > 0; tries-- {
+		s.next %= len(s.peers)
+		p := s.peers[s.next]
+		s.next++
+		msg, err := p.ch.Recv(p.buf)
+		if err != nil {
+			s.malLog.Warn(s.log, "stream: dropped a shared-memory channel", "err", err)
+			s.drop(p, "receive failed", err)
+			continue
+		}
+		if msg != nil {
+			p.buf = msg
+			s.next-- // drain this one before moving on
+			return p, msg
+		}
+	}
+	return nil, nil
+}
+
+// prepareWait tells every peer this side is about to sleep; false when a
+// message is already waiting.
+func (s *shmPeers) prepareWait() bool {
+	sleep := true
+	for _, p := range s.peers {
+		sleep = p.ch.PrepareWait() && sleep
+	}
+	return sleep
+}
+
+func (s *shmPeers) close() {
+	for _, p := range s.peers {
+		p.ch.Close()
+	}
+	s.peers = nil
+}
+
+// shmServer is an InferenceServer's shared-memory side.
+type shmServer struct {
+	shmPeers
+	l *shm.Listener
+}
+
+// newShmServer listens in shm.DefaultDir; nil (with a log line) where
+// shared memory is off or unavailable: the server then speaks ZMQ only.
+func newShmServer(log *slog.Logger) *shmServer {
+	dir := shm.DefaultDir()
+	if dir == "" {
+		return nil
+	}
+	l, err := shm.Listen(dir)
+	if err != nil {
+		log.Warn("stream: no shared-memory listener; same-node clients use ZMQ", "err", err)
+		return nil
+	}
+	return &shmServer{shmPeers: shmPeers{log: log, bell: l.Doorbell()}, l: l}
+}
+
+// poll takes in channels dialled since the last poll and does the upkeep.
+func (s *shmServer) poll(now time.Time) {
+	s.upkeep(now)
+	chans, err := s.l.Accept()
+	if err != nil {
+		s.malLog.Warn(s.log, "stream: refused a shared-memory channel", "err", err)
+	}
+	for _, ch := range chans {
+		s.log.Debug("stream: shared-memory client attached", "client_pid", ch.PeerPID())
+		s.peers = append(s.peers, &shmPeer{ch: ch})
+	}
+}
+
+// send answers p; false when the reply could not be delivered.
+func (s *shmServer) send(p *shmPeer, msg []byte) bool {
+	err := p.ch.Send(msg)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, shm.ErrFull), errors.Is(err, shm.ErrTooLarge):
+		// The client times out and posts the request again.
+		return false
+	default: // gone, corrupt or already dropped
+		if !errors.Is(err, shm.ErrClosed) {
+			s.drop(p, "send failed", err)
+		}
+		return false
+	}
+}
+
+func (s *shmServer) close() error {
+	s.shmPeers.close()
+	return s.l.Close()
+}
+
+// shmClient is a RemoteInferenceClient's shared-memory side: a channel to
+// every policy worker on this node that offers one.
+type shmClient struct {
+	shmPeers
+	c        *shm.Client
+	sendNext int // the channel the next request tries first
+}
+
+// newShmClient makes the client's doorbell; nil where shared memory is off
+// or unavailable.
+func newShmClient(log *slog.Logger) *shmClient {
+	dir := shm.DefaultDir()
+	if dir == "" {
+		return nil
+	}
+	c, err := shm.NewClient(dir)
+	if err != nil {
+		log.Warn("stream: no shared-memory doorbell; requests to same-node policy workers go over ZMQ", "err", err)
+		return nil
+	}
+	return &shmClient{shmPeers: shmPeers{log: log, bell: c.Doorbell()}, c: c}
+}
+
+// observe dials the records that offer a listener on this node and drops
+// the channels whose record is gone or changed.
+func (s *shmClient) observe(snap map[string]string) {
+	have := make(map[string]*shmPeer, len(s.peers))
+	for _, p := range s.peers {
+		if dir := zsock.SharedMemory(snap[p.key]); dir != p.dir {
+			s.drop(p, "policy worker unregistered", nil)
+			continue
+		}
+		have[p.key] = p
+	}
+	for key, rec := range snap {
+		dir := zsock.SharedMemory(rec)
+		if dir == "" || have[key] != nil {
+			continue
+		}
+		ch, err := s.c.Dial(dir, 0)
+		if err != nil {
+			// ZMQ still reaches it.
+			s.log.Warn("stream: cannot open shared memory to a policy worker on this node; using ZMQ", "key", key, "err", err)
+			continue
+		}
+		s.log.Debug("stream: shared memory to policy worker", "key", key, "dir", dir)
+		s.peers = append(s.peers, &shmPeer{key: key, dir: dir, ch: ch})
+	}
+}
+
+// send hands msg to the next channel with room; false when none took it
+// (none open, all full, or msg too large), and ZMQ must carry it.
+func (s *shmClient) send(msg []byte) bool {
+	for tries := len(s.peers); tries > 0 && len(s.peers) > 0; tries-- {
+		s.sendNext %= len(s.peers)
+		p := s.peers[s.sendNext]
+		s.sendNext++
+		err := p.ch.Send(msg)
+		switch {
+		case err == nil:
+			return true
+		case errors.Is(err, shm.ErrFull):
+		case errors.Is(err, shm.ErrTooLarge):
+			return false
+		default:
+			s.drop(p, "send failed", err)
+		}
+	}
+	return false
+}
+
+func (s *shmClient) close() error {
+	s.shmPeers.close()
+	return s.c.Close()
+}

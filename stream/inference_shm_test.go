@@ -1,0 +1,154 @@
+package stream_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/internal/shm"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/internal/zsock"
+	"github.com/distrl/distrl/stream"
+	"golang.org/x/sys/unix"
+)
+
+// Requests to a policy worker on this node go through shared memory, unless
+// DISTRL_SHM=0; the answers are the same either way.
+func TestInferenceTransports(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  string
+		shm  bool
+	}{
+		{"shared memory", "", true},
+		{"zmq", "0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(shm.Env, tc.env)
+			repo := workertest.Repo(t)
+			srv := newServer(t, repo, 0, nil)
+			c := newClient(t, repo, 0)
+			for i := range 20 {
+				drive(t, []stream.InferenceClient{c}, []*server{srv}, post(t, c, seq(10*i, 3)...))
+			}
+			st := c.Stats()
+			if tc.shm != (st.SharedMemory == st.Messages && st.Messages > 0) || !tc.shm && st.SharedMemory != 0 {
+				t.Errorf("%d of %d request messages over shared memory", st.SharedMemory, st.Messages)
+			}
+			if got, want := srv.SharedMemoryClients(), map[bool]int{true: 1}[tc.shm]; got != want {
+				t.Errorf("server has %d shared-memory clients, want %d", got, want)
+			}
+			if got, want := len(c.WaitFds()), map[bool]int{true: 1}[tc.shm]; got != want {
+				t.Errorf("client waits on %d descriptors, want %d", got, want)
+			}
+		})
+	}
+}
+
+// A request larger than a ring goes over ZMQ.
+func TestInferenceLargeRequestOverZMQ(t *testing.T) {
+	repo := workertest.Repo(t)
+	const dim = shm.DefaultCapacity/4 + 16
+	srv := newServer(t, repo, 0, func(o *stream.InferenceServerOptions) { o.ObsDim = dim })
+	c, err := stream.NewRemoteInferenceClient(ctxT(t), stream.RemoteInferenceOptions{
+		Repo: repo, Trial: testTrial, ObsDim: dim, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	obs := make([]float32, dim)
+	obs[0], obs[1] = 3, 3.5
+	id, err := c.Post(obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := []pending{{c: c, id: id, x: 3}}
+	drive(t, []stream.InferenceClient{c}, []*server{srv}, ps)
+	if st := c.Stats(); st.Messages != 1 || st.SharedMemory != 0 {
+		t.Errorf("stats %+v: want the one message over ZMQ", st)
+	}
+	if srv.SharedMemoryClients() != 1 {
+		t.Error("the client did not attach over shared memory")
+	}
+}
+
+// Each side's doorbell becomes readable when the other sends while it is
+// about to sleep: that is what wakes an idle worker.
+func TestInferenceDoorbells(t *testing.T) {
+	repo := workertest.Repo(t)
+	srv := newServer(t, repo, 0, nil)
+	c := newClient(t, repo, 0)
+	drive(t, []stream.InferenceClient{c}, []*server{srv}, post(t, c, 1)) // attached
+	readable := func(fds []int) bool {
+		if len(fds) != 1 {
+			t.Fatalf("%d descriptors", len(fds))
+		}
+		p := []unix.PollFd{{Fd: int32(fds[0]), Events: unix.POLLIN}}
+		n, _ := unix.Poll(p, 5000)
+		return n == 1
+	}
+	srv.serve(t, 16) // drains the server's doorbell
+	if !srv.PrepareWait() {
+		t.Fatal("server: PrepareWait with nothing waiting says do not sleep")
+	}
+	ps := post(t, c, 2)
+	if err := c.Flush(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if !readable(srv.WaitFds()) {
+		t.Fatal("the server's doorbell did not ring")
+	}
+	if srv.PrepareWait() {
+		t.Error("server: PrepareWait with a request waiting says sleep")
+	}
+	if err := c.Poll(); err != nil { // drains the client's doorbell
+		t.Fatal(err)
+	}
+	if !c.PrepareWait() {
+		t.Fatal("client: PrepareWait with nothing waiting says do not sleep")
+	}
+	srv.serve(t, 16)
+	if !readable(c.WaitFds()) {
+		t.Fatal("the client's doorbell did not ring")
+	}
+	drive(t, []stream.InferenceClient{c}, []*server{srv}, ps)
+}
+
+// Garbage sent over shared memory is dropped and counted like garbage over
+// ZMQ, and the server goes on serving its other clients.
+func TestInferenceServerDropsMalformedSharedMemory(t *testing.T) {
+	repo := workertest.Repo(t)
+	srv := newServer(t, repo, 0, nil)
+	good := newClient(t, repo, 0)
+	rec, err := repo.Get(ctxT(t), testTrial.Stream("inference", stream.DefaultPolicy, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := zsock.SharedMemory(rec)
+	if dir == "" {
+		t.Fatalf("record %q offers no shared memory", rec)
+	}
+	rogue, err := shm.NewClient(shm.DefaultDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.Close()
+	ch, err := rogue.Dial(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	for _, junk := range [][]byte{nil, []byte("not msgpack"), {0x82, 0xa3, 'i', 'd', 's'}} {
+		if err := ch.Send(junk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Stats().Malformed < 3 && time.Now().Before(deadline) {
+		srv.serve(t, 16)
+	}
+	if got := srv.Stats().Malformed; got != 3 {
+		t.Fatalf("malformed %d, want 3", got)
+	}
+	drive(t, []stream.InferenceClient{good}, []*server{srv}, post(t, good, 5, 6))
+}

@@ -5,8 +5,10 @@
 // resolve on a lease it keeps alive, and runs one loop: answer the requests
 // already queued, then, while RUNNING, call its Impl's Poll for a bounded
 // slice of work. Requests are only ever handled between slices, so handlers
-// never race with the worker's own work. An idle worker waits on its socket
-// rather than spinning.
+// never race with the worker's own work. An idle worker sleeps in poll(2)
+// on its request socket and, while RUNNING, its type's own sockets
+// (SocketOwner) and descriptors (FdWaiter, a shared-memory doorbell) rather
+// than spinning.
 //
 // Lifecycle:
 //

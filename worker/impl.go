@@ -53,6 +53,27 @@ type SocketOwner interface {
 	Sockets() []*zmq.Socket
 }
 
+// FdWaiter is implemented by worker types that also take input through file
+// descriptors that are not ZMQ sockets (a shared-memory channel's doorbell,
+// which the peer writes a byte to when it publishes while this side
+// sleeps). While RUNNING, an idle worker's wait also wakes when one of them
+// is readable (or has an error or hang-up). The loop never reads them: Poll
+// must drain what woke it, or every wait wakes at once. WaitFds is asked
+// again whenever SocketOwner.Sockets is: after every configure and when
+// the worker starts or stops running.
+type FdWaiter interface {
+	// WaitFds are the descriptors to watch for readability; negative ones
+	// are left out, as nil sockets are from Sockets.
+	WaitFds() []int
+	// PrepareWait is called when the loop is about to wait with this worker
+	// idle: it will not be polled again until a descriptor, socket, request
+	// or deadline wakes it (its loop may still turn for other workers). It
+	// tells the peers this side sleeps, so that they ring its doorbell, and
+	// returns false when input is already there: the loop then polls the
+	// worker at once instead of waiting.
+	PrepareWait() bool
+}
+
 // Deadliner is implemented by worker types with work due at a time of
 // their own, not only when a socket has input (the replay worker answers a
 // request the rate limiter held back when its deadline passes): an idle

@@ -4,26 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
 	zmq "github.com/pebbe/zmq4"
+	"golang.org/x/sys/unix"
 )
 
-// RunMany runs workers in the calling goroutine, with one poller over all
-// their sockets, until every one of them has exited; ctx ending interrupts
-// them all. Run is RunMany of one worker. A process that hosts many
-// workers (NewHosted, rlctl worker --count) runs them here: a thousand
-// idle workers cost one thread blocked in one poll, their requests arrive
-// on the one socket they share, and a group request to them is answered
-// by one loop that takes whatever requests are readable.
+// RunMany runs workers in the calling goroutine, with one wait (poll(2))
+// over all their sockets and descriptors, until every one of them has
+// exited; ctx ending interrupts them all. Run is RunMany of one worker. A
+// process that hosts many workers (NewHosted, rlctl worker --count) runs
+// them here: a thousand idle workers cost one thread blocked in one poll,
+// their requests arrive on the one socket they share, and a group request
+// to them is answered by one loop that takes whatever requests are
+// readable.
 //
 // Each turn answers the requests queued for the workers (at most
 // Options.RequestsPerLoop per worker), then steps (one Poll if RUNNING)
-// each worker that had requests or input on its own sockets, whose last
-// Poll had work, or whose Deadliner's deadline came, and, once per
-// IdleWait, every RUNNING worker. Each turn counts in the loop record's
-// heartbeat.
+// each worker that had requests or input on its own sockets or descriptors
+// (SocketOwner, FdWaiter), whose last Poll had work, or whose Deadliner's
+// deadline came, and, once per IdleWait, every RUNNING worker. Each turn
+// counts in the loop record's heartbeat.
 //
 // The error joins the errors Run would have returned for each worker.
 func RunMany(ctx context.Context, workers []*Worker) error {
@@ -68,16 +71,23 @@ func RunMany(ctx context.Context, workers []*Worker) error {
 }
 
 // runner is RunMany's state: the workers still running, which of them must
-// step next, their hosts, and the one poller over all their sockets.
+// step next, their hosts, and the descriptors its wait sleeps on.
 type runner struct {
-	live   []*Worker
-	due    []bool
-	hosts  []*host
-	errs   []error
-	poller *zmq.Poller
-	owner  []int // poller item -> index in live; -1: a host's server
-	gens   []int // each live worker's watchGen when the poller was built
-	swept  time.Time
+	live  []*Worker
+	due   []bool
+	hosts []*host
+	errs  []error
+	// The wait's items: pfds[i] is socks[i]'s ZMQ_FD, or, where socks[i]
+	// is nil, an FdWaiter's descriptor; owner[i] is its worker's index in
+	// live, -1 for a host's server. built is false when they must be made
+	// again (a worker left); gens holds each live worker's watchGen when
+	// they were made.
+	pfds  []unix.PollFd
+	socks []*zmq.Socket
+	owner []int
+	gens  []int
+	built bool
+	swept time.Time
 }
 
 // serve turns each host's loop (its heartbeat) and answers the requests
@@ -125,15 +135,15 @@ func (r *runner) dropExited() {
 		if err := w.result(); err != nil {
 			r.errs = append(r.errs, err)
 		}
-		r.poller = nil // indices moved
+		r.built = false // indices moved
 	}
 	r.live, r.due = r.live[:k], r.due[:k]
 }
 
-// wait polls the hosts' servers and every live worker's sockets, for no
-// time if a worker is busy, else for up to idleWait, and marks the workers
-// with input due; once per idleWait it also marks the RUNNING ones due, as
-// a worker alone would poll after its idle wait.
+// wait sleeps on the hosts' servers and every live worker's sockets and
+// descriptors, for no time if a worker is busy, else for up to idleWait, and
+// marks the workers with input due; once per idleWait it also marks the
+// RUNNING ones due, as a worker alone would poll after its idle wait.
 func (r *runner) wait(busy bool, idleWait time.Duration) error {
 	if busy && !slices.Contains(r.due, false) {
 		// Every worker steps next turn anyway and serve reads the
@@ -141,22 +151,22 @@ func (r *runner) wait(busy bool, idleWait time.Duration) error {
 		// per turn (a busy actor turns tens of thousands of times a second).
 		return nil
 	}
-	r.rebuild()
+	if err := r.rebuild(); err != nil {
+		return err
+	}
 	timeout := idleWait
 	for _, w := range r.live {
 		timeout = min(timeout, w.waitFor())
 	}
-	if busy {
+	ready, err := r.ready()
+	if err != nil {
+		return err
+	}
+	if busy || ready {
 		timeout = 0
 	}
-	polled, err := r.poller.PollAll(timeout)
-	if err != nil {
-		return fmt.Errorf("worker host: poll: %w", err)
-	}
-	for i, p := range polled {
-		if p.Events&zmq.POLLIN != 0 && r.owner[i] >= 0 {
-			r.due[r.owner[i]] = true
-		}
+	if err := r.poll(timeout); err != nil {
+		return err
 	}
 	for i, w := range r.live {
 		if w.deadlineDue() {
@@ -174,10 +184,105 @@ func (r *runner) wait(busy bool, idleWait time.Duration) error {
 	return nil
 }
 
-// rebuild makes the poller again if a worker's watched sockets changed or
-// a worker left.
-func (r *runner) rebuild() {
-	if r.poller != nil && len(r.gens) == len(r.live) {
+// ready looks, before the wait, for input that the wait would not see, and
+// marks its workers due; true means there is some, so the wait must not
+// sleep. ZMQ_FD is edge-triggered: it signals that a socket's state
+// changed, not that input is queued, so a socket whose input was left
+// unread (a Poll reads a bounded slice) would never wake it. Reading
+// ZMQ_EVENTS also rearms the descriptor, so a socket that signalled
+// without input (a connection, a reply sent) does not wake the wait again.
+// An FdWaiter is told the worker sleeps, so that its peers ring.
+// Workers already due step anyway: their sockets are read then.
+func (r *runner) ready() (bool, error) {
+	ready := false
+	for i, s := range r.socks {
+		o := r.owner[i]
+		if s == nil || o >= 0 && r.due[o] {
+			continue
+		}
+		in, err := hasInput(s)
+		if err != nil {
+			return false, err
+		}
+		if in {
+			ready = true
+			if o >= 0 {
+				r.due[o] = true
+			}
+		}
+	}
+	for i, w := range r.live {
+		if !r.due[i] && w.watched != nil && w.state == StateRunning && !w.prepareWait() {
+			r.due[i], ready = true, true
+		}
+	}
+	return ready, nil
+}
+
+// poll waits up to timeout for one of the items to be readable and marks
+// the workers with input due. A signal cutting the wait short resumes it
+// for the time left.
+func (r *runner) poll(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		_, err := unix.Poll(r.pfds, ceilMillis(timeout))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("worker host: poll: %w", err)
+		}
+		timeout = max(time.Until(deadline), 0)
+	}
+	for i, p := range r.pfds {
+		o := r.owner[i]
+		// The servers are read every turn; a due worker's input is read
+		// when it steps.
+		if p.Revents == 0 || o < 0 || r.due[o] {
+			continue
+		}
+		if s := r.socks[i]; s != nil {
+			// A readable ZMQ_FD only says: look at the events.
+			in, err := hasInput(s)
+			if err != nil {
+				return err
+			}
+			if in {
+				r.due[o] = true
+			}
+			continue
+		}
+		// A descriptor that is readable, or failed or hung up (which
+		// the worker's Poll has to see): the loop leaves it to Poll to
+		// drain, so only the owner's Poll can quiet it.
+		r.due[o] = true
+	}
+	return nil
+}
+
+// hasInput reads a socket's ZMQ_EVENTS (which also rearms its ZMQ_FD).
+func hasInput(s *zmq.Socket) (bool, error) {
+	ev, err := s.GetEvents()
+	if err != nil {
+		return false, fmt.Errorf("worker host: socket events: %w", err)
+	}
+	return ev&zmq.POLLIN != 0, nil
+}
+
+// ceilMillis is d in milliseconds for poll(2), rounded up: a wait of less
+// than a millisecond rounded down to 0 would make the loop spin until it
+// is over.
+func ceilMillis(d time.Duration) int {
+	if d <= 0 {
+		return 0
+	}
+	return int(min((d+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
+}
+
+// rebuild makes the wait's items again if a worker's watched sockets or
+// descriptors changed or a worker left.
+func (r *runner) rebuild() error {
+	if r.built && len(r.gens) == len(r.live) {
 		same := true
 		for i, w := range r.live {
 			if r.gens[i] != w.watchGen {
@@ -186,21 +291,42 @@ func (r *runner) rebuild() {
 			}
 		}
 		if same {
-			return
+			return nil
 		}
 	}
-	r.poller, r.owner, r.gens = zmq.NewPoller(), r.owner[:0], r.gens[:0]
+	r.built = false
+	r.pfds, r.socks, r.owner, r.gens = r.pfds[:0], r.socks[:0], r.owner[:0], r.gens[:0]
+	add := func(s *zmq.Socket, fd, owner int) {
+		r.pfds = append(r.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+		r.socks = append(r.socks, s)
+		r.owner = append(r.owner, owner)
+	}
+	addSocket := func(s *zmq.Socket, owner int) error {
+		fd, err := s.GetFd()
+		if err != nil {
+			return fmt.Errorf("worker host: socket descriptor: %w", err)
+		}
+		add(s, fd, owner)
+		return nil
+	}
 	for _, h := range r.hosts {
 		if h.open() {
-			r.poller.Add(h.srv.Socket(), zmq.POLLIN)
-			r.owner = append(r.owner, -1)
+			if err := addSocket(h.srv.Socket(), -1); err != nil {
+				return err
+			}
 		}
 	}
 	for i, w := range r.live {
 		for _, s := range w.watched {
-			r.poller.Add(s, zmq.POLLIN)
-			r.owner = append(r.owner, i)
+			if err := addSocket(s, i); err != nil {
+				return err
+			}
+		}
+		for _, fd := range w.watchedFd {
+			add(nil, fd, i)
 		}
 		r.gens = append(r.gens, w.watchGen)
 	}
+	r.built = true
+	return nil
 }

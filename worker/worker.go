@@ -106,9 +106,10 @@ type Worker struct {
 	state     State
 	errMsg    string
 	warning   string
-	watched   []*zmq.Socket
-	rewatch   bool // the type's sockets may have changed: watch them again
-	watchGen  int  // changes whenever watched does (RunMany's poller follows it)
+	watched   []*zmq.Socket // nil: not watching (not RUNNING, or nothing to watch)
+	watchedFd []int         // the FdWaiter's descriptors, while watched is non-nil
+	rewatch   bool          // the type's sockets may have changed: watch them again
+	watchGen  int           // changes whenever watched or watchedFd does (RunMany's wait follows it)
 	served    uint64
 	exiting   bool
 	exitState State
@@ -268,6 +269,25 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 	return res
 }
 
+// prepareWait is the FdWaiter's PrepareWait (true for other types): false
+// means input is there, so the loop must not sleep on the worker. A panic
+// in it moves the worker to ERROR, as one in Poll does, and counts as
+// input so that the worker steps and stops being watched.
+func (w *Worker) prepareWait() (sleep bool) {
+	fw, ok := w.impl.(FdWaiter)
+	if !ok {
+		return true
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("prepare wait panicked", "panic", r, "stack", string(debug.Stack()))
+			w.fail(fmt.Errorf("prepare wait panicked: %v", r))
+			sleep = false
+		}
+	}()
+	return fw.PrepareWait()
+}
+
 // updateWarning publishes the type's warning when it changes.
 func (w *Worker) updateWarning() {
 	r, ok := w.impl.(Reporter)
@@ -285,26 +305,37 @@ func (w *Worker) updateWarning() {
 	}
 }
 
-// syncWatched makes the idle wait include the type's own sockets while the
-// worker is RUNNING, and only then: input that nothing reads (requests to a
-// paused policy worker, a parameter notification) would otherwise wake the
-// wait at once, every time, and spin the loop.
+// syncWatched makes the idle wait include the type's own sockets and
+// descriptors while the worker is RUNNING, and only then: input that
+// nothing reads (requests to a paused policy worker, a parameter
+// notification) would otherwise wake the wait at once, every time, and spin
+// the loop.
 func (w *Worker) syncWatched() error {
-	so, ok := w.impl.(SocketOwner)
-	want := ok && w.state == StateRunning && !w.exiting
+	so, isOwner := w.impl.(SocketOwner)
+	fw, isWaiter := w.impl.(FdWaiter)
+	want := (isOwner || isWaiter) && w.state == StateRunning && !w.exiting
 	if !w.rewatch && want == (w.watched != nil) {
 		return nil
 	}
 	w.rewatch = false
-	w.watched = nil
+	w.watched, w.watchedFd = nil, nil
 	w.watchGen++
 	if !want {
 		return nil
 	}
 	w.watched = []*zmq.Socket{} // non-nil: watching, even with no sockets
-	for _, s := range so.Sockets() {
-		if s != nil {
-			w.watched = append(w.watched, s)
+	if isOwner {
+		for _, s := range so.Sockets() {
+			if s != nil {
+				w.watched = append(w.watched, s)
+			}
+		}
+	}
+	if isWaiter {
+		for _, fd := range fw.WaitFds() {
+			if fd >= 0 { // as a nil socket: a channel not open (yet)
+				w.watchedFd = append(w.watchedFd, fd)
+			}
 		}
 	}
 	return nil

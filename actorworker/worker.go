@@ -218,6 +218,7 @@ type Worker struct {
 var (
 	_ worker.Impl        = (*Worker)(nil)
 	_ worker.SocketOwner = (*Worker)(nil)
+	_ worker.FdWaiter    = (*Worker)(nil)
 	_ worker.Reporter    = (*Worker)(nil)
 )
 
@@ -591,15 +592,12 @@ func (w *Worker) Stats() map[string]any {
 		"ring_step_us":        w.stepCost * float64(ring) / 1e3,
 		"version_last":        s.Version,
 	}
-	cl := w.client
-	if w.explore != nil {
-		cl = w.explore.InferenceClient
-	}
-	if c, ok := cl.(interface {
+	if c, ok := w.baseClient().(interface {
 		Stats() stream.InferenceClientStats
 	}); ok {
 		cs := c.Stats()
 		out["inference_messages"], out["inference_bytes"] = cs.Messages, cs.Bytes
+		out["inference_shm_messages"] = cs.SharedMemory
 	}
 	if w.explore != nil {
 		out["epsilon"], out["random_actions"] = w.explore.eps, w.explore.random
@@ -639,6 +637,32 @@ func (w *Worker) Sockets() []*zmq.Socket {
 		return []*zmq.Socket{s}
 	}
 	return nil
+}
+
+// baseClient is the inference client under exploration, if any.
+func (w *Worker) baseClient() stream.InferenceClient {
+	if w.explore != nil {
+		return w.explore.InferenceClient
+	}
+	return w.client
+}
+
+// WaitFds is the inference client's shared-memory doorbell, so an idle actor
+// also wakes when a policy worker on this node replies (worker.FdWaiter).
+func (w *Worker) WaitFds() []int {
+	if c, ok := w.baseClient().(worker.FdWaiter); ok {
+		return c.WaitFds()
+	}
+	return nil
+}
+
+// PrepareWait tells same-node policy workers the actor is about to sleep;
+// false when replies are already waiting.
+func (w *Worker) PrepareWait() bool {
+	if c, ok := w.baseClient().(worker.FdWaiter); ok {
+		return c.PrepareWait()
+	}
+	return true
 }
 
 // Warning merges the inference client's and the sample producer's

@@ -9,6 +9,7 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/shm"
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/policy"
@@ -97,18 +98,24 @@ func BenchmarkPipelineSlots(b *testing.B) {
 	}
 }
 
-// BenchmarkPipelineTransport is 2 actors of 64 environments with the data
-// plane over ipc:// (the default between processes of one node) and over
-// tcp on the loopback (DISTRL_IPC=0 keeps the servers from advertising
-// ipc).
+// BenchmarkPipelineTransport is 2 actors of 64 environments with inference
+// over shared memory (the default between processes of one node), over
+// ipc:// (DISTRL_SHM=0) and over tcp on the loopback (DISTRL_SHM=0 and
+// DISTRL_IPC=0 keep the servers from advertising either). Samples go over
+// ipc, or tcp in the last.
 func BenchmarkPipelineTransport(b *testing.B) {
 	c := newCluster(b)
-	for _, transport := range []string{"ipc", "tcp"} {
-		b.Run(transport, func(b *testing.B) {
+	for _, tc := range []struct {
+		transport string
+		env       []string
+	}{
+		{"shm", nil},
+		{"ipc", []string{shm.Env + "=0"}},
+		{"tcp", []string{shm.Env + "=0", zsock.IPCEnv + "=0"}},
+	} {
+		b.Run(tc.transport, func(b *testing.B) {
 			sub := c.benchTrial(b)
-			if transport == "tcp" {
-				sub.env = append(sub.env, zsock.IPCEnv+"=0")
-			}
+			sub.env = append(sub.env, tc.env...)
 			benchPipeline(b, sub, 2, 64, 0)
 		})
 	}

@@ -91,6 +91,7 @@ func (w *Worker) Stats() map[string]any {
 		out["messages"] = st.Messages
 		out["malformed"] = st.Malformed
 		out["undeliverable"] = st.Undeliverable
+		out["shm_clients"] = w.server.SharedMemoryClients()
 	}
 	if w.params != nil {
 		st := w.params.Stats()

@@ -48,6 +48,7 @@ var (
 	_ worker.Impl        = (*Worker)(nil)
 	_ worker.Commander   = (*Worker)(nil)
 	_ worker.SocketOwner = (*Worker)(nil)
+	_ worker.FdWaiter    = (*Worker)(nil)
 	_ worker.Reporter    = (*Worker)(nil)
 )
 
@@ -184,6 +185,25 @@ func (w *Worker) Sockets() []*zmq.Socket {
 		socks = append(socks, w.params.Sockets()...)
 	}
 	return socks
+}
+
+// WaitFds is the inference server's shared-memory doorbell, so an idle
+// policy worker also wakes when an actor on this node sends requests
+// (worker.FdWaiter).
+func (w *Worker) WaitFds() []int {
+	if w.server == nil {
+		return nil
+	}
+	return w.server.WaitFds()
+}
+
+// PrepareWait tells same-node actors the policy worker is about to sleep;
+// false when requests are already waiting.
+func (w *Worker) PrepareWait() bool {
+	if w.server == nil {
+		return true
+	}
+	return w.server.PrepareWait()
 }
 
 // Warning reports a dropped batch until the next batch is served, else

@@ -42,6 +42,12 @@ const (
 	// or 64 environments (a ring in 10-100 us) ran 10-40% faster in one
 	// slot; 2 actors of 256 (a ring in 300-400 us) ran faster in two.
 	AutoRingTime = 200 * time.Microsecond
+	// SampleFlushEvery is how long an actor gathers finished sample
+	// batches before sending them as one message (sooner when a message's
+	// worth is gathered, at once while draining). Each message costs the
+	// trainer and both ZeroMQ I/O threads a wake-up: with a small ring,
+	// flushing every turn sent a message per few dozen steps.
+	SampleFlushEvery = 5 * time.Millisecond
 	// NullStream as sample_stream discards every batch.
 	NullStream = "null"
 	// Inference modes.
@@ -209,6 +215,8 @@ type Worker struct {
 	// now (see ringSlots).
 	stepCost float64 // ns
 	slots    int
+	// samplesFlushed is when gathered sample batches were last sent.
+	samplesFlushed time.Time
 
 	recent     [worker.ReturnWindow]api.EpisodeStat
 	recentNext int
@@ -336,7 +344,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		return worker.PollResult{}, fmt.Errorf("actor: inference poll: %w", err)
 	}
 	// Batches gathered or refused by a full queue, the replay's replies.
-	w.producer.Flush()
+	w.flushSamples(time.Now())
 	sentBefore := w.totals().BatchesSent
 	// Retry batches refused with back-pressure first: their targets cannot
 	// step until they are out.
@@ -364,7 +372,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		if err := w.client.Flush(ctx); err != nil {
 			return worker.PollResult{}, fmt.Errorf("actor: inference flush: %w", err)
 		}
-		w.producer.Flush() // the turn's batches, one message
+		w.flushSamples(time.Now())
 		// The next slot steps while this one's request is out; inline
 		// results are ready as soon as Flush returns, so an inline actor
 		// goes round again. A turn that stepped nothing ends the poll:
@@ -508,6 +516,16 @@ func (w *Worker) startEpisodes(ctx context.Context) error {
 		return fmt.Errorf("actor: inference flush: %w", err)
 	}
 	return nil
+}
+
+// flushSamples sends the gathered sample batches once SampleFlushEvery has
+// passed since the last time, or at once while draining.
+func (w *Worker) flushSamples(now time.Time) {
+	if !w.draining && now.Sub(w.samplesFlushed) < SampleFlushEvery {
+		return
+	}
+	w.samplesFlushed = now
+	w.producer.Flush()
 }
 
 func (w *Worker) drain() {

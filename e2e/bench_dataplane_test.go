@@ -8,8 +8,8 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
-	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/shm"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/policy"

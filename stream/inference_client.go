@@ -90,16 +90,16 @@ type RemoteInferenceOptions struct {
 
 // InferenceClientStats are a client's counters since it was created.
 type InferenceClientStats struct {
-	Posted    int64 // observations posted
-	Messages  int64 // request messages sent
-	Bytes     int64 // bytes of the request messages sent
+	Posted   int64 // observations posted
+	Messages int64 // request messages sent
+	Bytes    int64 // bytes of the request messages sent
 	// SharedMemory counts the request messages sent over shared memory
 	// (to policy workers on this node), out of Messages.
 	SharedMemory int64
-	Replies   int64 // results received in time
-	Failed    int64 // requests expired without a reply
-	Late      int64 // results that came after their request expired (dropped)
-	Malformed int64 // reply messages dropped as malformed
+	Replies      int64 // results received in time
+	Failed       int64 // requests expired without a reply
+	Late         int64 // results that came after their request expired (dropped)
+	Malformed    int64 // reply messages dropped as malformed
 }
 
 type reqState uint8
@@ -166,7 +166,13 @@ type RemoteInferenceClient struct {
 	expired int64     // requests expired since the last reply arrived
 	stats   InferenceClientStats
 	shm     *shmClient // nil: ZMQ only
-	closed  bool
+	// zmqUntil is when replies to the requests sent over ZMQ can no longer
+	// be in time; zmqChecked when the socket was last read. While every
+	// request goes over shared memory, Poll reads the socket only once a
+	// second (a late reply is dropped anyway), as a read that finds
+	// nothing still costs libzmq a system call.
+	zmqUntil, zmqChecked time.Time
+	closed               bool
 }
 
 // NewRemoteInferenceClient creates a client connected to every policy
@@ -283,6 +289,8 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 			return nil
 		}
 		return fmt.Errorf("stream: send inference request: %w", err)
+	} else {
+		c.zmqUntil = time.Now().Add(2 * c.opts.Timeout)
 	}
 	for _, id := range c.qIDs {
 		r := c.reqs[ReqID(id)]
@@ -305,11 +313,17 @@ func (c *RemoteInferenceClient) Poll() error {
 		return ErrClosed
 	}
 	c.peers.sync()
+	now := time.Now()
 	if c.shm != nil {
-		c.shm.upkeep(time.Now())
+		c.shm.upkeep(now)
 		for p, frame := c.shm.recv(); p != nil; p, frame = c.shm.recv() {
 			c.takeReply(frame)
 		}
+		if now.After(c.zmqUntil) && now.Sub(c.zmqChecked) < time.Second {
+			c.expire(now)
+			return nil
+		}
+		c.zmqChecked = now
 	}
 	for {
 		frame, err := c.sock.RecvBytes(zmq.DONTWAIT)
@@ -321,7 +335,7 @@ func (c *RemoteInferenceClient) Poll() error {
 		}
 		c.takeReply(frame)
 	}
-	c.expire(time.Now())
+	c.expire(now)
 	return nil
 }
 

@@ -41,6 +41,11 @@ type shmPeers struct {
 	next    int // the channel the next receive starts at, for fairness
 	checked time.Time
 	malLog  zsock.RateLog
+	// armed: prepareWait raised this side's flags since the doorbell was
+	// last drained, so a peer may have rung it. Peers ring only then (and
+	// a client when it dials a server, which bumps the listener's count
+	// first), so a busy side skips the read.
+	armed bool
 }
 
 // drop closes p's channel and forgets it.
@@ -59,7 +64,10 @@ func (s *shmPeers) drop(p *shmPeer, why string, err error) {
 // published after this rings it again) and, once per livenessEvery, drops
 // channels whose peer process is gone.
 func (s *shmPeers) upkeep(now time.Time) {
-	s.bell.Drain()
+	if s.armed {
+		s.bell.Drain()
+		s.armed = false
+	}
 	if now.Sub(s.checked) < livenessEvery {
 		return
 	}
@@ -97,6 +105,7 @@ func (s *shmPeers) recv() (*shmPeer, []byte) {
 // prepareWait tells every peer this side is about to sleep; false when a
 // message is already waiting.
 func (s *shmPeers) prepareWait() bool {
+	s.armed = true
 	sleep := true
 	for _, p := range s.peers {
 		sleep = p.ch.PrepareWait() && sleep
@@ -136,6 +145,9 @@ func newShmServer(log *slog.Logger) *shmServer {
 func (s *shmServer) poll(now time.Time) {
 	s.upkeep(now)
 	chans, err := s.l.Accept()
+	if len(chans) > 0 || err != nil {
+		s.bell.Drain() // the dialling clients rang
+	}
 	if err != nil {
 		s.malLog.Warn(s.log, "stream: refused a shared-memory channel", "err", err)
 	}

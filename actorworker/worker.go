@@ -519,9 +519,12 @@ func (w *Worker) startEpisodes(ctx context.Context) error {
 }
 
 // flushSamples sends the gathered sample batches once SampleFlushEvery has
-// passed since the last time, or at once while draining.
+// passed since the last time, or at once while draining. A replay poster
+// is flushed every time: its Flush also takes in the replay's
+// acknowledgements, which free its outbox (an actor whose outbox is full
+// cannot step until they are in).
 func (w *Worker) flushSamples(now time.Time) {
-	if !w.draining && now.Sub(w.samplesFlushed) < SampleFlushEvery {
+	if w.replay == nil && !w.draining && now.Sub(w.samplesFlushed) < SampleFlushEvery {
 		return
 	}
 	w.samplesFlushed = now

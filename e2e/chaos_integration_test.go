@@ -81,9 +81,12 @@ func TestHungActorReplaced(t *testing.T) {
 	const bound = time.Second
 	env := []string{"RLCTL_NAMERESOLVE=" + c.endpoint}
 	// The address lease outlives the bound, so the stopped actor is HUNG
-	// before it could be LOST.
+	// before it could be LOST. The trial ends on wall time, not env steps:
+	// the replacement registers only once the stopped actor's lease has
+	// expired, and the other actor reached any fixed step count first when
+	// the pipeline was fast.
 	p := start(t, "rlctl-start", env, "start", "cartpole-sink", c.trial.Trial, "--workdir", work,
-		"--hung-after", bound.String(), "--worker-ttl", "10s", "--set", "stop.env_steps=400000")
+		"--hung-after", bound.String(), "--worker-ttl", "10s", "--set", "stop.wall_time=20s")
 	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
 	dir := filepath.Join(work, "cartpole-sink", c.trial.Trial)
 	eventually.NoError(t, 30*time.Second, "env steps", func() error {

@@ -65,9 +65,17 @@
 //	inference reply    (ROUTER -> DEALER): {"ids": int64 [n], "inference": api.Inference}
 //	sample             (PUSH -> PULL):     an api.SampleBatch
 //
+// Between processes of one node, inference requests and replies travel
+// over shared memory instead (internal/shm), in the same msgpack: the
+// server advertises a listener, a same-node client dials it and sends
+// there, and ZeroMQ carries only what a ring cannot take. Each side's
+// doorbell (WaitFds, PrepareWait) wakes it when the other sends while it
+// sleeps. DISTRL_SHM=0 turns this off.
+//
 // Address records hold "host:port" (a value with a scheme, such as
 // "tcp://host:port" or "ipc:///path", is used as is). A bound stream socket
 // is also bound to an ipc:// path and advertises "host:port|ipc:///path|node"
+// (an inference server adds "|shm:///dir")
 // (zsock.Advertise): a peer on the same node (zsock.NodeName) connects over
 // ipc, any other over tcp; DISTRL_IPC=0 turns the ipc endpoint off. Bound sockets cap the
 // size of a message they accept (MaxMsgSize, 64 MiB by default): ZMQ drops

@@ -25,6 +25,7 @@ type row struct {
 var rows = []row{
 	{"control-panel request vs raw REQ/REP (round trips/s)", "worker.BenchmarkPanelRequest ops/s", "rpc.BenchmarkRawREQREP req/s", true},
 	{"rpc client request vs raw REQ/REP (round trips/s)", "rpc.BenchmarkClientRequest req/s", "rpc.BenchmarkRawREQREP req/s", true},
+	{"shared-memory channel round trip (doorbells) vs raw REQ/REP (round trips/s)", "shm.BenchmarkChannelRoundTrip req/s", "rpc.BenchmarkRawREQREP req/s", true},
 	{"rpc Do, 64 in flight vs raw DEALER/ROUTER pipelined (req/s)", "rpc.BenchmarkDo64 req/s", "rpc.BenchmarkRawDealerRouterPipelined req/s", true},
 	{"group request to 64 workers vs 64 sequential (median ms)", "worker.BenchmarkGroupRequest/64 p50-ms", "worker.BenchmarkSequentialRequests/64 p50-ms", false},
 	{"group request to 256 workers vs 256 sequential (median ms)", "worker.BenchmarkGroupRequest/256 p50-ms", "worker.BenchmarkSequentialRequests/256 p50-ms", false},
@@ -124,8 +125,11 @@ var rows = []row{
 	{"pipeline 4x256: sample messages per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=256 sample-msgs/step", "", false},
 	{"pipeline 4x256: bytes per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=256 bytes/step", "", false},
 	{"pipeline 4x256: CPU us per env step, all processes", "e2e.BenchmarkPipelineActors/actors=4/envs=256 cpu-us/step", "", false},
-	// Transport: the same pipeline with its streams over ipc:// (chosen
-	// between processes of one node) against tcp on the loopback.
+	// Transport: the same pipeline with inference over shared memory (the
+	// default between processes of one node), over ipc:// and over tcp on
+	// the loopback.
+	{"pipeline 2x64, inference over shared memory vs ipc (env steps/s)", "e2e.BenchmarkPipelineTransport/shm steps/s", "e2e.BenchmarkPipelineTransport/ipc steps/s", true},
+	{"pipeline 2x64, CPU us per env step: shared memory vs ipc", "e2e.BenchmarkPipelineTransport/shm cpu-us/step", "e2e.BenchmarkPipelineTransport/ipc cpu-us/step", true},
 	{"pipeline 2x64 over ipc vs over tcp (env steps/s)", "e2e.BenchmarkPipelineTransport/ipc steps/s", "e2e.BenchmarkPipelineTransport/tcp steps/s", true},
 	// Double-buffered sampling: the ring stepped as 2 or 4 slots, each its
 	// own request, against 1 slot (step everything, then wait).

@@ -97,12 +97,8 @@ func (s *scripted) Configure(_ context.Context, args rpc.Args) error {
 	}
 	s.cfg = cfg
 	if cfg.PullAddr != "" && s.pull == nil {
-		pull, err := zmq.NewSocket(zmq.PULL)
+		pull, err := bindPull(cfg.PullAddr)
 		if err != nil {
-			return err
-		}
-		if err := pull.Bind(cfg.PullAddr); err != nil {
-			pull.Close()
 			return err
 		}
 		s.pull = pull

@@ -28,28 +28,7 @@ func wait(c *Channel, bell *Doorbell, buf []byte) ([]byte, error) {
 // cost of the wake-ups a round trip takes (compare rpc.BenchmarkRawREQREP,
 // a ZeroMQ round trip, in make bench's table).
 func BenchmarkChannelRoundTrip(b *testing.B) {
-	parent := b.TempDir()
-	l, err := Listen(parent)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	cl, err := NewClient(parent)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	client, err := cl.Dial(l.Dir(), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.Close()
-	chans, err := l.Accept()
-	if err != nil || len(chans) != 1 {
-		b.Fatal(len(chans), err)
-	}
-	server := chans[0]
-	defer server.Close()
+	l, cl, client, server := pair(b, 0)
 	l.Doorbell().Drain()
 	req := make([]byte, 200) // an 8-row CartPole request
 	done := make(chan error, 1)
@@ -72,6 +51,7 @@ func BenchmarkChannelRoundTrip(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var buf []byte
+	var err error
 	b.ResetTimer()
 	start := time.Now()
 	for range b.N {

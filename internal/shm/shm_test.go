@@ -18,7 +18,7 @@ import (
 
 // pair is a listener and a client in a fresh directory, with one channel
 // dialled and accepted.
-func pair(t *testing.T, capacity int) (l *Listener, cl *Client, client, server *Channel) {
+func pair(t testing.TB, capacity int) (l *Listener, cl *Client, client, server *Channel) {
 	t.Helper()
 	parent := t.TempDir()
 	l, err := Listen(parent)

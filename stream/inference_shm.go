@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/distrl/distrl/internal/shm"
@@ -52,12 +53,7 @@ type shmPeers struct {
 func (s *shmPeers) drop(p *shmPeer, why string, err error) {
 	s.log.Info("stream: shared-memory channel closed", "why", why, "err", err, "peer_pid", p.ch.PeerPID())
 	p.ch.Close()
-	for i, q := range s.peers {
-		if q == p {
-			s.peers = append(s.peers[:i], s.peers[i+1:]...)
-			break
-		}
-	}
+	s.peers = slices.DeleteFunc(s.peers, func(q *shmPeer) bool { return q == p })
 }
 
 // upkeep drains the doorbell (before the rings are read, so a message
@@ -206,7 +202,8 @@ func newShmClient(log *slog.Logger) *shmClient {
 // the channels whose record is gone or changed.
 func (s *shmClient) observe(snap map[string]string) {
 	have := make(map[string]*shmPeer, len(s.peers))
-	for _, p := range s.peers {
+	// Over a copy: drop removes from s.peers.
+	for _, p := range slices.Clone(s.peers) {
 		if dir := zsock.SharedMemory(snap[p.key]); dir != p.dir {
 			s.drop(p, "policy worker unregistered", nil)
 			continue

@@ -152,3 +152,32 @@ func TestInferenceServerDropsMalformedSharedMemory(t *testing.T) {
 	}
 	drive(t, []stream.InferenceClient{good}, []*server{srv}, post(t, good, 5, 6))
 }
+
+// A client drops the channels of every policy worker that unregisters, all
+// of them when they go at once.
+func TestInferenceClientDropsUnregisteredServers(t *testing.T) {
+	repo := workertest.Repo(t)
+	servers := []*server{newServer(t, repo, 0, nil), newServer(t, repo, 1, nil), newServer(t, repo, 2, nil)}
+	c := newClient(t, repo, 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.SharedMemoryServers() < len(servers) && time.Now().Before(deadline) {
+		drive(t, []stream.InferenceClient{c}, servers, post(t, c, 1))
+	}
+	if n := c.SharedMemoryServers(); n != len(servers) {
+		t.Fatalf("attached to %d of %d servers", n, len(servers))
+	}
+	for _, s := range servers {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for c.SharedMemoryServers() > 0 && time.Now().Before(deadline.Add(10*time.Second)) {
+		if err := c.Poll(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := c.SharedMemoryServers(); n != 0 {
+		t.Fatalf("%d channels left after every server unregistered", n)
+	}
+}

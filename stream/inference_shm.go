@@ -76,8 +76,9 @@ func (s *shmPeers) upkeep(now time.Time) {
 }
 
 // recv returns the next message from any channel, starting after the one
-// that gave the last; nil when every ring is empty. A channel whose ring
-// is corrupt is dropped.
+// that gave the last, so that one busy client cannot keep the others
+// waiting; nil when every ring is empty. A channel whose ring is corrupt
+// is dropped.
 func (s *shmPeers) recv() (*shmPeer, []byte) {
 	for tries := len(s.peers); tries > 0 && len(s.peers) > 0; tries-- {
 		s.next %= len(s.peers)
@@ -87,11 +88,11 @@ func (s *shmPeers) recv() (*shmPeer, []byte) {
 		if err != nil {
 			s.malLog.Warn(s.log, "stream: dropped a shared-memory channel", "err", err)
 			s.drop(p, "receive failed", err)
+			s.next-- // the channels after p moved down one
 			continue
 		}
 		if msg != nil {
 			p.buf = msg
-			s.next-- // drain this one before moving on
 			return p, msg
 		}
 	}

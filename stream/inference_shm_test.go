@@ -181,3 +181,41 @@ func TestInferenceClientDropsUnregisteredServers(t *testing.T) {
 		t.Fatalf("%d channels left after every server unregistered", n)
 	}
 }
+
+// A server takes requests from its shared-memory clients in turn: a client
+// with many requests queued does not keep another's waiting past the next
+// batch.
+func TestInferenceServerTakesSharedMemoryClientsInTurn(t *testing.T) {
+	repo := workertest.Repo(t)
+	srv := newServer(t, repo, 0, nil)
+	a, b := newClient(t, repo, 0), newClient(t, repo, 0)
+	clients := []stream.InferenceClient{a, b}
+	drive(t, clients, []*server{srv}, append(post(t, a, 1), post(t, b, 2)...))
+	if srv.SharedMemoryClients() != 2 {
+		t.Fatalf("%d shared-memory clients, want 2", srv.SharedMemoryClients())
+	}
+	for round, c := range [][2]*stream.RemoteInferenceClient{{a, b}, {b, a}, {a, b}} {
+		busy, light := c[0], c[1]
+		// The busy client's request is the last the server took.
+		drive(t, clients, []*server{srv}, post(t, busy, 5))
+		var queued []pending
+		for i := range 4 {
+			queued = append(queued, post(t, busy, float32(10+i))...)
+			if err := busy.Flush(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waiting := post(t, light, 99)
+		if err := light.Flush(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		srv.serve(t, 2) // room for two of the five requests
+		if err := light.Poll(); err != nil {
+			t.Fatal(err)
+		}
+		if !light.Ready(waiting[0].id) {
+			t.Fatalf("round %d: the client with one request waited behind the one with four", round)
+		}
+		drive(t, clients, []*server{srv}, append(queued, waiting...))
+	}
+}

@@ -325,26 +325,26 @@ func (c *RemoteInferenceClient) Poll() error {
 	c.peers.sync()
 	now := time.Now()
 	c.clock = now
+	readZMQ := true
 	if c.shm != nil {
 		c.shm.upkeep(now)
 		for p, frame := c.shm.recv(); p != nil; p, frame = c.shm.recv() {
 			c.takeReply(frame)
 		}
-		if now.After(c.zmqUntil) && now.Sub(c.zmqChecked) < time.Second {
-			c.expire(now)
-			return nil
-		}
-		c.zmqChecked = now
+		readZMQ = !now.After(c.zmqUntil) || now.Sub(c.zmqChecked) >= time.Second
 	}
-	for {
-		frame, err := c.sock.RecvBytes(zmq.DONTWAIT)
-		if zsock.IsEAGAIN(err) {
-			break
+	if readZMQ {
+		c.zmqChecked = now
+		for {
+			frame, err := c.sock.RecvBytes(zmq.DONTWAIT)
+			if zsock.IsEAGAIN(err) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("stream: receive inference reply: %w", err)
+			}
+			c.takeReply(frame)
 		}
-		if err != nil {
-			return fmt.Errorf("stream: receive inference reply: %w", err)
-		}
-		c.takeReply(frame)
 	}
 	c.expire(now)
 	return nil

@@ -175,6 +175,7 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 		s.shm.poll(time.Now())
 	}
 	zmqDrained := false
+receive:
 	for drops := 0; len(b.ids) < maxRows && drops < maxDropsPerPoll; {
 		var msg heldMsg
 		switch {
@@ -199,12 +200,10 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 			msg.identity, msg.payload = parts[0], parts[1]
 		case s.shm != nil:
 			if msg.peer, msg.payload = s.shm.recv(); msg.peer == nil {
-				s.finish(b)
-				return len(b.ids), nil
+				break receive
 			}
 		default:
-			s.finish(b)
-			return len(b.ids), nil
+			break receive
 		}
 		// The request's tensors decode into the batch's free storage: a
 		// request taken into the batch is then not copied again.
@@ -217,7 +216,7 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 		n := s.reqIDs.Shape[0]
 		if len(b.ids) > 0 && len(b.ids)+n > maxRows {
 			s.held = &msg
-			break
+			break receive
 		}
 		b.spans = append(b.spans, span{identity: msg.identity, peer: msg.peer, start: len(b.ids), n: n})
 		b.ids = extend(b.ids, s.reqIDs.Data)

@@ -246,8 +246,7 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 	defer func() {
 		w.stats.pollTime += time.Since(begin)
 		if r := recover(); r != nil {
-			w.log.Error("poll panicked", "panic", r, "stack", string(debug.Stack()))
-			w.fail(fmt.Errorf("poll panicked: %v", r))
+			w.failPanic("poll", r)
 			res = PollResult{}
 		}
 	}()
@@ -280,12 +279,18 @@ func (w *Worker) prepareWait() (sleep bool) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			w.log.Error("prepare wait panicked", "panic", r, "stack", string(debug.Stack()))
-			w.fail(fmt.Errorf("prepare wait panicked: %v", r))
+			w.failPanic("prepare wait", r)
 			sleep = false
 		}
 	}()
 	return fw.PrepareWait()
+}
+
+// failPanic moves the worker to ERROR after what (a call into its type)
+// panicked with r, logging the stack. Call it from the deferred recover.
+func (w *Worker) failPanic(what string, r any) {
+	w.log.Error(what+" panicked", "panic", r, "stack", string(debug.Stack()))
+	w.fail(fmt.Errorf("%s panicked: %v", what, r))
 }
 
 // updateWarning publishes the type's warning when it changes.

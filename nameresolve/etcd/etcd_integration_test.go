@@ -91,12 +91,8 @@ func TestTTLExpiresAfterCrash(t *testing.T) {
 func TestSurvivesEtcdRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	srv, err := etcdserver.Start(ctx, etcdserver.Config{Dir: dir, ClientAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := srv.Endpoint()
+	e := startRestartable(ctx, t)
+	addr := e.addr
 	r := open(t, addr)
 	const key = "test/restart/worker"
 	if err := r.Add(ctx, key, "127.0.0.1:1234", nameresolve.AddOptions{TTL: time.Second}); err != nil {
@@ -113,14 +109,11 @@ func TestSurvivesEtcdRestart(t *testing.T) {
 		t.Fatalf("record not on a lease before the restart: %d", oldLease)
 	}
 
-	_ = srv.Close()
+	e.stop()
 	// Down for longer than the TTL: the client gives the lease up.
 	time.Sleep(2500 * time.Millisecond)
-	srv, err = etcdserver.Start(ctx, etcdserver.Config{Dir: dir, ClientAddr: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	e.restart(ctx)
+	defer e.stop()
 	defer r.Close() // before the server, or its Close waits on our streams
 
 	// A fresh client: the first one is still in gRPC's reconnect backoff.

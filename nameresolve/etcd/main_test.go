@@ -53,3 +53,33 @@ func open(tb testing.TB, endpoints ...string) *etcd.Repository {
 	tb.Cleanup(func() { _ = r.Close() })
 	return r
 }
+
+// restartableEtcd is an etcd of a test's own, which the test stops and
+// starts again on the same data directory and port.
+type restartableEtcd struct {
+	t         *testing.T
+	dir, addr string
+	srv       *etcdserver.Server
+}
+
+// startRestartable starts an etcd in a fresh directory on a free port.
+func startRestartable(ctx context.Context, t *testing.T) *restartableEtcd {
+	t.Helper()
+	e := &restartableEtcd{t: t, dir: t.TempDir(), addr: "127.0.0.1:0"}
+	e.restart(ctx)
+	e.addr = e.srv.Endpoint()
+	return e
+}
+
+// restart starts the etcd (again) on its directory and port.
+func (e *restartableEtcd) restart(ctx context.Context) {
+	e.t.Helper()
+	srv, err := etcdserver.Start(ctx, etcdserver.Config{Dir: e.dir, ClientAddr: e.addr})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.srv = srv
+}
+
+// stop stops the etcd.
+func (e *restartableEtcd) stop() { _ = e.srv.Close() }

@@ -10,7 +10,6 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/etcd"
-	"github.com/distrl/distrl/nameresolve/etcdserver"
 )
 
 // syncedValue syncs m and returns its record under key ("" if none).
@@ -53,12 +52,8 @@ func TestMirrorStartsOverWithoutProgress(t *testing.T) {
 func TestMirrorSurvivesEtcdRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	srv, err := etcdserver.Start(ctx, etcdserver.Config{Dir: dir, ClientAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := srv.Endpoint()
+	e := startRestartable(ctx, t)
+	addr := e.addr
 	r := open(t, addr)
 	const key = "test/mirror-restart/worker"
 	if err := r.Add(ctx, key, "old", nameresolve.AddOptions{}); err != nil {
@@ -73,7 +68,7 @@ func TestMirrorSurvivesEtcdRestart(t *testing.T) {
 		t.Fatalf("before the outage: %q, %v", v, err)
 	}
 
-	_ = srv.Close()
+	e.stop()
 	sctx, scancel := context.WithTimeout(ctx, time.Second)
 	err = m.Sync(sctx)
 	scancel()
@@ -92,11 +87,8 @@ func TestMirrorSurvivesEtcdRestart(t *testing.T) {
 		t.Fatalf("Mirror with etcd down = %v after %v; want an error within the context's 300 ms", err, time.Since(begin))
 	}
 
-	srv, err = etcdserver.Start(ctx, etcdserver.Config{Dir: dir, ClientAddr: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	e.restart(ctx)
+	defer e.stop()
 	defer r.Close() // before the server, or its Close waits on our streams
 	writer := rawClient(t, addr)
 	if _, err := writer.Put(ctx, key, "new"); err != nil {

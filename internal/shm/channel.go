@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -246,8 +247,8 @@ func ownerPID(name string) int {
 	if len(parts) < 3 {
 		return 0
 	}
-	var pid int
-	if _, err := fmt.Sscanf(parts[1], "%d", &pid); err != nil {
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil {
 		return 0
 	}
 	return pid

@@ -27,8 +27,11 @@ func (d deadlined) Close() error           { return nil }
 func (d deadlined) IdleFor() time.Duration { return 10 * time.Millisecond }
 
 // An idle RUNNING worker whose type has a deadline of its own is polled at
-// that deadline, not once per (here one hour) IdleWait: under Run and
-// under RunMany.
+// that deadline, not once per (here one hour) IdleWait nor once per the
+// loop's sweep (DefaultIdleWait): under Run and under RunMany. IdleFor is
+// the same 10 ms every time it is asked, as a DQN trainer's with samples
+// requested; a loop that asked it again after the wait found the deadline
+// 10 ms away again and left the worker to the sweep.
 func TestDeadlinerIsPolledAtItsDeadline(t *testing.T) {
 	for _, many := range []bool{false, true} {
 		var polls atomic.Int64
@@ -59,7 +62,13 @@ func TestDeadlinerIsPolledAtItsDeadline(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		start := polls.Load()
-		eventually.True(t, 5*time.Second, "polled at its deadline", func() bool { return polls.Load() >= start+10 })
+		start, began := polls.Load(), time.Now()
+		eventually.True(t, 10*time.Second, "polled at its deadline", func() bool { return polls.Load() >= start+30 })
+		// Sweeps alone would poll it once per DefaultIdleWait; deadlines
+		// ten times as often. A slow machine delays both alike.
+		sweeps := float64(time.Since(began)) / float64(worker.DefaultIdleWait)
+		if got := float64(polls.Load() - start); got < 3*(sweeps+1) {
+			t.Fatalf("many=%v: %.0f polls in %.1f sweep intervals: polled by the sweep, not at its deadline", many, got, sweeps)
+		}
 	}
 }

@@ -154,9 +154,9 @@ func (r *runner) wait(busy bool, idleWait time.Duration) error {
 	if err := r.rebuild(); err != nil {
 		return err
 	}
-	timeout := idleWait
+	timeout, now := idleWait, time.Now()
 	for _, w := range r.live {
-		timeout = min(timeout, w.waitFor())
+		timeout = min(timeout, w.waitFor(now))
 	}
 	ready, err := r.ready()
 	if err != nil {
@@ -168,12 +168,13 @@ func (r *runner) wait(busy bool, idleWait time.Duration) error {
 	if err := r.poll(timeout); err != nil {
 		return err
 	}
+	now = time.Now()
 	for i, w := range r.live {
-		if w.deadlineDue() {
+		if w.deadlineDue(now) {
 			r.due[i] = true
 		}
 	}
-	if now := time.Now(); now.Sub(r.swept) >= idleWait {
+	if now.Sub(r.swept) >= idleWait {
 		r.swept = now
 		for i, w := range r.live {
 			if w.state == StateRunning {

@@ -110,6 +110,13 @@ type Worker struct {
 	watchedFd []int         // the FdWaiter's descriptors, while watched is non-nil
 	rewatch   bool          // the type's sockets may have changed: watch them again
 	watchGen  int           // changes whenever watched or watchedFd does (RunMany's wait follows it)
+	// dueAt is when a Deadliner's own work comes due, fixed when the loop
+	// first waits after the worker's last Poll (zero: not asked yet).
+	// IdleFor counts from when it is asked, so asking again at every wake
+	// would push a constant deadline back for as long as other input kept
+	// waking the loop, and a deadline met by the wait's timeout would not
+	// count as met when asked again after it.
+	dueAt     time.Time
 	served    uint64
 	exiting   bool
 	exitState State
@@ -192,17 +199,20 @@ func (w *Worker) Run(ctx context.Context) error { return RunMany(ctx, []*Worker{
 
 // waitFor is how long the idle worker may sleep: IdleWait, or less when
 // its type has work due at a time of its own (Deadliner).
-func (w *Worker) waitFor() time.Duration {
-	if d, ok := w.impl.(Deadliner); ok && w.state == StateRunning {
-		return min(w.opts.IdleWait, max(d.IdleFor(), time.Millisecond))
+func (w *Worker) waitFor(now time.Time) time.Duration {
+	d, ok := w.impl.(Deadliner)
+	if !ok || w.state != StateRunning {
+		return w.opts.IdleWait
 	}
-	return w.opts.IdleWait
+	if w.dueAt.IsZero() {
+		w.dueAt = now.Add(max(d.IdleFor(), time.Millisecond))
+	}
+	return min(w.opts.IdleWait, max(w.dueAt.Sub(now), 0))
 }
 
 // deadlineDue reports whether a Deadliner's own deadline has come.
-func (w *Worker) deadlineDue() bool {
-	d, ok := w.impl.(Deadliner)
-	return ok && w.state == StateRunning && d.IdleFor() <= time.Millisecond
+func (w *Worker) deadlineDue(now time.Time) bool {
+	return w.state == StateRunning && !w.dueAt.IsZero() && !now.Before(w.dueAt)
 }
 
 // step is one turn of the worker in its loop, after the loop answered
@@ -250,6 +260,7 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 			res = PollResult{}
 		}
 	}()
+	w.dueAt = time.Time{} // asked again before the next wait
 	res, err := w.impl.Poll(ctx)
 	w.updateWarning()
 	w.stats.polls++

@@ -72,3 +72,43 @@ func TestDeadlinerIsPolledAtItsDeadline(t *testing.T) {
 		}
 	}
 }
+
+// busy is a worker type whose every Poll has work, so its loop never
+// waits on its sockets.
+type busy struct{ polls *atomic.Int64 }
+
+func (b busy) Configure(context.Context, rpc.Args) error { return nil }
+func (b busy) Poll(context.Context) (worker.PollResult, error) {
+	b.polls.Add(1)
+	return worker.PollResult{Batches: 1}, nil
+}
+func (b busy) Stats() map[string]any { return map[string]any{} }
+func (b busy) Close() error          { return nil }
+
+// A loop whose worker is always busy reads its server only now and then
+// (it skips the wait, so no descriptor says a request came): every request
+// is still answered, and the worker polls between them.
+func TestBusyLoopAnswersRequests(t *testing.T) {
+	var polls atomic.Int64
+	reg := workertest.Registry(map[string]worker.Factory{"busy": func(worker.Info) (worker.Impl, error) {
+		return busy{&polls}, nil
+	}})
+	repo := workertest.Repo(t)
+	w := workertest.Start(t, worker.Options{Trial: testTrial, Registry: reg, Type: "busy", Host: "127.0.0.1", Repo: repo,
+		Logger: workertest.Logger(t, slog.LevelWarn)})
+	panel := workertest.Panel(t, repo, testTrial)
+	for _, cmd := range []string{"configure", "start"} {
+		if err := panel.Request(ctxT(t), w.Name(), cmd, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 200 {
+		before := polls.Load()
+		if err := panel.Request(ctxT(t), w.Name(), "ping", nil, nil); err != nil {
+			t.Fatalf("request %d to a busy worker: %v", i, err)
+		}
+		if i > 0 && polls.Load() == before {
+			t.Fatalf("request %d: the worker did not poll while its request waited", i)
+		}
+	}
+}

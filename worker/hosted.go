@@ -36,6 +36,11 @@ type host struct {
 	// workers touches them.
 	turns int64
 	beat  time.Time
+	// unread: the server may hold requests (the last read was cut at
+	// maxRequests, or the wait saw input); readAt: when it was last read
+	// or known to be empty.
+	unread bool
+	readAt time.Time
 
 	mu    sync.Mutex
 	users int // workers not shut down yet; the last one closes srv

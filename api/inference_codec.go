@@ -1,11 +1,9 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
-	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
 // Inference's wire keys, as its msgpack tags name them.
@@ -48,21 +46,17 @@ func (inf Inference) EncodeMsgpack(e *msgpack.Encoder) error {
 // the struct: keys in any order, unknown keys skipped, nil as the zero
 // Inference. The tensors' storage is reused (see [Tensor.DecodeMsgpack]).
 func (inf *Inference) DecodeMsgpack(d *msgpack.Decoder) error {
-	c, err := d.PeekCode()
-	if err != nil {
-		return err
-	}
-	if c == msgpcode.Nil {
-		*inf = Inference{}
-		return d.DecodeNil()
-	}
-	n, err := d.DecodeMapLen()
+	n, err := d.DecodeMapLen() // -1: nil
 	if err != nil {
 		return fmt.Errorf("api: decoding Inference: %w", err)
 	}
+	if n < 0 {
+		*inf = Inference{}
+		return nil
+	}
 	var buf [16]byte
 	for range n {
-		key, err := readKey(d, buf[:])
+		key, err := readString(d, buf[:], true)
 		if err != nil {
 			return fmt.Errorf("api: decoding Inference: key: %w", err)
 		}
@@ -93,21 +87,4 @@ func encodeTensorField[T Numeric](e *msgpack.Encoder, key string, t Tensor[T]) e
 		return err
 	}
 	return t.EncodeMsgpack(e)
-}
-
-// readKey reads a map key into buf without allocating; a key longer than
-// buf (no known one is) is read into a slice of its own. The frame was
-// checked before decoding (zsock.Decoder), so its length fits the frame.
-func readKey(d *msgpack.Decoder, buf []byte) ([]byte, error) {
-	n, err := d.DecodeBytesLen()
-	if err != nil {
-		return nil, err
-	}
-	if n < 0 {
-		return nil, errors.New("got nil, want a string")
-	}
-	if n > len(buf) {
-		buf = make([]byte, n)
-	}
-	return buf[:n], d.ReadFull(buf[:n])
 }

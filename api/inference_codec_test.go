@@ -85,6 +85,8 @@ func TestInferenceDecode(t *testing.T) {
 		{name: "keys in another order, unknown key skipped",
 			frame: enc(map[string]any{"version": 4, "extra": []any{1, "x", map[string]any{"y": 2}}, "actions": actions}),
 			want:  Inference{Actions: actions, Version: 4}},
+		{name: "an unknown key longer than any known one",
+			frame: enc(map[string]any{"a_key_longer_than_sixteen_bytes": 1, "version": 5}), want: Inference{Version: 5}},
 		{name: "nil", frame: enc(nil), want: Inference{}},
 		{name: "not a map", frame: enc([]int{1}), wantErr: "decoding Inference"},
 		{name: "a key that is not a string", frame: enc(map[int]int{1: 2}), wantErr: "key"},

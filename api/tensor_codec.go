@@ -262,6 +262,14 @@ func (t *Tensor[T]) decode(d *msgpack.Decoder) error {
 // be any key or dtype the decoder knows, so they are an error, reported
 // before anything is read or allocated.
 func readShortString(d *msgpack.Decoder, buf []byte) ([]byte, error) {
+	return readString(d, buf, false)
+}
+
+// readString reads a msgpack str or bin into buf; one longer than buf is an
+// error, or with grow is read into a slice of its own (a decoder that skips
+// unknown keys; the frame was checked before decoding, so its length fits
+// the frame).
+func readString(d *msgpack.Decoder, buf []byte, grow bool) ([]byte, error) {
 	n, err := d.DecodeBytesLen()
 	if err != nil {
 		return nil, err
@@ -270,7 +278,10 @@ func readShortString(d *msgpack.Decoder, buf []byte) ([]byte, error) {
 		return nil, errors.New("got nil, want a string")
 	}
 	if n > len(buf) {
-		return nil, fmt.Errorf("string of %d bytes, want at most %d", n, len(buf))
+		if !grow {
+			return nil, fmt.Errorf("string of %d bytes, want at most %d", n, len(buf))
+		}
+		buf = make([]byte, n)
 	}
 	if err := d.ReadFull(buf[:n]); err != nil {
 		return nil, err

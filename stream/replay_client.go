@@ -78,6 +78,7 @@ type ReplayClient struct {
 	pending map[int64]replayPending
 	rr      int
 	stats   ReplayClientStats
+	version uint64 // counts the changes to the set of sockets
 }
 
 // NewReplayClient connects to the replay servers registered now and
@@ -107,6 +108,7 @@ func (c *ReplayClient) apply(snap map[string]string) {
 		if snap[key] != sh.addr {
 			sh.sock.Close()
 			delete(c.shards, key)
+			c.version++
 		}
 	}
 	for key, addr := range snap {
@@ -131,6 +133,7 @@ func (c *ReplayClient) apply(snap map[string]string) {
 			continue
 		}
 		c.shards[key] = &replayShard{index: idx, addr: addr, sock: sock}
+		c.version++
 	}
 }
 
@@ -254,6 +257,10 @@ func (c *ReplayClient) Sockets() []*zmq.Socket {
 	}
 	return out
 }
+
+// SocketsVersion changes whenever the set of sockets does (the worker
+// loop's worker.SocketSetter).
+func (c *ReplayClient) SocketsVersion() uint64 { return c.version }
 
 // Close stops following the records and closes every socket.
 func (c *ReplayClient) Close() error {

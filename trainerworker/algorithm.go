@@ -38,10 +38,11 @@ type Worker struct {
 }
 
 var (
-	_ worker.Impl        = (*Worker)(nil)
-	_ worker.SocketOwner = (*Worker)(nil)
-	_ worker.Reporter    = (*Worker)(nil)
-	_ worker.Deadliner   = (*Worker)(nil)
+	_ worker.Impl         = (*Worker)(nil)
+	_ worker.SocketOwner  = (*Worker)(nil)
+	_ worker.Reporter     = (*Worker)(nil)
+	_ worker.Deadliner    = (*Worker)(nil)
+	_ worker.SocketSetter = (*Worker)(nil)
 )
 
 // New is the worker.Factory of the trainer type.
@@ -128,6 +129,15 @@ func (w *Worker) Warning() string {
 		return ""
 	}
 	return w.algo.Warning()
+}
+
+// SocketsVersion is the algorithm's if its sockets change as it runs;
+// another algorithm is another set.
+func (w *Worker) SocketsVersion() uint64 {
+	if s, ok := w.algo.(worker.SocketSetter); ok {
+		return s.SocketsVersion()<<1 | 1
+	}
+	return 0
 }
 
 // IdleFor is the algorithm's if it has deadlines of its own.

@@ -409,25 +409,37 @@ func (w *dqnTrainer) evaluate() {
 	w.returns.add(ret)
 }
 
-// Sockets: parameter fetches wake an idle trainer. The replay shards'
-// sockets come and go with the shards (a socket closed under the worker's
-// poller would end its loop), so replies are looked for on a short idle
-// wait instead (IdleFor).
+// Sockets: parameter fetches and replay replies wake an idle trainer. The
+// replay shards' sockets come and go with the shards (SocketsVersion).
 func (w *dqnTrainer) Sockets() []*zmq.Socket {
 	if w.pub == nil {
 		return nil
 	}
-	return []*zmq.Socket{w.pub.Socket()}
+	out := []*zmq.Socket{w.pub.Socket()}
+	if w.client != nil {
+		out = append(out, w.client.Sockets()...)
+	}
+	return out
 }
 
-// IdleFor: with samples requested, look for replies every 2 ms (a busy
-// trainer never idles: replies are there at each poll); with no shard yet,
-// every 50 ms.
-func (w *dqnTrainer) IdleFor() time.Duration {
-	if len(w.inflight) > 0 {
-		return 2 * time.Millisecond
+// SocketsVersion is the replay client's: the loop watches the sockets of
+// the shards there are now.
+func (w *dqnTrainer) SocketsVersion() uint64 {
+	if w.client == nil {
+		return 0
 	}
-	return 50 * time.Millisecond
+	return w.client.SocketsVersion()
+}
+
+// IdleFor: with no replay shard yet, look for one every 50 ms (its record
+// comes through a watch, not a socket); replies wake the trainer. It does
+// not ask the client for its shards, which would open and close sockets
+// outside Poll.
+func (w *dqnTrainer) IdleFor() time.Duration {
+	if w.client == nil || len(w.client.Sockets()) == 0 {
+		return 50 * time.Millisecond
+	}
+	return time.Hour
 }
 
 // Warning joins the current warnings.

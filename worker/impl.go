@@ -53,6 +53,17 @@ type SocketOwner interface {
 	Sockets() []*zmq.Socket
 }
 
+// SocketSetter is implemented by a SocketOwner whose sockets change while
+// it runs (a DQN trainer's replay client opens a socket per replay shard
+// and closes it when the shard goes). SocketsVersion changes whenever
+// Sockets would return another set; the loop asks it after every Poll and
+// watches the new set before it waits again, so a socket that Poll closed
+// is never waited on. Sockets may close a socket only in Poll, Configure
+// or a command.
+type SocketSetter interface {
+	SocketsVersion() uint64
+}
+
 // FdWaiter is implemented by worker types that also take input through file
 // descriptors that are not ZMQ sockets (a shared-memory channel's doorbell,
 // which the peer writes a byte to when it publishes while this side

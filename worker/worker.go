@@ -116,10 +116,13 @@ type Worker struct {
 	// would push a constant deadline back for as long as other input kept
 	// waking the loop, and a deadline met by the wait's timeout would not
 	// count as met when asked again after it.
-	dueAt     time.Time
-	served    uint64
-	exiting   bool
-	exitState State
+	dueAt time.Time
+	// socketsVersion is the SocketSetter's version when its sockets were
+	// last watched.
+	socketsVersion uint64
+	served         uint64
+	exiting        bool
+	exitState      State
 
 	status *recordWriter
 	stats  counters
@@ -227,7 +230,13 @@ func (w *Worker) step(ctx context.Context) (idle bool) {
 		w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
 	}
 	if w.state == StateRunning && !w.exiting {
-		return w.poll(ctx).idle()
+		idle = w.poll(ctx).idle()
+		// Poll may have closed sockets the wait watches (SocketSetter), or
+		// ended the worker's run: the wait that follows must not see them.
+		if err := w.syncWatched(); err != nil {
+			w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
+		}
+		return idle
 	}
 	return true
 }
@@ -330,6 +339,11 @@ func (w *Worker) syncWatched() error {
 	so, isOwner := w.impl.(SocketOwner)
 	fw, isWaiter := w.impl.(FdWaiter)
 	want := (isOwner || isWaiter) && w.state == StateRunning && !w.exiting
+	if ss, ok := w.impl.(SocketSetter); ok && want {
+		if v := ss.SocketsVersion(); v != w.socketsVersion {
+			w.socketsVersion, w.rewatch = v, true
+		}
+	}
 	if !w.rewatch && want == (w.watched != nil) {
 		return nil
 	}

@@ -84,9 +84,10 @@ func TestHungActorReplaced(t *testing.T) {
 	// before it could be LOST. The trial ends on wall time, not env steps:
 	// the replacement registers only once the stopped actor's lease has
 	// expired, and the other actor reached any fixed step count first when
-	// the pipeline was fast.
+	// the pipeline was fast (the experiment's own limit of 1M steps too:
+	// it is lifted).
 	p := start(t, "rlctl-start", env, "start", "cartpole-sink", c.trial.Trial, "--workdir", work,
-		"--hung-after", bound.String(), "--worker-ttl", "10s", "--set", "stop.wall_time=20s")
+		"--hung-after", bound.String(), "--worker-ttl", "10s", "--set", "stop.wall_time=20s", "--set", "stop.env_steps=0")
 	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
 	dir := filepath.Join(work, "cartpole-sink", c.trial.Trial)
 	eventually.NoError(t, 30*time.Second, "env steps", func() error {

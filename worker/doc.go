@@ -7,8 +7,9 @@
 // slice of work. Requests are only ever handled between slices, so handlers
 // never race with the worker's own work. An idle worker sleeps in poll(2)
 // on its request socket and, while RUNNING, its type's own sockets
-// (SocketOwner) and descriptors (FdWaiter, a shared-memory doorbell) rather
-// than spinning.
+// (SocketOwner, whose set may change as it runs: SocketSetter) and
+// descriptors (FdWaiter, a shared-memory doorbell) rather than spinning, or
+// until its type's own deadline (Deadliner).
 //
 // Lifecycle:
 //

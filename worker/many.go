@@ -79,9 +79,9 @@ type runner struct {
 	errs  []error
 	// The wait's items: pfds[i] is socks[i]'s ZMQ_FD, or, where socks[i]
 	// is nil, an FdWaiter's descriptor; owner[i] is its worker's index in
-	// live, or -1-h for the server of hosts[h] (serverOf). built is false when they must be made
-	// again (a worker left); gens holds each live worker's watchGen when
-	// they were made.
+	// live, or -1-h for the server of hosts[h] (serverOf). built is false
+	// when they must be made again (a worker left); gens holds each live
+	// worker's watchGen when they were made.
 	pfds  []unix.PollFd
 	socks []*zmq.Socket
 	owner []int

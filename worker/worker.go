@@ -226,16 +226,12 @@ func (w *Worker) step(ctx context.Context) (idle bool) {
 		w.exit(StateInterrupted)
 		return false
 	}
-	if err := w.syncWatched(); err != nil {
-		w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
-	}
+	w.watch()
 	if w.state == StateRunning && !w.exiting {
 		idle = w.poll(ctx).idle()
 		// Poll may have closed sockets the wait watches (SocketSetter), or
 		// ended the worker's run: the wait that follows must not see them.
-		if err := w.syncWatched(); err != nil {
-			w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
-		}
+		w.watch()
 		return idle
 	}
 	return true
@@ -327,6 +323,13 @@ func (w *Worker) updateWarning() {
 		}
 		w.warning = msg
 		w.status.publish(w.currentStatus().Record())
+	}
+}
+
+// watch is syncWatched, failing the worker if it cannot.
+func (w *Worker) watch() {
+	if err := w.syncWatched(); err != nil {
+		w.fail(fmt.Errorf("watch the worker's sockets: %w", err))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/distrl/distrl/internal/pidfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -103,7 +104,7 @@ func (c *Channel) PrepareWait() bool {
 func (c *Channel) MaxMessage() int { return c.out.maxMessage() }
 
 // PeerAlive reports whether the peer's process still exists.
-func (c *Channel) PeerAlive() bool { return processAlive(c.peerPID) }
+func (c *Channel) PeerAlive() bool { return pidfile.Alive(c.peerPID) }
 
 // PeerPID is the peer's process id.
 func (c *Channel) PeerPID() int { return c.peerPID }
@@ -233,12 +234,6 @@ func openFIFO(path string) (*Ringer, error) {
 		return nil, fmt.Errorf("%w: doorbell %s is not a FIFO", ErrCorrupt, path)
 	}
 	return r, nil
-}
-
-// processAlive reports whether pid names a live process (of any user).
-func processAlive(pid int) bool {
-	err := unix.Kill(pid, 0)
-	return err == nil || err == unix.EPERM
 }
 
 // ownerPID reads the pid out of a name "x-PID-SEQ[...]"; 0 if it has none.

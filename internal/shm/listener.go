@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/distrl/distrl/internal/pidfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,14 +56,8 @@ func prepare(parent string) error {
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return fmt.Errorf("shm: directory %s: %w", parent, err)
 	}
-	entries, err := os.ReadDir(parent)
-	if err != nil {
+	if err := pidfile.Sweep(parent, ownerPID); err != nil {
 		return fmt.Errorf("shm: directory %s: %w", parent, err)
-	}
-	for _, e := range entries {
-		if pid := ownerPID(e.Name()); pid > 0 && !processAlive(pid) {
-			os.RemoveAll(filepath.Join(parent, e.Name()))
-		}
 	}
 	return nil
 }

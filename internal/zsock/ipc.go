@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
+	"github.com/distrl/distrl/internal/pidfile"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -19,7 +21,24 @@ const IPCEnv = "DISTRL_IPC"
 // maxIPCPath is the longest ipc:// endpoint used: sun_path holds 108 bytes.
 const maxIPCPath = len("ipc://") + 100
 
-var ipcSeq atomic.Int64
+var (
+	ipcSeq   atomic.Int64
+	ipcSwept sync.Once
+)
+
+// ipcOwner is the pid in an ipc socket file's name "PID-SEQ.sock" (0: not
+// one).
+func ipcOwner(name string) int {
+	pid, seq, ok := strings.Cut(strings.TrimSuffix(name, ".sock"), "-")
+	if _, err := strconv.Atoi(seq); !ok || err != nil || !strings.HasSuffix(name, ".sock") {
+		return 0
+	}
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		return 0
+	}
+	return n
+}
 
 // NodeName names this node: $SLURMD_NODENAME in a SLURM job (SLURM's name
 // of the node), else the host name. Peers with the same node name share a
@@ -46,6 +65,10 @@ func BindIPC(sock *zmq.Socket) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("ipc directory: %w", err)
 	}
+	// libzmq removes a socket's file only when the socket closes: a killed
+	// process leaves its files, so the first bind of each process removes
+	// those of processes that are gone.
+	ipcSwept.Do(func() { _ = pidfile.Sweep(dir, ipcOwner) })
 	ep := "ipc://" + filepath.Join(dir, fmt.Sprintf("%d-%d.sock", os.Getpid(), ipcSeq.Add(1)))
 	if len(ep) > maxIPCPath {
 		return "", nil

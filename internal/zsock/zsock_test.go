@@ -3,9 +3,15 @@ package zsock
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -180,6 +186,53 @@ func TestBindIPC(t *testing.T) {
 	}
 	if rec := Advertise(addr, "", ""); rec != addr {
 		t.Fatalf("Advertise without ipc = %q", rec)
+	}
+}
+
+// The first BindIPC of a process removes the socket files that processes
+// which are gone left in the directory (libzmq removes a file only when its
+// socket closes), and only those.
+func TestBindIPCSweepsDeadProcessesFiles(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	dir := filepath.Join(os.TempDir(), "distrl-ipc-"+strconv.Itoa(os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := fmt.Sprintf("%d-3.sock", gone.Process.Pid)
+	live := "1-3.sock" // init
+	for _, n := range []string{dead, live} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ipcSwept = sync.Once{} // as in a new process
+	pull, _, err := Bind(zmq.PULL, "127.0.0.1", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pull.Close()
+	if _, err := BindIPC(pull); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, dead)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s (pid gone) left: %v", dead, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, live)); err != nil {
+		t.Errorf("%s (pid alive) removed: %v", live, err)
+	}
+}
+
+func TestIPCOwner(t *testing.T) {
+	for name, want := range map[string]int{
+		"123-4.sock": 123, "123-4": 0, "123.sock": 0, "x-4.sock": 0, "123-x.sock": 0, "s-123-4": 0, "": 0,
+	} {
+		if got := ipcOwner(name); got != want {
+			t.Errorf("ipcOwner(%q) = %d, want %d", name, got, want)
+		}
 	}
 }
 

@@ -56,7 +56,7 @@ func BenchmarkPolicyWorker(b *testing.B) {
 				// Replies to one request arrive together, so waiting for
 				// the last id waits for all of them.
 				for !c.Ready(ids[n-1]) {
-					if _, err := w.poller.Poll(time.Second); err != nil {
+					if err := w.wait(time.Second); err != nil {
 						b.Fatal(err)
 					}
 					if err := c.Poll(); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
 	zmq "github.com/pebbe/zmq4"
+	"golang.org/x/sys/unix"
 )
 
 // testTypes are the worker types these tests run.
@@ -99,15 +100,38 @@ func newClient(t testing.TB, repo nameresolve.Repository, obsDim int, timeout ti
 	return c
 }
 
-// waiter waits for replies on a client's socket instead of spinning.
+// waiter sleeps until replies may have come, instead of spinning, as the
+// worker loop does for an actor: on the client's ZeroMQ socket and on its
+// shared-memory doorbell (a same-node policy worker replies there).
 type waiter struct {
-	poller *zmq.Poller
+	c *stream.RemoteInferenceClient
 }
 
-func newWaiter(c *stream.RemoteInferenceClient) *waiter {
-	p := zmq.NewPoller()
-	p.Add(c.Socket(), zmq.POLLIN)
-	return &waiter{p}
+func newWaiter(c *stream.RemoteInferenceClient) *waiter { return &waiter{c} }
+
+// wait sleeps up to timeout, or not at all if replies are already there.
+func (w *waiter) wait(timeout time.Duration) error {
+	if !w.c.PrepareWait() {
+		return nil
+	}
+	sock := w.c.Socket()
+	// ZMQ_FD is edge-triggered: look at the events first (which rearms it).
+	ev, err := sock.GetEvents()
+	if err != nil || ev&zmq.POLLIN != 0 {
+		return err
+	}
+	fd, err := sock.GetFd()
+	if err != nil {
+		return err
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for _, d := range w.c.WaitFds() {
+		fds = append(fds, unix.PollFd{Fd: int32(d), Events: unix.POLLIN})
+	}
+	if _, err := unix.Poll(fds, int(timeout.Milliseconds())); err != nil && err != unix.EINTR {
+		return err
+	}
+	return nil
 }
 
 // roundTrip posts obs, flushes and waits until every request is ready. It
@@ -141,7 +165,7 @@ func roundTrip(t testing.TB, c *stream.RemoteInferenceClient, w *waiter, obs [][
 		if ctx.Err() != nil {
 			t.Fatalf("no replies within the deadline; client warning %q", c.Warning())
 		}
-		if _, err := w.poller.Poll(10 * time.Millisecond); err != nil {
+		if err := w.wait(10 * time.Millisecond); err != nil {
 			t.Fatalf("wait for replies: %v", err)
 		}
 	}

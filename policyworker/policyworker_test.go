@@ -288,7 +288,7 @@ func TestBatchesAcrossClients(t *testing.T) {
 			if ctx.Err() != nil {
 				t.Fatalf("client %d: no reply", i)
 			}
-			if _, err := w.poller.Poll(10 * time.Millisecond); err != nil {
+			if err := w.wait(10 * time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -63,7 +63,15 @@ func Watch(t testing.TB, sock *zmq.Socket) *Monitor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { mon.Close() })
+	t.Cleanup(func() {
+		// Monitoring stops before its reader closes: libzmq's I/O thread
+		// sends each event with a blocking send, so an event that came
+		// after the reader was gone (a refused peer retrying) would hang
+		// the thread, and every socket of the process with it (libzmq
+		// issue 3575). A socket closed already has stopped monitoring.
+		_ = sock.Monitor("", 0)
+		mon.Close()
+	})
 	if err := mon.Connect(addr); err != nil {
 		t.Fatal(err)
 	}

@@ -131,11 +131,11 @@ func (w *Worker) Warning() string {
 	return w.algo.Warning()
 }
 
-// SocketsVersion is the algorithm's if its sockets change as it runs;
-// another algorithm is another set.
+// SocketsVersion is the algorithm's if its sockets change as it runs (a
+// new algorithm's sockets are watched anyway: configure rewatches).
 func (w *Worker) SocketsVersion() uint64 {
 	if s, ok := w.algo.(worker.SocketSetter); ok {
-		return s.SocketsVersion()<<1 | 1
+		return s.SocketsVersion()
 	}
 	return 0
 }

@@ -226,15 +226,15 @@ func (w *Worker) step(ctx context.Context) (idle bool) {
 		w.exit(StateInterrupted)
 		return false
 	}
-	w.watch()
+	idle = true
 	if w.state == StateRunning && !w.exiting {
 		idle = w.poll(ctx).idle()
-		// Poll may have closed sockets the wait watches (SocketSetter), or
-		// ended the worker's run: the wait that follows must not see them.
-		w.watch()
-		return idle
 	}
-	return true
+	// The commands answered before this step (configure, start, pause) and
+	// Poll itself (SocketSetter) may have changed the type's sockets or the
+	// worker's state: the wait that follows watches what there is now.
+	w.watch()
+	return idle
 }
 
 // requested reports whether requests reached the worker since it last asked.

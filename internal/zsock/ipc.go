@@ -29,12 +29,11 @@ var (
 // ipcOwner is the pid in an ipc socket file's name "PID-SEQ.sock" (0: not
 // one).
 func ipcOwner(name string) int {
-	pid, seq, ok := strings.Cut(strings.TrimSuffix(name, ".sock"), "-")
-	if _, err := strconv.Atoi(seq); !ok || err != nil || !strings.HasSuffix(name, ".sock") {
-		return 0
-	}
-	n, err := strconv.Atoi(pid)
-	if err != nil {
+	base, isSock := strings.CutSuffix(name, ".sock")
+	pid, seq, hasSeq := strings.Cut(base, "-")
+	n, errPID := strconv.Atoi(pid)
+	_, errSeq := strconv.Atoi(seq)
+	if !isSock || !hasSeq || errPID != nil || errSeq != nil {
 		return 0
 	}
 	return n

@@ -686,6 +686,15 @@ func (w *Worker) PrepareWait() bool {
 	return true
 }
 
+// InputReady reports whether a reply waits in shared memory, so that the
+// loop finds it without sleeping (worker.MemoryWaiter).
+func (w *Worker) InputReady() bool {
+	if c, ok := w.baseClient().(worker.MemoryWaiter); ok {
+		return c.InputReady()
+	}
+	return false
+}
+
 // Warning merges the inference client's and the sample producer's
 // warnings: an actor whose policy worker or trainer is missing keeps
 // retrying, and says so.

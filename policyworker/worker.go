@@ -206,6 +206,10 @@ func (w *Worker) PrepareWait() bool {
 	return w.server.PrepareWait()
 }
 
+// InputReady reports whether an actor's request waits in shared memory, so
+// that the loop finds it without sleeping (worker.MemoryWaiter).
+func (w *Worker) InputReady() bool { return w.server != nil && w.server.InputReady() }
+
 // Warning reports a dropped batch until the next batch is served, else
 // published parameters that could not be obtained or loaded.
 func (w *Worker) Warning() string {

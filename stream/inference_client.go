@@ -493,6 +493,12 @@ func (c *RemoteInferenceClient) PrepareWait() bool {
 	return c.shm.prepareWait()
 }
 
+// InputReady reports whether a reply waits in a shared-memory channel,
+// without a system call (worker.MemoryWaiter).
+func (c *RemoteInferenceClient) InputReady() bool {
+	return c.shm != nil && !c.closed && c.shm.inputReady()
+}
+
 // SharedMemoryServers is the number of same-node policy workers this client
 // reaches over shared memory.
 func (c *RemoteInferenceClient) SharedMemoryServers() int {

@@ -341,6 +341,12 @@ func (s *InferenceServer) PrepareWait() bool {
 	return s.shm.prepareWait()
 }
 
+// InputReady reports whether a request waits in a shared-memory channel,
+// without a system call (worker.MemoryWaiter).
+func (s *InferenceServer) InputReady() bool {
+	return s.shm != nil && !s.closed && s.shm.inputReady()
+}
+
 // SharedMemoryClients is the number of same-node clients attached over
 // shared memory.
 func (s *InferenceServer) SharedMemoryClients() int {

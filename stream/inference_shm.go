@@ -110,6 +110,16 @@ func (s *shmPeers) prepareWait() bool {
 	return sleep
 }
 
+// inputReady reports whether a peer's message is waiting in a channel.
+func (s *shmPeers) inputReady() bool {
+	for _, p := range s.peers {
+		if p.ch.Pending() {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *shmPeers) close() {
 	for _, p := range s.peers {
 		p.ch.Close()

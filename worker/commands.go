@@ -32,6 +32,9 @@ type counters struct {
 	samples      int64
 	batches      int64
 	pollTime     time.Duration
+	// spunWaits are the waits that input in shared memory ended while the
+	// loop looked for it, before it slept (MemoryWaiter).
+	spunWaits int64
 }
 
 // MemberCommands are the standard commands of every member of a trial:
@@ -184,6 +187,7 @@ func (w *Worker) statsReply() map[string]any {
 		"requests":       w.mux.Served(),
 		"poll_busy_frac": w.stats.pollTime.Seconds() / max(up, 1e-9),
 		"samples_per_s":  float64(w.stats.samples) / max(up, 1e-9),
+		"spun_waits":     w.stats.spunWaits,
 		// The process's goroutines: a leak shows as a count that climbs.
 		"goroutines": runtime.NumGoroutine(),
 	}

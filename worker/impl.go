@@ -85,6 +85,16 @@ type FdWaiter interface {
 	PrepareWait() bool
 }
 
+// MemoryWaiter is implemented by FdWaiters whose input arrives in memory
+// they share with their peers (the shared-memory inference channels).
+// InputReady reports whether input is waiting there, without a system call
+// and without telling the peers that this side sleeps: before it sleeps, the
+// loop looks with it for a while (Options.SpinWait), so that a reply due in
+// microseconds costs neither side the wake-up of a sleeping thread.
+type MemoryWaiter interface {
+	InputReady() bool
+}
+
 // Deadliner is implemented by worker types with work due at a time of
 // their own, not only when a socket has input (the replay worker answers a
 // request the rate limiter held back when its deadline passes): an idle

@@ -37,8 +37,11 @@ func RunMany(ctx context.Context, workers []*Worker) error {
 	}
 	idleWait := DefaultIdleWait
 	seen := map[*host]bool{}
-	for _, w := range workers {
+	for i, w := range workers {
 		idleWait = min(idleWait, w.opts.IdleWait)
+		if i == 0 || w.opts.SpinWait < r.spin.max {
+			r.spin.max = w.opts.SpinWait // the shortest; negative: never
+		}
 		if !seen[w.host] {
 			seen[w.host] = true
 			r.hosts = append(r.hosts, w.host)
@@ -88,6 +91,10 @@ type runner struct {
 	gens  []int
 	built bool
 	swept time.Time
+	// memWaiters are the live workers that are MemoryWaiters and watched
+	// (RUNNING); spin decides how long the wait looks for their input.
+	memWaiters []int
+	spin       spinner
 }
 
 // serve turns each host's loop (its heartbeat) and answers the requests
@@ -162,6 +169,15 @@ func (r *runner) wait(busy bool, idleWait time.Duration) error {
 	for _, w := range r.live {
 		timeout = min(timeout, w.waitFor(now))
 	}
+	if looking := !busy && len(r.memWaiters) > 0; looking {
+		// Every wait counts in the spinner's average, looked or not: a
+		// loop that stopped looking starts again when waits get short.
+		defer func(began time.Time) { r.spin.note(time.Since(began)) }(now)
+		if budget := min(r.spin.budget(), timeout); budget > 0 && r.spin.look(now, budget, r.memoryInput) {
+			r.woke(idleWait)
+			return nil
+		}
+	}
 	ready, err := r.ready()
 	if err != nil {
 		return err
@@ -172,7 +188,14 @@ func (r *runner) wait(busy bool, idleWait time.Duration) error {
 	if err := r.poll(timeout); err != nil {
 		return err
 	}
-	now = time.Now()
+	r.woke(idleWait)
+	return nil
+}
+
+// woke marks due, after a wait, the workers whose deadline came and, once
+// per idleWait, every RUNNING one.
+func (r *runner) woke(idleWait time.Duration) {
+	now := time.Now()
 	for i, w := range r.live {
 		if w.deadlineDue(now) {
 			r.due[i] = true
@@ -186,7 +209,19 @@ func (r *runner) wait(busy bool, idleWait time.Duration) error {
 			}
 		}
 	}
-	return nil
+}
+
+// memoryInput marks the MemoryWaiters with input in memory due; true if
+// there was some.
+func (r *runner) memoryInput() bool {
+	found := false
+	for _, i := range r.memWaiters {
+		if w := r.live[i]; !r.due[i] && w.inputReady() {
+			r.due[i], found = true, true
+			w.stats.spunWaits++
+		}
+	}
+	return found
 }
 
 // ready looks, before the wait, for input that the wait would not see, and
@@ -330,6 +365,7 @@ func (r *runner) rebuild() error {
 	}
 	r.built = false
 	r.pfds, r.socks, r.owner, r.gens = r.pfds[:0], r.socks[:0], r.owner[:0], r.gens[:0]
+	r.memWaiters = r.memWaiters[:0]
 	add := func(s *zmq.Socket, fd, owner int) {
 		r.pfds = append(r.pfds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 		r.socks = append(r.socks, s)
@@ -358,6 +394,9 @@ func (r *runner) rebuild() error {
 		}
 		for _, fd := range w.watchedFd {
 			add(nil, fd, i)
+		}
+		if _, ok := w.impl.(MemoryWaiter); ok && w.watched != nil {
+			r.memWaiters = append(r.memWaiters, i)
 		}
 		r.gens = append(r.gens, w.watchGen)
 	}

@@ -31,6 +31,7 @@ const (
 	DefaultRequestsPerLoop = 64
 	DefaultIdleWait        = 100 * time.Millisecond
 	DefaultHeartbeat       = time.Second
+	DefaultSpinWait        = 100 * time.Microsecond
 )
 
 // Options configure a Worker.
@@ -61,6 +62,11 @@ type Options struct {
 	// RegisterWait is how long registering the address keeps trying a
 	// name server that is unavailable (busy, restarting); 0: one try.
 	RegisterWait time.Duration
+	// SpinWait is how long the loop looks for input in shared memory
+	// (MemoryWaiter), yielding the CPU between looks, before it sleeps,
+	// while the recent waits were shorter than that on average; 0 means
+	// DefaultSpinWait, a negative value never looks.
+	SpinWait time.Duration
 	// Heartbeat is how often the loop refreshes its loop record
 	// (LoopRecord); it must be well under the HungAfter of the panels
 	// watching the worker.
@@ -85,6 +91,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.SpinWait == 0 {
+		o.SpinWait = DefaultSpinWait
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -300,6 +309,21 @@ func (w *Worker) prepareWait() (sleep bool) {
 		}
 	}()
 	return fw.PrepareWait()
+}
+
+// inputReady asks a MemoryWaiter whether input is waiting in memory.
+func (w *Worker) inputReady() (ready bool) {
+	mw, ok := w.impl.(MemoryWaiter)
+	if !ok {
+		return false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			w.failPanic("look for input", r)
+			ready = true // step it: it is in ERROR now, and leaves the loop
+		}
+	}()
+	return mw.InputReady()
 }
 
 // failPanic moves the worker to ERROR after what (a call into its type)

@@ -39,6 +39,15 @@ func builtinTypes() (*worker.Registry, error) {
 	return reg, nil
 }
 
+// spinWait is --spin-wait as worker.Options takes it: there 0 is the
+// default, and what turns looking off is a negative value.
+func spinWait(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
 func workerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "worker",
@@ -53,6 +62,7 @@ func workerCommand() *cli.Command {
 			&cli.DurationFlag{Name: "status-ttl", Value: worker.DefaultStatusTTL, Usage: "lease of the status record"},
 			&cli.StringFlag{Name: "cpuprofile", EnvVars: []string{"RLCTL_CPUPROFILE"}, Usage: "write a CPU profile of the worker to `PREFIX`.TYPE.INDEX (pprof), for --cpuprofile-for or until it exits"},
 			&cli.DurationFlag{Name: "cpuprofile-for", Value: 10 * time.Second, EnvVars: []string{"RLCTL_CPUPROFILE_FOR"}, Usage: "how long --cpuprofile profiles, from the start"},
+			&cli.DurationFlag{Name: "spin-wait", Value: worker.DefaultSpinWait, EnvVars: []string{"RLCTL_SPIN_WAIT"}, Usage: "how long an idle worker looks for input in shared memory (inference between processes of one node), yielding the CPU, before it sleeps; it looks only while its recent waits were shorter on average (0: never)"},
 			&cli.DurationFlag{Name: "heartbeat", Value: worker.DefaultHeartbeat, Usage: "how often the worker loop refreshes the heartbeat of its status record (a panel reports HUNG when it is older than its bound)"},
 			&cli.DurationFlag{Name: flagNameResolveWait, Usage: "keep trying a name server that does not answer (to connect, and to register) for this long before giving up (rlctl start gives its workers 30s)"},
 			&cli.DurationFlag{Name: "orphan-timeout", Usage: "interrupt the worker once the trial's controller record (ctl), after it was seen, has been gone this long (0: never); rlctl start gives its workers 15s"},
@@ -81,6 +91,7 @@ func runWorker(c *cli.Context) error {
 		Trial: sess.trial, Registry: types, Type: c.String("type"), Index: c.Int("index"),
 		Host: workerHost(c, sess), Port: c.Int("port"), Repo: sess.repo,
 		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"), Heartbeat: c.Duration("heartbeat"),
+		SpinWait:     spinWait(c.Duration("spin-wait")),
 		RegisterWait: c.Duration(flagNameResolveWait),
 		Curve:        sess.curve, Logger: sess.log,
 	}

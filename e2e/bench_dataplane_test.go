@@ -39,7 +39,11 @@ import (
 // it: rows/infer (rows per forward pass of the policy worker: how much the
 // requests of the ring and of several actors were batched), actor-busy
 // (the fraction of the window an actor spent in Poll, averaged over the
-// actors; the rest it mostly waited for inference replies), policy-busy
+// actors; the rest it mostly waited for inference replies), actor-spun/req
+// (the actors' waits that ended on a reply found in shared memory while
+// they looked for it, rather than by a wake-up, per request: see
+// worker.MemoryWaiter), policy-spun/batch (the same for the policy
+// worker's waits for requests, per batch), policy-busy
 // (the same for the policy worker), sink-steps/s (agent steps that
 // reached the sink: whether the sample path keeps up), req-msgs/step
 // (inference request messages per environment step: 1/rows per request),
@@ -147,6 +151,7 @@ func (c *cluster) benchTrial(tb testing.TB) *cluster {
 type pipelineStats struct {
 	Uptime   float64 `msgpack:"uptime_s"`
 	BusyFrac float64 `msgpack:"poll_busy_frac"` // of the uptime, spent in Poll
+	Spun     int64   `msgpack:"spun_waits"`     // waits ended by input found in memory
 	// actor
 	EnvSteps          int64 `msgpack:"env_steps"`
 	InferenceMessages int64 `msgpack:"inference_messages"`
@@ -244,7 +249,7 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
 	cpu1 := procsCPU(b, procs)
 	window := t1.Sub(t0).Seconds()
 
-	var steps, failures, backpressure, msgs, sampleMsgs, bytes int64
+	var steps, failures, backpressure, msgs, sampleMsgs, bytes, actorSpun int64
 	var actorBusy, ringSlots float64
 	for _, a := range actorNames {
 		ringSlots += float64(after[a].RingSlots) / float64(actors)
@@ -254,6 +259,7 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
 		bytes += after[a].InferenceBytes - before[a].InferenceBytes
 		failures += after[a].InferenceFailures - before[a].InferenceFailures
 		backpressure += after[a].Backpressure - before[a].Backpressure
+		actorSpun += after[a].Spun - before[a].Spun
 		actorBusy += (after[a].busy() - before[a].busy()) / window
 	}
 	pb, pa := before["policy/0"], after["policy/0"]
@@ -262,6 +268,10 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
 	b.ReportMetric(float64(steps)/window, "steps/s")
 	if n := pa.Batches - pb.Batches; n > 0 {
 		b.ReportMetric(float64(pa.Rows-pb.Rows)/float64(n), "rows/infer")
+		b.ReportMetric(float64(pa.Spun-pb.Spun)/float64(n), "policy-spun/batch")
+	}
+	if msgs > 0 {
+		b.ReportMetric(float64(actorSpun)/float64(msgs), "actor-spun/req")
 	}
 	b.ReportMetric(actorBusy/float64(actors), "actor-busy")
 	b.ReportMetric(ringSlots, "ring-slots")

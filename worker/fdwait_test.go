@@ -144,6 +144,13 @@ func (b *bell) Close() error {
 // loop (RunMany), and returns their names and implementations.
 func startBells(t *testing.T, n int, idle time.Duration) (nameresolve.Repository, []string, []*bell) {
 	t.Helper()
+	return startBellsAs(t, n, worker.Options{IdleWait: idle}, func(b *bell) worker.Impl { return b })
+}
+
+// startBellsAs is startBells with the loop options of opts and each bell
+// wrapped as the worker type by wrap.
+func startBellsAs(t *testing.T, n int, opts worker.Options, wrap func(*bell) worker.Impl) (nameresolve.Repository, []string, []*bell) {
+	t.Helper()
 	var mu sync.Mutex
 	bells := make([]*bell, n)
 	reg := workertest.Registry(map[string]worker.Factory{"bell": func(info worker.Info) (worker.Impl, error) {
@@ -154,11 +161,11 @@ func startBells(t *testing.T, n int, idle time.Duration) (nameresolve.Repository
 		mu.Lock()
 		defer mu.Unlock()
 		bells[info.Index] = b
-		return b, nil
+		return wrap(b), nil
 	}})
 	repo := workertest.Repo(t)
-	opts := worker.Options{Trial: testTrial, Registry: reg, Type: "bell", Host: "127.0.0.1", Repo: repo,
-		IdleWait: idle, Logger: workertest.Logger(t, slog.LevelWarn)}
+	opts.Trial, opts.Registry, opts.Type, opts.Host, opts.Repo = testTrial, reg, "bell", "127.0.0.1", repo
+	opts.Logger = workertest.Logger(t, slog.LevelWarn)
 	var names []string
 	if n == 1 {
 		names = []string{workertest.StartChecked(t, opts).Name()}

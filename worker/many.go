@@ -42,6 +42,7 @@ func RunMany(ctx context.Context, workers []*Worker) error {
 		if i == 0 || w.opts.SpinWait < r.spin.max {
 			r.spin.max = w.opts.SpinWait // the shortest; negative: never
 		}
+		r.spin.avg = spinWaitCap * r.spin.max // as after an idle spell
 		if !seen[w.host] {
 			seen[w.host] = true
 			r.hosts = append(r.hosts, w.host)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,7 +23,7 @@ type row struct {
 	higherIsBetter bool
 }
 
-var rows = []row{
+var rows = slices.Concat([]row{
 	{"control-panel request vs raw REQ/REP (round trips/s)", "worker.BenchmarkPanelRequest ops/s", "rpc.BenchmarkRawREQREP req/s", true},
 	{"rpc client request vs raw REQ/REP (round trips/s)", "rpc.BenchmarkClientRequest req/s", "rpc.BenchmarkRawREQREP req/s", true},
 	{"shared-memory channel round trip (doorbells) vs raw REQ/REP (round trips/s)", "shm.BenchmarkChannelRoundTrip req/s", "rpc.BenchmarkRawREQREP req/s", true},
@@ -68,63 +69,7 @@ var rows = []row{
 	{"pipeline, 4 actors x 8 envs vs one loop of 32 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=8 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=32 steps/s", true},
 	{"pipeline, 4 actors x 64 envs vs one loop of 256 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=64 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=256 steps/s", true},
 	{"pipeline, 4 actors x 256 envs vs one loop of 1024 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=256 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=1024 steps/s", true},
-	// Where the pipeline's time goes, per configuration: the fraction of
-	// the window the actors and the policy worker were busy (the rest they
-	// waited), and what crossed the sockets per environment step.
-	{"pipeline 1x8: actor busy fraction", "e2e.BenchmarkPipelineActors/actors=1/envs=8 actor-busy", "", false},
-	{"pipeline 1x8: policy worker busy fraction", "e2e.BenchmarkPipelineActors/actors=1/envs=8 policy-busy", "", false},
-	{"pipeline 1x8: inference requests per env step", "e2e.BenchmarkPipelineActors/actors=1/envs=8 req-msgs/step", "", false},
-	{"pipeline 1x8: sample messages per env step", "e2e.BenchmarkPipelineActors/actors=1/envs=8 sample-msgs/step", "", false},
-	{"pipeline 1x8: bytes per env step", "e2e.BenchmarkPipelineActors/actors=1/envs=8 bytes/step", "", false},
-	{"pipeline 1x8: CPU us per env step, all processes", "e2e.BenchmarkPipelineActors/actors=1/envs=8 cpu-us/step", "", false},
-	{"pipeline 1x64: actor busy fraction", "e2e.BenchmarkPipelineActors/actors=1/envs=64 actor-busy", "", false},
-	{"pipeline 1x64: policy worker busy fraction", "e2e.BenchmarkPipelineActors/actors=1/envs=64 policy-busy", "", false},
-	{"pipeline 1x64: inference requests per env step", "e2e.BenchmarkPipelineActors/actors=1/envs=64 req-msgs/step", "", false},
-	{"pipeline 1x64: sample messages per env step", "e2e.BenchmarkPipelineActors/actors=1/envs=64 sample-msgs/step", "", false},
-	{"pipeline 1x64: bytes per env step", "e2e.BenchmarkPipelineActors/actors=1/envs=64 bytes/step", "", false},
-	{"pipeline 1x64: CPU us per env step, all processes", "e2e.BenchmarkPipelineActors/actors=1/envs=64 cpu-us/step", "", false},
-	{"pipeline 1x256: actor busy fraction", "e2e.BenchmarkPipelineActors/actors=1/envs=256 actor-busy", "", false},
-	{"pipeline 1x256: policy worker busy fraction", "e2e.BenchmarkPipelineActors/actors=1/envs=256 policy-busy", "", false},
-	{"pipeline 1x256: inference requests per env step", "e2e.BenchmarkPipelineActors/actors=1/envs=256 req-msgs/step", "", false},
-	{"pipeline 1x256: sample messages per env step", "e2e.BenchmarkPipelineActors/actors=1/envs=256 sample-msgs/step", "", false},
-	{"pipeline 1x256: bytes per env step", "e2e.BenchmarkPipelineActors/actors=1/envs=256 bytes/step", "", false},
-	{"pipeline 1x256: CPU us per env step, all processes", "e2e.BenchmarkPipelineActors/actors=1/envs=256 cpu-us/step", "", false},
-	{"pipeline 2x8: actor busy fraction", "e2e.BenchmarkPipelineActors/actors=2/envs=8 actor-busy", "", false},
-	{"pipeline 2x8: policy worker busy fraction", "e2e.BenchmarkPipelineActors/actors=2/envs=8 policy-busy", "", false},
-	{"pipeline 2x8: inference requests per env step", "e2e.BenchmarkPipelineActors/actors=2/envs=8 req-msgs/step", "", false},
-	{"pipeline 2x8: sample messages per env step", "e2e.BenchmarkPipelineActors/actors=2/envs=8 sample-msgs/step", "", false},
-	{"pipeline 2x8: bytes per env step", "e2e.BenchmarkPipelineActors/actors=2/envs=8 bytes/step", "", false},
-	{"pipeline 2x8: CPU us per env step, all processes", "e2e.BenchmarkPipelineActors/actors=2/envs=8 cpu-us/step", "", false},
-	{"pipeline 2x64: actor busy fraction", "e2e.BenchmarkPipelineActors/actors=2/envs=64 actor-busy", "", false},
-	{"pipeline 2x64: policy worker busy fraction", "e2e.BenchmarkPipelineActors/actors=2/envs=64 policy-busy", "", false},
-	{"pipeline 2x64: inference requests per env step", "e2e.BenchmarkPipelineActors/actors=2/envs=64 req-msgs/step", "", false},
-	{"pipeline 2x64: sample messages per env step", "e2e.BenchmarkPipelineActors/actors=2/envs=64 sample-msgs/step", "", false},
-	{"pipeline 2x64: bytes per env step", "e2e.BenchmarkPipelineActors/actors=2/envs=64 bytes/step", "", false},
-	{"pipeline 2x64: CPU us per env step, all processes", "e2e.BenchmarkPipelineActors/actors=2/envs=64 cpu-us/step", "", false},
-	{"pipeline 2x256: actor busy fraction", "e2e.BenchmarkPipelineActors/actors=2/envs=256 actor-busy", "", false},
-	{"pipeline 2x256: policy worker busy fraction", "e2e.BenchmarkPipelineActors/actors=2/envs=256 policy-busy", "", false},
-	{"pipeline 2x256: inference requests per env step", "e2e.BenchmarkPipelineActors/actors=2/envs=256 req-msgs/step", "", false},
-	{"pipeline 2x256: sample messages per env step", "e2e.BenchmarkPipelineActors/actors=2/envs=256 sample-msgs/step", "", false},
-	{"pipeline 2x256: bytes per env step", "e2e.BenchmarkPipelineActors/actors=2/envs=256 bytes/step", "", false},
-	{"pipeline 2x256: CPU us per env step, all processes", "e2e.BenchmarkPipelineActors/actors=2/envs=256 cpu-us/step", "", false},
-	{"pipeline 4x8: actor busy fraction", "e2e.BenchmarkPipelineActors/actors=4/envs=8 actor-busy", "", false},
-	{"pipeline 4x8: policy worker busy fraction", "e2e.BenchmarkPipelineActors/actors=4/envs=8 policy-busy", "", false},
-	{"pipeline 4x8: inference requests per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=8 req-msgs/step", "", false},
-	{"pipeline 4x8: sample messages per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=8 sample-msgs/step", "", false},
-	{"pipeline 4x8: bytes per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=8 bytes/step", "", false},
-	{"pipeline 4x8: CPU us per env step, all processes", "e2e.BenchmarkPipelineActors/actors=4/envs=8 cpu-us/step", "", false},
-	{"pipeline 4x64: actor busy fraction", "e2e.BenchmarkPipelineActors/actors=4/envs=64 actor-busy", "", false},
-	{"pipeline 4x64: policy worker busy fraction", "e2e.BenchmarkPipelineActors/actors=4/envs=64 policy-busy", "", false},
-	{"pipeline 4x64: inference requests per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=64 req-msgs/step", "", false},
-	{"pipeline 4x64: sample messages per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=64 sample-msgs/step", "", false},
-	{"pipeline 4x64: bytes per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=64 bytes/step", "", false},
-	{"pipeline 4x64: CPU us per env step, all processes", "e2e.BenchmarkPipelineActors/actors=4/envs=64 cpu-us/step", "", false},
-	{"pipeline 4x256: actor busy fraction", "e2e.BenchmarkPipelineActors/actors=4/envs=256 actor-busy", "", false},
-	{"pipeline 4x256: policy worker busy fraction", "e2e.BenchmarkPipelineActors/actors=4/envs=256 policy-busy", "", false},
-	{"pipeline 4x256: inference requests per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=256 req-msgs/step", "", false},
-	{"pipeline 4x256: sample messages per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=256 sample-msgs/step", "", false},
-	{"pipeline 4x256: bytes per env step", "e2e.BenchmarkPipelineActors/actors=4/envs=256 bytes/step", "", false},
-	{"pipeline 4x256: CPU us per env step, all processes", "e2e.BenchmarkPipelineActors/actors=4/envs=256 cpu-us/step", "", false},
+}, pipelineBreakdown(), []row{
 	// Transport: the same pipeline with inference over shared memory (the
 	// default between processes of one node), over ipc:// and over tcp on
 	// the loopback.
@@ -211,7 +156,7 @@ var rows = []row{
 	// scripts/slurmcluster.sh) against the local scheduler, same name server.
 	{"rlctl start to all RUNNING, 64 echo workers: slurm vs local (s)", "e2e.BenchmarkSlurmStartupEcho/scheduler=slurm startup-s", "e2e.BenchmarkSlurmStartupEcho/scheduler=local startup-s", false},
 	{"cartpole-ppo to 475, rlctl start wall: slurm vs local (s)", "e2e.BenchmarkSlurmLearnCartPole/scheduler=slurm s-to-475", "e2e.BenchmarkSlurmLearnCartPole/scheduler=local s-to-475", false},
-}
+})
 
 // results maps "pkg.Benchmark metric" to its value.
 type results map[string]float64
@@ -247,6 +192,37 @@ func parse(r io.Reader) (results, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// pipelineBreakdown are the rows that say where the pipeline's time goes,
+// per configuration of BenchmarkPipelineActors: the fraction of the window
+// the actors and the policy worker were busy (the rest they waited), how
+// often a wait ended on input found in shared memory rather than by a
+// wake-up (worker.MemoryWaiter), and what crossed the sockets and what CPU
+// was spent per environment step.
+func pipelineBreakdown() []row {
+	figures := []struct{ metric, title string }{
+		{"actor-busy", "actor busy fraction"},
+		{"policy-busy", "policy worker busy fraction"},
+		{"actor-spun/req", "replies found by looking, per inference request"},
+		{"policy-spun/batch", "policy worker waits ended by looking, per batch"},
+		{"req-msgs/step", "inference requests per env step"},
+		{"sample-msgs/step", "sample messages per env step"},
+		{"bytes/step", "bytes per env step"},
+		{"cpu-us/step", "CPU us per env step, all processes"},
+	}
+	var out []row
+	for _, actors := range []int{1, 2, 4} {
+		for _, envs := range []int{8, 64, 256} {
+			for _, f := range figures {
+				out = append(out, row{
+					title:    fmt.Sprintf("pipeline %dx%d: %s", actors, envs, f.title),
+					measured: fmt.Sprintf("e2e.BenchmarkPipelineActors/actors=%d/envs=%d %s", actors, envs, f.metric),
+				})
+			}
+		}
+	}
+	return out
 }
 
 func main() {

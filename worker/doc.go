@@ -9,7 +9,10 @@
 // on its request socket and, while RUNNING, its type's own sockets
 // (SocketOwner, whose set may change as it runs: SocketSetter) and
 // descriptors (FdWaiter, a shared-memory doorbell) rather than spinning, or
-// until its type's own deadline (Deadliner).
+// until its type's own deadline (Deadliner). Where input also arrives in
+// shared memory (MemoryWaiter), the loop first looks for it there for a
+// bounded time (Options.SpinWait), yielding the CPU, while its recent waits
+// were that short: a wake-up costs both sides more than a short look.
 //
 // Lifecycle:
 //

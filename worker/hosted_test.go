@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/echoworker"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/rpc"
@@ -63,9 +64,12 @@ func TestHostedWorkersShareOneAddress(t *testing.T) {
 	if err := c.RequestTo(ctx, names[4], worker.CmdPing, nil, nil); err != nil {
 		t.Errorf("ping to %s after %s exited: %v", names[4], names[3], err)
 	}
-	if _, err := repo.Get(ctx, testTrial.Loop(names[0])); err != nil {
-		t.Errorf("loop record while workers run: %v", err)
-	}
+	// The status writer puts the record asynchronously, after the
+	// workers answer; on a loaded machine that can come after the above.
+	eventually.NoError(t, 10*time.Second, "loop record while workers run", func() error {
+		_, err := repo.Get(ctx, testTrial.Loop(names[0]))
+		return err
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

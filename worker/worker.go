@@ -294,36 +294,37 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 }
 
 // prepareWait is the FdWaiter's PrepareWait (true for other types): false
-// means input is there, so the loop must not sleep on the worker. A panic
-// in it moves the worker to ERROR, as one in Poll does, and counts as
-// input so that the worker steps and stops being watched.
-func (w *Worker) prepareWait() (sleep bool) {
+// means input is there, so the loop must not sleep on the worker.
+func (w *Worker) prepareWait() bool {
 	fw, ok := w.impl.(FdWaiter)
 	if !ok {
 		return true
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			w.failPanic("prepare wait", r)
-			sleep = false
-		}
-	}()
-	return fw.PrepareWait()
+	return !w.callAsking("prepare wait", func() bool { return !fw.PrepareWait() })
 }
 
-// inputReady asks a MemoryWaiter whether input is waiting in memory.
-func (w *Worker) inputReady() (ready bool) {
+// inputReady is the MemoryWaiter's InputReady (false for other types):
+// whether input is waiting in memory.
+func (w *Worker) inputReady() bool {
 	mw, ok := w.impl.(MemoryWaiter)
 	if !ok {
 		return false
 	}
+	return w.callAsking("look for input", mw.InputReady)
+}
+
+// callAsking calls ask, a question to the worker's type whose true means
+// "step the worker". A panic in it moves the worker to ERROR, as one in
+// Poll does, and counts as true, so that the worker steps and stops being
+// watched.
+func (w *Worker) callAsking(what string, ask func() bool) (step bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			w.failPanic("look for input", r)
-			ready = true // step it: it is in ERROR now, and leaves the loop
+			w.failPanic(what, r)
+			step = true
 		}
 	}()
-	return mw.InputReady()
+	return ask()
 }
 
 // failPanic moves the worker to ERROR after what (a call into its type)

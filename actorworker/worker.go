@@ -688,11 +688,11 @@ func (w *Worker) PrepareWait() bool {
 
 // InputReady reports whether a reply waits in shared memory, so that the
 // loop finds it without sleeping (worker.MemoryWaiter).
-func (w *Worker) InputReady() bool {
+func (w *Worker) InputReady() (ready, peers bool) {
 	if c, ok := w.baseClient().(worker.MemoryWaiter); ok {
 		return c.InputReady()
 	}
-	return false
+	return false, false
 }
 
 // Warning merges the inference client's and the sample producer's

@@ -208,7 +208,12 @@ func (w *Worker) PrepareWait() bool {
 
 // InputReady reports whether an actor's request waits in shared memory, so
 // that the loop finds it without sleeping (worker.MemoryWaiter).
-func (w *Worker) InputReady() bool { return w.server != nil && w.server.InputReady() }
+func (w *Worker) InputReady() (ready, peers bool) {
+	if w.server == nil {
+		return false, false
+	}
+	return w.server.InputReady()
+}
 
 // Warning reports a dropped batch until the next batch is served, else
 // published parameters that could not be obtained or loaded.

@@ -494,9 +494,13 @@ func (c *RemoteInferenceClient) PrepareWait() bool {
 }
 
 // InputReady reports whether a reply waits in a shared-memory channel,
-// without a system call (worker.MemoryWaiter).
-func (c *RemoteInferenceClient) InputReady() bool {
-	return c.shm != nil && !c.closed && c.shm.inputReady()
+// without a system call, and whether any policy worker is attached there
+// (worker.MemoryWaiter).
+func (c *RemoteInferenceClient) InputReady() (ready, peers bool) {
+	if c.shm == nil || c.closed {
+		return false, false
+	}
+	return c.shm.inputReady()
 }
 
 // SharedMemoryServers is the number of same-node policy workers this client

@@ -342,9 +342,13 @@ func (s *InferenceServer) PrepareWait() bool {
 }
 
 // InputReady reports whether a request waits in a shared-memory channel,
-// without a system call (worker.MemoryWaiter).
-func (s *InferenceServer) InputReady() bool {
-	return s.shm != nil && !s.closed && s.shm.inputReady()
+// without a system call, and whether any client is attached there
+// (worker.MemoryWaiter).
+func (s *InferenceServer) InputReady() (ready, peers bool) {
+	if s.shm == nil || s.closed {
+		return false, false
+	}
+	return s.shm.inputReady()
 }
 
 // SharedMemoryClients is the number of same-node clients attached over

@@ -110,14 +110,15 @@ func (s *shmPeers) prepareWait() bool {
 	return sleep
 }
 
-// inputReady reports whether a peer's message is waiting in a channel.
-func (s *shmPeers) inputReady() bool {
+// inputReady reports whether a peer's message is waiting in a channel, and
+// whether any peer is attached.
+func (s *shmPeers) inputReady() (ready, peers bool) {
 	for _, p := range s.peers {
 		if p.ch.Pending() {
-			return true
+			return true, true
 		}
 	}
-	return false
+	return false, len(s.peers) > 0
 }
 
 func (s *shmPeers) close() {

@@ -88,11 +88,13 @@ type FdWaiter interface {
 // MemoryWaiter is implemented by FdWaiters whose input arrives in memory
 // they share with their peers (the shared-memory inference channels).
 // InputReady reports whether input is waiting there, without a system call
-// and without telling the peers that this side sleeps: before it sleeps, the
-// loop looks with it for a while (Options.SpinWait), so that a reply due in
-// microseconds costs neither side the wake-up of a sleeping thread.
+// and without telling the peers that this side sleeps, and whether any
+// peer is attached there at all: before it sleeps, the loop looks with it
+// for a while (Options.SpinWait), so that a reply due in microseconds costs
+// neither side the wake-up of a sleeping thread. A loop none of whose
+// workers has a peer in memory does not look.
 type MemoryWaiter interface {
-	InputReady() bool
+	InputReady() (ready, peers bool)
 }
 
 // Deadliner is implemented by worker types with work due at a time of

@@ -303,14 +303,19 @@ func (w *Worker) prepareWait() bool {
 	return !w.callAsking("prepare wait", func() bool { return !fw.PrepareWait() })
 }
 
-// inputReady is the MemoryWaiter's InputReady (false for other types):
-// whether input is waiting in memory.
-func (w *Worker) inputReady() bool {
+// inputReady is the MemoryWaiter's InputReady (false, false for other
+// types): whether input is waiting in memory, and whether any can come
+// there (a peer is attached).
+func (w *Worker) inputReady() (ready, peers bool) {
 	mw, ok := w.impl.(MemoryWaiter)
 	if !ok {
-		return false
+		return false, false
 	}
-	return w.callAsking("look for input", mw.InputReady)
+	ready = w.callAsking("look for input", func() bool {
+		ready, peers = mw.InputReady()
+		return ready
+	})
+	return ready, peers
 }
 
 // callAsking calls ask, a question to the worker's type whose true means

@@ -2,30 +2,18 @@ package pidfile
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// deadPID is the pid of a process that has exited and been reaped.
-func deadPID(t *testing.T) int {
-	t.Helper()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd.Process.Pid
-}
+	"github.com/distrl/distrl/internal/testsupport/proctest"
+)
 
 func TestSweep(t *testing.T) {
 	dir := t.TempDir()
-	dead := deadPID(t)
-	if Alive(dead) {
-		t.Skipf("pid %d was reused at once", dead)
-	}
+	dead := proctest.DeadPID(t)
 	names := map[string]bool{ // name -> kept
 		strconv.Itoa(dead) + "-1.sock":        false,
 		strconv.Itoa(dead) + "-2.sock":        false,

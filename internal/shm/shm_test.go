@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/testsupport/proctest"
 	"golang.org/x/sys/unix"
 )
 
@@ -260,11 +261,7 @@ func TestDoorbell(t *testing.T) {
 // Listen removes what dead processes left.
 func TestListenSweepsDeadProcesses(t *testing.T) {
 	parent := t.TempDir()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Skip(err)
-	}
-	dead := cmd.Process.Pid
+	dead := proctest.DeadPID(t)
 	stale := filepath.Join(parent, fmt.Sprintf("s-%d-1", dead))
 	os.MkdirAll(stale, 0o700)
 	staleBell := filepath.Join(parent, fmt.Sprintf("c-%d-7", dead))

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/internal/testsupport/proctest"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -198,11 +198,7 @@ func TestBindIPCSweepsDeadProcessesFiles(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := fmt.Sprintf("%d-3.sock", gone.Process.Pid)
+	dead := fmt.Sprintf("%d-3.sock", proctest.DeadPID(t))
 	live := "1-3.sock" // init
 	for _, n := range []string{dead, live} {
 		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {

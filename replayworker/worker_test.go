@@ -128,6 +128,9 @@ func TestReplayWorkerServesShards(t *testing.T) {
 	startReplay(t, repo, panel, 1, "")
 	c := client(t, repo)
 	eventually.True(t, 5*time.Second, "both shards known", func() bool { return slices.Equal(c.Shards(), []int{0, 1}) })
+	if n := c.Connections(); n != 2 {
+		t.Fatalf("connections to %d shards, want 2", n)
+	}
 
 	// A sample before min size waits; meanwhile the worker answers
 	// requests; at its deadline it fails naming the starved side.

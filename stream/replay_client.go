@@ -247,6 +247,10 @@ func (c *ReplayClient) Pending() int { return len(c.pending) }
 // Stats returns the client's counters.
 func (c *ReplayClient) Stats() ReplayClientStats { return c.stats }
 
+// Connections is the number of shards the client has a socket to now. It
+// does not follow the records (Shards does) and allocates nothing.
+func (c *ReplayClient) Connections() int { return len(c.shards) }
+
 // Sockets are the shards' sockets now. They change as shards come and go
 // (a vanished shard's socket is closed at the next Send, Poll or Shards),
 // so a caller that polls them must ask again after each of those calls.

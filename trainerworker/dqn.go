@@ -436,7 +436,7 @@ func (w *dqnTrainer) SocketsVersion() uint64 {
 // not ask the client for its shards, which would open and close sockets
 // outside Poll.
 func (w *dqnTrainer) IdleFor() time.Duration {
-	if w.client == nil || len(w.client.Sockets()) == 0 {
+	if w.client == nil || w.client.Connections() == 0 {
 		return 50 * time.Millisecond
 	}
 	return time.Hour

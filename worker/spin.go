@@ -20,9 +20,9 @@ import (
 // Looking costs the CPU it runs on, so it yields between looks (any other
 // runnable thread on that CPU goes first) and is bounded: at most max, and
 // only while the recent waits were shorter than max on average. A loop
-// whose input comes rarely or late (an actor of 64 environments waits
-// hundreds of microseconds for its batch; an idle worker waits for
-// commands) measures long waits and goes straight to sleep.
+// whose input comes rarely or late (an actor of 256 environments waits
+// most of a millisecond for its batch; an idle worker waits for commands)
+// measures long waits and goes straight to sleep.
 type spinner struct {
 	max time.Duration // Options.SpinWait; <= 0: never look
 	// avg is a moving average of the recent waits' lengths (1/8 weight to

@@ -31,7 +31,7 @@ const (
 	DefaultRequestsPerLoop = 64
 	DefaultIdleWait        = 100 * time.Millisecond
 	DefaultHeartbeat       = time.Second
-	DefaultSpinWait        = 100 * time.Microsecond
+	DefaultSpinWait        = 200 * time.Microsecond
 )
 
 // Options configure a Worker.

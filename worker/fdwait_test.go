@@ -344,7 +344,7 @@ func TestIdleLoopDoesNotSpin(t *testing.T) {
 			}
 			var pushes []*zmq.Socket
 			for i, name := range names {
-				addr := "inproc://bell-spin-" + name
+				addr := "inproc://bell-spin-" + c.name + "-" + name // unique per subtest: a closed socket unbinds asynchronously
 				push := pullFrom(t, panel, name, map[string]any{"pull_addr": addr})
 				pushes = append(pushes, push)
 				bells[i].ring(t)

@@ -173,6 +173,12 @@ func (r *runner) wait(busy bool, idleWait time.Duration) error {
 		timeout = min(timeout, w.waitFor(now))
 	}
 	if !busy && len(r.memWaiters) > 0 {
+		// Look before the sockets' events are read and the FdWaiters
+		// armed: a look that finds its input skips both. Input left
+		// queued on a socket without a fresh signal (a Poll that read a
+		// bounded slice and reported no work) is found after the look,
+		// at most SpinWait later.
+		//
 		// Every wait counts in the spinner's average, looked or not: a
 		// loop that stopped looking starts again when waits get short.
 		defer func(began time.Time) { r.spin.note(time.Since(began)) }(now)

@@ -42,12 +42,12 @@ func RunMany(ctx context.Context, workers []*Worker) error {
 		if i == 0 || w.opts.SpinWait < r.spin.max {
 			r.spin.max = w.opts.SpinWait // the shortest; negative: never
 		}
-		r.spin.avg = spinWaitCap * r.spin.max // as after an idle spell
 		if !seen[w.host] {
 			seen[w.host] = true
 			r.hosts = append(r.hosts, w.host)
 		}
 	}
+	r.spin.avg = spinWaitCap * r.spin.max // as after an idle spell
 	for len(r.live) > 0 {
 		busy := r.serve(ctx)
 		for i, w := range r.live {
@@ -97,7 +97,6 @@ type runner struct {
 	memWaiters []int
 	spin       spinner
 	memFound   bool // the last look found input in memory
-	lookTurn   int  // looks since the wait began
 }
 
 // serve turns each host's loop (its heartbeat) and answers the requests
@@ -183,7 +182,6 @@ func (r *runner) wait(busy bool, idleWait time.Duration) error {
 		// loop that stopped looking starts again when waits get short.
 		defer func(began time.Time) { r.spin.note(time.Since(began)) }(now)
 		if budget := min(r.spin.budget(), timeout); budget > 0 {
-			r.lookTurn = 0
 			if r.spin.look(now, budget, r.lookOnce) && r.memFound {
 				r.woke(idleWait)
 				return nil
@@ -233,11 +231,11 @@ func (r *runner) woke(idleWait time.Duration) {
 // not at its end. Every 8 cost 1 actor x 8 environments 4% of its steps/s.
 const lookFdsEvery = 32
 
-// lookOnce is one look of the spinner: it marks the MemoryWaiters with
-// input in memory due (memFound), and ends the look without them when
-// none has a peer in memory or, every lookFdsEvery looks, when a
-// descriptor of the wait is readable.
-func (r *runner) lookOnce() bool {
+// lookOnce is look number turn (from 1) of the spinner: it marks the
+// MemoryWaiters with input in memory due (memFound), and ends the look
+// without them when none has a peer in memory or, every lookFdsEvery
+// looks, when a descriptor of the wait is readable.
+func (r *runner) lookOnce(turn int) bool {
 	r.memFound = false
 	peers := false
 	for _, i := range r.memWaiters {
@@ -255,8 +253,7 @@ func (r *runner) lookOnce() bool {
 	if r.memFound || !peers {
 		return true
 	}
-	r.lookTurn++
-	if r.lookTurn%lookFdsEvery == 0 {
+	if turn%lookFdsEvery == 0 {
 		n, err := unix.Poll(r.pfds, 0)
 		return err == nil && n > 0
 	}
@@ -325,7 +322,7 @@ func (r *runner) poll(timeout time.Duration) error {
 	for i, p := range r.pfds {
 		o := r.owner[i]
 		if o < 0 {
-			// ready looked at the server's events before the wait, and a
+			// socketInput looked at the server's events before the wait, and a
 			// request that came since has signalled its ZMQ_FD: without a
 			// signal the server is known to be empty now.
 			h := r.hosts[serverOf(o)]

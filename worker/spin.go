@@ -49,11 +49,12 @@ func (s *spinner) note(d time.Duration) {
 	s.avg += (d - s.avg) / 8
 }
 
-// look calls ready until it reports input or budget has passed since
-// began, yielding the CPU between calls; true when input came.
-func (s *spinner) look(began time.Time, budget time.Duration, ready func() bool) bool {
-	for {
-		if ready() {
+// look calls ready with the number of the call (from 1) until it reports
+// input or budget has passed since began, yielding the CPU between calls;
+// true when input came.
+func (s *spinner) look(began time.Time, budget time.Duration, ready func(turn int) bool) bool {
+	for turn := 1; ; turn++ {
+		if ready(turn) {
 			return true
 		}
 		if time.Since(began) >= budget {

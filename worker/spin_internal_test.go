@@ -49,21 +49,21 @@ func repeat(d time.Duration, n int) []time.Duration {
 func TestSpinnerLook(t *testing.T) {
 	var s spinner
 	calls := 0
-	if !s.look(time.Now(), time.Hour, func() bool { calls++; return calls == 3 }) {
+	if !s.look(time.Now(), time.Hour, func(turn int) bool { calls++; return turn == 3 }) {
 		t.Fatal("look gave up although input came")
 	}
 	if calls != 3 {
 		t.Fatalf("ready called %d times, want 3", calls)
 	}
 	calls = 0
-	if s.look(time.Now(), time.Millisecond, func() bool { calls++; return false }) {
+	if s.look(time.Now(), time.Millisecond, func(int) bool { calls++; return false }) {
 		t.Fatal("look reported input that never came")
 	}
 	if calls == 0 {
 		t.Fatal("look did not call ready")
 	}
 	calls = 0
-	if s.look(time.Now().Add(-time.Second), time.Millisecond, func() bool { calls++; return false }) || calls != 1 {
+	if s.look(time.Now().Add(-time.Second), time.Millisecond, func(int) bool { calls++; return false }) || calls != 1 {
 		t.Fatalf("a look whose budget has passed calls ready once, not %d times", calls)
 	}
 }

@@ -15,6 +15,11 @@ require (
 )
 
 require (
+	github.com/pkg/errors v0.9.1 // indirect
+	gorgonia.org/cu v0.9.6 // indirect
+)
+
+require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect

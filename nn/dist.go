@@ -37,9 +37,20 @@ func logSumExp(l []float32) float64 {
 // logits logits[:n] (n is the number of actions, so one row of a batched
 // logits buffer can be passed without reslicing) and returns it with its
 // log-probability. It returns (-1, NaN) if n is out of range, rng is nil,
-// or no action has positive finite probability.
+// or no action has positive finite probability. It draws one number from
+// rng (when rng is not nil), valid row or not.
 func SampleCategorical(logits []float32, n int, rng *rand.Rand) (action int32, logProb float32) {
-	if n <= 0 || n > len(logits) || n > math.MaxInt32 || rng == nil {
+	if rng == nil {
+		return -1, float32(math.NaN())
+	}
+	return SampleCategoricalWith(logits, n, rng.Float64())
+}
+
+// SampleCategoricalWith is SampleCategorical with the uniform number u in
+// [0, 1) drawn by the caller, so that a batch's draws can be made in one
+// place and the sampling done elsewhere (on a GPU, by the same inverse CDF).
+func SampleCategoricalWith(logits []float32, n int, u float64) (action int32, logProb float32) {
+	if n <= 0 || n > len(logits) || n > math.MaxInt32 {
 		return -1, float32(math.NaN())
 	}
 	l := logits[:n]
@@ -47,7 +58,12 @@ func SampleCategorical(logits []float32, n int, rng *rand.Rand) (action int32, l
 	if math.IsInf(lse, 0) || math.IsNaN(lse) {
 		return -1, float32(math.NaN())
 	}
-	u := rng.Float64()
+	return inverseCDF(l, lse, u)
+}
+
+// inverseCDF returns the first action whose cumulative probability exceeds
+// u, for logits l whose log-sum-exp is lse.
+func inverseCDF(l []float32, lse, u float64) (action int32, logProb float32) {
 	last := -1 // last action with positive probability, the fallback below
 	var c float64
 	for i, v := range l {

@@ -83,13 +83,15 @@ var ErrNoValidAction = errors.New("policy: no valid action")
 // worker calls all methods from its single loop goroutine.
 type ActorCritic struct {
 	cfg     Config
-	net     *nn.ActorCritic
+	net     *nn.ActorCritic // the parameters, also where the backend is a device
+	backend Backend
 	version int64
 	rng     *rand.Rand
 
 	// Reused by every Infer so that steady-state inference does not allocate.
-	ws  nn.Workspace
-	fwd nn.Output
+	acted      Acted // a field: passed to the backend through an interface, a local would escape
+	draws      []float64
+	mean, lstd []float32
 	// shape is scratch for Tensor.Resize's variadic argument, which escapes
 	// (it is a method of a generic type) and would otherwise cost an
 	// allocation per call.
@@ -99,20 +101,37 @@ type ActorCritic struct {
 var _ api.Policy = (*ActorCritic)(nil)
 
 // New builds the policy described by cfg with version 0 parameters drawn
-// from cfg.Seed.
-func New(cfg Config) (*ActorCritic, error) {
+// from cfg.Seed, evaluated on the CPU.
+func New(cfg Config) (*ActorCritic, error) { return NewOn(cfg, nil) }
+
+// NewOn is New with the network evaluated by the backend open returns (nil:
+// the CPU). The policy owns the backend: Close releases it. For the same
+// config and observations every backend draws the same random numbers, so
+// they answer alike up to the rounding of their arithmetic.
+func NewOn(cfg Config, open OpenBackend) (*ActorCritic, error) {
 	spec := cfg.spec()
 	net, err := nn.NewActorCritic(spec, cfg.Seed)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	cfg.Hidden, cfg.Activation = spec.Hidden, spec.Activation
+	var b Backend = &cpuBackend{net: net, gaussian: spec.Head == nn.Gaussian}
+	if open != nil {
+		if b, err = open(net); err != nil {
+			return nil, fmt.Errorf("policy: open backend: %w", err)
+		}
+	}
 	return &ActorCritic{
-		cfg: cfg,
-		net: net,
-		rng: rand.New(rand.NewPCG(uint64(cfg.Seed), samplingStream)),
+		cfg:     cfg,
+		net:     net,
+		backend: b,
+		rng:     rand.New(rand.NewPCG(uint64(cfg.Seed), samplingStream)),
 	}, nil
 }
+
+// Close releases the backend. A CPU policy holds nothing; closing it is
+// optional.
+func (p *ActorCritic) Close() error { return p.backend.Close() }
 
 // Config returns the policy's configuration with the defaults filled in.
 func (p *ActorCritic) Config() Config {
@@ -122,8 +141,8 @@ func (p *ActorCritic) Config() Config {
 }
 
 // Net returns the underlying network (not a copy), for code that trains it
-// in place. Writes through it do not change Version; call SetParams to
-// publish a new version.
+// in place. Writes through it do not change Version, and reach a device
+// backend only through SetParams; call SetParams to publish a new version.
 func (p *ActorCritic) Net() *nn.ActorCritic { return p.net }
 
 // Version returns the version of the current parameters.
@@ -150,6 +169,11 @@ func (p *ActorCritic) SetParams(version int64, params []float32) error {
 	}
 	if err := p.net.SetParams(params); err != nil {
 		return fmt.Errorf("policy: %w", err)
+	}
+	if _, cpu := p.backend.(*cpuBackend); !cpu {
+		if err := p.backend.SetParams(params); err != nil {
+			return fmt.Errorf("policy: set params version %d: %w", version, err)
+		}
 	}
 	p.version = version
 	return nil
@@ -203,45 +227,64 @@ func (p *ActorCritic) Infer(obs api.Tensor[float32], out *api.Inference) error {
 	if b == 0 {
 		return nil // nn rejects an empty batch; there is nothing to compute
 	}
-	if err := p.net.Forward(obs.Data, b, &p.ws, &p.fwd); err != nil {
+	acted := &p.acted
+	*acted = Acted{Values: out.Values.Data}
+	deterministic := p.cfg.Deterministic
+	if gaussian {
+		p.mean, p.lstd = grow(p.mean, b*a), grow(p.lstd, a)
+		acted.Mean, acted.LogStd = p.mean, p.lstd
+	} else {
+		acted.Actions, acted.LogProbs = out.Actions.Data, out.LogProbs.Data
+		if !deterministic {
+			// One draw per row, in row order, whatever the backend: the
+			// same seed gives the same actions on the CPU and a GPU.
+			p.draws = grow(p.draws, b)
+			for i := range p.draws {
+				p.draws[i] = p.rng.Float64()
+			}
+		}
+	}
+	draws := p.draws
+	if gaussian || deterministic {
+		draws = nil
+	}
+	if err := p.backend.Act(obs.Data, b, draws, acted); err != nil {
 		return fmt.Errorf("policy: infer: %w", err)
 	}
-	copy(out.Values.Data, p.fwd.Values)
 	for i := range b {
-		row := i * a
-		var lp float32
+		lp := out.LogProbs.Data[i]
 		if gaussian {
-			mean, act := p.fwd.Mean[row:row+a], out.ContActions.Data[row:row+a]
-			if p.cfg.Deterministic {
+			row := i * a
+			mean, act := p.mean[row:row+a], out.ContActions.Data[row:row+a]
+			if deterministic {
 				copy(act, mean)
-				lp = nn.GaussianLogProb(mean, p.fwd.LogStd, act)
+				lp = nn.GaussianLogProb(mean, p.lstd, act)
 			} else {
-				lp = nn.SampleGaussian(mean, p.fwd.LogStd, p.rng, act)
+				lp = nn.SampleGaussian(mean, p.lstd, p.rng, act)
 			}
 			// The log-density does not depend on the mean, so an infinite
 			// mean shows only in the action.
 			if !finite(act) {
 				lp = float32(math.NaN())
 			}
-		} else {
-			logits := p.fwd.Logits[row : row+a]
-			var act int32
-			if p.cfg.Deterministic {
-				act = nn.GreedyCategorical(logits)
-				lp = nn.CategoricalLogProb(logits, act)
-			} else {
-				act, lp = nn.SampleCategorical(logits, a, p.rng)
-			}
-			out.Actions.Data[i] = act
+			out.LogProbs.Data[i] = lp
 		}
-		// A NaN log-probability is how the nn helpers report a row without
-		// a valid action (an action of -1, or a NaN Gaussian draw).
+		// A NaN log-probability is how the heads report a row without a
+		// valid action (an action of -1, or a NaN Gaussian draw).
 		if math.IsNaN(float64(lp)) {
 			return fmt.Errorf("%w for row %d: the network output is not finite (check the observation)", ErrNoValidAction, i)
 		}
-		out.LogProbs.Data[i] = lp
 	}
 	return nil
+}
+
+// grow returns s resliced to n elements, reallocating only if its capacity
+// is too small. The contents are unspecified.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // setAbsent makes t the zero (absent) tensor but keeps its storage, so that

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,8 @@ import (
 	"time"
 )
 
-// Local runs every worker as an `rlctl worker` child process of this one.
+// Local runs every worker as an `rlctl worker` child process of this one
+// (or of the spec's Executable, such as rlctl-cuda).
 type Local struct {
 	// Executable is the rlctl binary; os.Executable() when empty.
 	Executable string
@@ -51,10 +53,11 @@ func (l *Local) Start(ctx context.Context, spec WorkerSpec) (Handle, error) {
 		return nil, fmt.Errorf("controller: start %s: %w", spec.Name, err)
 	}
 	args := append(workerCommand(spec), spec.Args...)
+	exe := cmp.Or(spec.Executable, l.Executable)
 	// A restarted worker appends to the same log: mark where each run begins.
-	fmt.Fprintf(log, "=== %s: rlctl %v\n", time.Now().Format(time.RFC3339), args)
+	fmt.Fprintf(log, "=== %s: %s %v\n", time.Now().Format(time.RFC3339), filepath.Base(exe), args)
 	// Not CommandContext: the worker outlives ctx, which bounds the launch only.
-	cmd := exec.Command(l.Executable, args...)
+	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = sysProcAttr()

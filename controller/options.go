@@ -62,6 +62,10 @@ type Options struct {
 	NameResolveSecurity etcd.Security
 	// WorkerArgs are added to every worker's flags (--log-level, --curve-keys).
 	WorkerArgs []string
+	// CUDABinary runs the worker groups whose configuration names a CUDA
+	// device (device: cuda:N): rlctl built with the cuda tag. Empty:
+	// DefaultCUDABinary (see there).
+	CUDABinary string
 	// Host is where workers and the controller bind; DefaultHost if empty.
 	Host string
 	// RemoteWorkers: the workers run on other machines (a cluster
@@ -127,6 +131,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.SchedulerName == "" {
 		o.SchedulerName = "local"
+	}
+	if o.CUDABinary == "" {
+		o.CUDABinary = DefaultCUDABinary()
 	}
 }
 

@@ -31,6 +31,9 @@ type WorkerSpec struct {
 	Args []string
 	// Env is added to the worker's environment (KEY=VALUE).
 	Env []string
+	// Executable is the binary to run, "" for the scheduler's own (rlctl):
+	// groups on a CUDA device run Options.CUDABinary.
+	Executable string
 	// LogPath receives the process's stdout and stderr, appended.
 	LogPath string
 	// Resources are what the process asked for: a cluster scheduler turns
@@ -56,7 +59,7 @@ func hostedName(typ string, first, count, perProcess int) string {
 
 // processSpecs are the processes of group g of type typ: one per worker,
 // or per_process workers each with the remainder in the last.
-func processSpecs(typ string, g experiment.Group, dir TrialDir, args, env []string) []WorkerSpec {
+func processSpecs(typ string, g experiment.Group, dir TrialDir, args, env []string, exe string) []WorkerSpec {
 	per := g.WorkersPerProcess()
 	var out []WorkerSpec
 	for first := 0; first < g.Count; first += per {
@@ -67,7 +70,7 @@ func processSpecs(typ string, g experiment.Group, dir TrialDir, args, env []stri
 		}
 		name := hostedName(typ, first, n, per)
 		out = append(out, WorkerSpec{Type: typ, Index: first, Count: n, PerProcess: per, Name: name, Workers: ws,
-			Args: args, Env: env, LogPath: dir.Log(name), Resources: g.Resources})
+			Args: args, Env: env, Executable: exe, LogPath: dir.Log(name), Resources: g.Resources})
 	}
 	return out
 }
@@ -88,8 +91,8 @@ type Handle interface {
 }
 
 // Scheduler starts worker processes. The local implementation runs them as
-// child processes; a SLURM implementation would submit job array tasks and
-// return handles that track them.
+// child processes; the SLURM one submits job array tasks and returns
+// handles that track them.
 type Scheduler interface {
 	// Start launches one worker process and returns as soon as it is
 	// launched (not registered): ctx bounds the launch only, not its life.

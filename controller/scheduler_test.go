@@ -30,7 +30,7 @@ func TestProcessSpecs(t *testing.T) {
 		{"no workers", 0, 4, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := processSpecs("echo", experiment.Group{Count: tt.count, PerProcess: tt.per}, dir, []string{"--ttl", "3s"}, nil)
+			got := processSpecs("echo", experiment.Group{Count: tt.count, PerProcess: tt.per}, dir, []string{"--ttl", "3s"}, nil, "")
 			if len(got) != len(tt.want) {
 				t.Fatalf("%d processes, want %d: %+v", len(got), len(tt.want), got)
 			}

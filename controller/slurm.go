@@ -2,6 +2,7 @@ package controller
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,7 +145,7 @@ func (s *Slurm) Script(spec WorkerSpec, workers int) string {
 		index = `"$first" --count "$count"`
 		redirect = ` >>` + shellQuote(s.dir.Path(LogsDir, spec.Type+"-")) + `"$first-$last.log" 2>&1`
 	}
-	args := append([]string{s.opts.Executable, "worker", "--type", spec.Type, "--index"}, spec.Args...)
+	args := append([]string{cmp.Or(spec.Executable, s.opts.Executable), "worker", "--type", spec.Type, "--index"}, spec.Args...)
 	for i, a := range args {
 		args[i] = shellQuote(a)
 	}
@@ -697,7 +698,7 @@ func (s *Slurm) DryRun(opts Options, w io.Writer) error {
 func plannedGroups(opts Options, trial names.Trial) [][]WorkerSpec {
 	opts.setDefaults()
 	c := &Controller{opts: opts, trial: trial, endpoint: strings.Join(opts.NameResolve, ",")}
-	return groupSpecs(opts.Config, opts.Dir, c.workerArgs(), c.workerEnv())
+	return groupSpecs(opts.Config, opts.Dir, c.workerArgs(), c.workerEnv(), opts.CUDABinary)
 }
 
 // CancelTrial cancels every job of the trial: those recorded in

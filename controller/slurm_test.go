@@ -86,7 +86,7 @@ func TestSlurmScriptHosted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs := processSpecs("echo", experiment.Group{Count: 10, PerProcess: 4}, dir, []string{"--ttl", "3s"}, nil)
+	specs := processSpecs("echo", experiment.Group{Count: 10, PerProcess: 4}, dir, []string{"--ttl", "3s"}, nil, "")
 	got := s.Script(specs[0], groupWorkers(specs))
 	for _, want := range []string{
 		"#SBATCH --array=0-2\n",
@@ -114,7 +114,7 @@ func TestSlurmScriptHosted(t *testing.T) {
 		}
 	}
 	// A group of a process per worker keeps the index as the task.
-	one := processSpecs("echo", experiment.Group{Count: 3}, dir, nil, nil)
+	one := processSpecs("echo", experiment.Group{Count: 3}, dir, nil, nil, "")
 	if got := s.Script(one[0], groupWorkers(one)); !strings.Contains(got, "#SBATCH --array=0-2\n") ||
 		!strings.Contains(got, `--index "$SLURM_ARRAY_TASK_ID"`) || strings.Contains(got, "--count") {
 		t.Errorf("script of one worker per process:\n%s", got)

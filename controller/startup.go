@@ -73,11 +73,16 @@ func heartbeat(hungAfter time.Duration, groups map[string]experiment.Group) time
 	return max(hb, min(time.Duration(n)*time.Millisecond, hungAfter/3))
 }
 
-// groupSpecs are the process specs of every group, in start order.
-func groupSpecs(cfg *experiment.Config, dir TrialDir, args, env []string) [][]WorkerSpec {
+// groupSpecs are the process specs of every group, in start order; the
+// groups on a CUDA device run cudaBinary.
+func groupSpecs(cfg *experiment.Config, dir TrialDir, args, env []string, cudaBinary string) [][]WorkerSpec {
 	var out [][]WorkerSpec
 	for _, typ := range cfg.Types() {
-		out = append(out, processSpecs(typ, cfg.Workers[typ], dir, args, env))
+		exe := ""
+		if usesCUDA(cfg.Workers[typ]) {
+			exe = cudaBinary
+		}
+		out = append(out, processSpecs(typ, cfg.Workers[typ], dir, args, env, exe))
 	}
 	return out
 }
@@ -102,7 +107,7 @@ func (c *Controller) workerConfig(typ string, index int) map[string]any {
 // loaded machine, a process gone) is restarted under rctx as the loop
 // would; a worker that refuses its configuration fails the start.
 func (c *Controller) startWorkers(ctx, rctx context.Context) error {
-	for _, specs := range groupSpecs(c.cfg, c.dir, c.workerArgs(), c.workerEnv()) {
+	for _, specs := range groupSpecs(c.cfg, c.dir, c.workerArgs(), c.workerEnv(), c.opts.CUDABinary) {
 		hs, err := startGroup(ctx, c.opts.Scheduler, specs)
 		for i, h := range hs {
 			c.addProcess(specs[i], h)

@@ -42,6 +42,12 @@ type Acted struct {
 // parameters. The backend keeps no reference to net.
 type OpenBackend func(net *nn.ActorCritic) (Backend, error)
 
+// NewCPUBackend returns the CPU backend on a copy of net, the backend a
+// policy has by default, for code that wraps or compares backends.
+func NewCPUBackend(net *nn.ActorCritic) Backend {
+	return &cpuBackend{net: net.Clone(), gaussian: net.Spec().Head == nn.Gaussian}
+}
+
 // cpuBackend is the default Backend: package nn's forward pass and
 // distribution helpers on the calling goroutine.
 type cpuBackend struct {

@@ -2,6 +2,8 @@ package policyworker
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/distrl/distrl/env"
@@ -43,10 +45,36 @@ type Config struct {
 	// (package paramstream). Default true; a worker with no publisher just
 	// keeps its parameters until one appears.
 	FollowParams bool `msgpack:"follow_params"`
+	// Device runs the forward pass: "cpu" (or "", the default) or
+	// "cuda:N" (a binary built with the cuda tag, rlctl-cuda).
+	Device string `msgpack:"device"`
 	// ParamCacheDir is the node cache the policy workers of a machine
 	// share published parameters through; "" is
 	// paramstream.DefaultCacheDir.
 	ParamCacheDir string `msgpack:"param_cache_dir"`
+}
+
+// DeviceCPU is the default device.
+const DeviceCPU = "cpu"
+
+// ParseDevice splits a device name into its kind and ordinal: "" and "cpu"
+// are the CPU, "cuda" is "cuda:0", "cuda:N" the CUDA device N.
+func ParseDevice(s string) (kind string, ordinal int, err error) {
+	if s == "" || s == DeviceCPU {
+		return DeviceCPU, 0, nil
+	}
+	kind, num, hasNum := strings.Cut(s, ":")
+	if kind != "cuda" {
+		return "", 0, fmt.Errorf("device %q: want cpu, cuda or cuda:N", s)
+	}
+	if !hasNum {
+		return kind, 0, nil
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 || strconv.Itoa(n) != num {
+		return "", 0, fmt.Errorf("device %q: want cuda:N with N a device number (0, 1, ...)", s)
+	}
+	return kind, n, nil
 }
 
 // parseConfig decodes and checks the kwargs of "configure". Every error is
@@ -67,6 +95,12 @@ func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 		cfg.MaxBatch = DefaultMaxBatch
 	case cfg.MaxBatch < 0:
 		return cfg, policy.Config{}, rpc.Errorf(rpc.ErrTypeBadArguments, "max_batch %d: must be positive", cfg.MaxBatch)
+	}
+	if _, _, err := ParseDevice(cfg.Device); err != nil {
+		return cfg, policy.Config{}, rpc.Errorf(rpc.ErrTypeBadArguments, "%v", err)
+	}
+	if cfg.Device == "" {
+		cfg.Device = DeviceCPU
 	}
 	pcfg := policy.Config{ObsDim: cfg.ObsDim, ActionDim: cfg.ActionDim, Head: cfg.Head}
 	if cfg.Env != "" {

@@ -20,6 +20,9 @@
 //	seed           initial parameters and sampling (default 0)
 //	deterministic  greedy actions instead of sampling (default false)
 //	max_batch      most observations per forward pass (default 512)
+//	device         "cpu" (default) or "cuda:N": the forward pass on NVIDIA
+//	               GPU N, in a binary built with the cuda tag (rlctl-cuda;
+//	               package policy/cuda); rlctl refuses it
 //	follow_params  load the versions the trainer publishes (default true)
 //	param_cache_dir  node cache for published parameters (default
 //	               paramstream.DefaultCacheDir)

@@ -121,6 +121,10 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 		{"unknown activation", map[string]any{"env": env.CartPoleName, "activation": "gelu"}},
 		{"negative max_batch", map[string]any{"env": env.CartPoleName, "max_batch": -1}},
 		{"wrong type", map[string]any{"env": env.CartPoleName, "seed": "seven"}},
+		{"unknown device", map[string]any{"env": env.CartPoleName, "device": "tpu:0"}},
+		{"bad device number", map[string]any{"env": env.CartPoleName, "device": "cuda:x"}},
+		// New has the CPU alone: the error says which binary has CUDA.
+		{"cuda on a CPU binary", map[string]any{"env": env.CartPoleName, "device": "cuda:0"}},
 	}
 	f := newFixture(t)
 	for _, tt := range tests {

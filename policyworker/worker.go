@@ -22,8 +22,9 @@ const TypeName = worker.TypePolicy
 // Worker is the policy worker type. Like every worker.Impl, all its methods
 // run on the worker's loop goroutine.
 type Worker struct {
-	info worker.Info
-	log  *slog.Logger
+	info    worker.Info
+	log     *slog.Logger
+	devices Devices
 
 	cfg    Config
 	policy *policy.ActorCritic
@@ -52,9 +53,21 @@ var (
 	_ worker.Reporter    = (*Worker)(nil)
 )
 
-// New is the worker.Factory of the policy type.
-func New(info worker.Info) (worker.Impl, error) {
-	return &Worker{info: info, log: info.Log()}, nil
+// New is the worker.Factory of the policy type with the CPU alone: a
+// configuration that names another device is refused.
+func New(info worker.Info) (worker.Impl, error) { return NewFactory(nil)(info) }
+
+// Devices are the accelerators a binary can run policies on, by kind (the
+// "cuda" of "cuda:0"): each opens a backend on the device of an ordinal.
+// rlctl-cuda passes {"cuda": cuda.Opener}; rlctl passes none.
+type Devices map[string]func(ordinal int) policy.OpenBackend
+
+// NewFactory is the worker.Factory of the policy type with devices besides
+// the CPU.
+func NewFactory(devices Devices) worker.Factory {
+	return func(info worker.Info) (worker.Impl, error) {
+		return &Worker{info: info, log: info.Log(), devices: devices}, nil
+	}
 }
 
 // Configure builds the policy and binds the inference server. A worker
@@ -71,8 +84,18 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	if err != nil {
 		return err
 	}
-	p, err := policy.New(pcfg)
+	open, err := w.backend(cfg.Device)
 	if err != nil {
+		return err
+	}
+	p, err := policy.NewOn(pcfg, open)
+	if err != nil {
+		// A device that cannot be opened (absent, out of memory) is
+		// refused like any configuration this worker cannot run, leaving
+		// the worker as it was.
+		if open != nil {
+			return rpc.Errorf(rpc.ErrTypeBadArguments, "device %s: %v", cfg.Device, err)
+		}
 		return rpc.Errorf(rpc.ErrTypeBadArguments, "%v", err)
 	}
 	// The old server goes first: the new one registers the same endpoint
@@ -88,7 +111,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		ObsDim: pcfg.ObsDim,
 	})
 	if err != nil {
-		w.policy = nil
+		w.closePolicy(p)
 		return fmt.Errorf("policy worker: inference server: %w", err)
 	}
 	var sub *paramstream.Subscriber
@@ -101,7 +124,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 			if cerr := srv.Close(); cerr != nil {
 				w.log.Warn("close the inference server", "err", cerr)
 			}
-			w.policy = nil
+			w.closePolicy(p)
 			return fmt.Errorf("policy worker: parameter subscriber: %w", err)
 		}
 	}
@@ -113,7 +136,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	}
 	w.log.Info("configured", "policy", cfg.Policy, "addr", srv.Addr(),
 		"obs_dim", pcfg.ObsDim, "action_dim", pcfg.ActionDim, "head", pcfg.Head,
-		"params", p.NumParams(), "max_batch", cfg.MaxBatch)
+		"params", p.NumParams(), "max_batch", cfg.MaxBatch, "device", cfg.Device)
 	return nil
 }
 
@@ -233,7 +256,38 @@ func (w *Worker) Warning() string {
 // and the parameter subscriber.
 func (w *Worker) Close() error { return w.closeStreams() }
 
+// backend returns how to open the policy's backend on device: nil for the
+// CPU. A device this binary cannot drive is a bad_arguments error that
+// says which binary can.
+func (w *Worker) backend(device string) (policy.OpenBackend, error) {
+	kind, ordinal, err := ParseDevice(device)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.ErrTypeBadArguments, "%v", err)
+	}
+	if kind == DeviceCPU {
+		return nil, nil
+	}
+	open, ok := w.devices[kind]
+	if !ok {
+		return nil, rpc.Errorf(rpc.ErrTypeBadArguments,
+			"device %s: this binary has no %s support: run the worker with rlctl-%s (make build-%s)", device, kind, kind, kind)
+	}
+	return open(ordinal), nil
+}
+
+// closePolicy releases p's backend (device memory, a CUDA context).
+func (w *Worker) closePolicy(p *policy.ActorCritic) {
+	if p == nil {
+		return
+	}
+	if err := p.Close(); err != nil {
+		w.log.Warn("close the policy's backend", "err", err)
+	}
+}
+
 func (w *Worker) closeStreams() error {
+	w.closePolicy(w.policy)
+	w.policy = nil
 	var errs []error
 	if w.server != nil {
 		if err := w.server.Close(); err != nil {

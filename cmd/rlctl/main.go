@@ -54,7 +54,7 @@ func newApp() *cli.App {
 		Flags: globalFlags(),
 		Commands: []*cli.Command{
 			startCommand(), stopCommand(), statusCommand(), plotCommand(), experimentsCommand(),
-			workerCommand(), requestCommand(), lsCommand(), nameserverCommand(), keygenCommand(),
+			workerCommand(), requestCommand(), lsCommand(), nameserverCommand(), keygenCommand(), devicesCommand(),
 		},
 		EnableBashCompletion: true,
 		ExitErrHandler:       func(*cli.Context, error) {}, // main prints and exits

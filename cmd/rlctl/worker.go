@@ -27,7 +27,7 @@ func builtinTypes() (*worker.Registry, error) {
 	for name, f := range map[string]worker.Factory{
 		echoworker.TypeName:    echoworker.New,
 		sinkworker.TypeName:    sinkworker.New,
-		policyworker.TypeName:  policyworker.New,
+		policyworker.TypeName:  policyworker.NewFactory(accel.policy),
 		actorworker.TypeName:   actorworker.New,
 		trainerworker.TypeName: trainerworker.New,
 		replayworker.TypeName:  replayworker.New,

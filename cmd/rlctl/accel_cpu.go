@@ -1,0 +1,6 @@
+//go:build !cuda
+
+package main
+
+// accel: rlctl runs policies on the CPU alone.
+var accel accelerator

@@ -1,0 +1,109 @@
+package policyworker_test
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/worker"
+)
+
+func TestParseDevice(t *testing.T) {
+	tests := []struct {
+		in      string
+		kind    string
+		ordinal int
+		ok      bool
+	}{
+		{"", "cpu", 0, true},
+		{"cpu", "cpu", 0, true},
+		{"cuda", "cuda", 0, true},
+		{"cuda:0", "cuda", 0, true},
+		{"cuda:3", "cuda", 3, true},
+		{"cuda:", "", 0, false},
+		{"cuda:-1", "", 0, false},
+		{"cuda:01", "", 0, false},
+		{"cuda:1x", "", 0, false},
+		{"gpu:0", "", 0, false},
+		{"cpu:0", "", 0, false},
+	}
+	for _, tt := range tests {
+		kind, n, err := policyworker.ParseDevice(tt.in)
+		if (err == nil) != tt.ok || kind != tt.kind || n != tt.ordinal {
+			t.Errorf("ParseDevice(%q) = %q, %d, %v; want %q, %d, ok %v", tt.in, kind, n, err, tt.kind, tt.ordinal, tt.ok)
+		}
+	}
+}
+
+// countingBackend is a device backend for the tests: the CPU's forward
+// pass behind an opener that counts what the worker opens and closes, so
+// that the seam itself (device selection, ordinal, Close on reconfigure
+// and exit) is tested without a GPU. policy/cuda's own tests cover the GPU.
+type countingBackend struct {
+	policy.Backend
+	closed *atomic.Int32
+}
+
+func (b countingBackend) Close() error {
+	b.closed.Add(1)
+	return b.Backend.Close()
+}
+
+func TestDeviceBackend(t *testing.T) {
+	var opened, closed atomic.Int32
+	var ordinal atomic.Int32
+	devices := policyworker.Devices{"cuda": func(n int) policy.OpenBackend {
+		ordinal.Store(int32(n))
+		return func(net *nn.ActorCritic) (policy.Backend, error) {
+			if n == 7 {
+				return nil, errors.New("cuda:7: the driver sees 1 CUDA devices")
+			}
+			opened.Add(1)
+			return countingBackend{Backend: policy.NewCPUBackend(net), closed: &closed}, nil
+		}
+	}}
+	reg := workertest.Registry(map[string]worker.Factory{policyworker.TypeName: policyworker.NewFactory(devices)})
+	repo := workertest.Repo(t)
+	r := workertest.StartChecked(t, worker.Options{
+		Trial: testTrial, Registry: reg, Type: policyworker.TypeName, Host: "127.0.0.1",
+		Repo: repo, IdleWait: 10 * time.Millisecond, Logger: testLogger(t),
+	})
+	f := &fixture{repo: repo, panel: workertest.Panel(t, repo, testTrial), name: r.Name()}
+
+	// A device that fails to open fails configure with its error, named.
+	err := f.panel.Request(ctxT(t), f.name, worker.CmdConfigure, map[string]any{"env": env.CartPoleName, "device": "cuda:7"}, nil)
+	var re *rpc.Error
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "cuda:7") {
+		t.Fatalf("configure on a missing device: %v, want a remote error naming cuda:7", err)
+	}
+	// A device that opens is opened on its ordinal; configuring again
+	// closes the old backend.
+	cfg := map[string]any{"env": env.CartPoleName, "device": "cuda:1", "seed": 2, "deterministic": true}
+	f.configure(t, cfg)
+	f.configure(t, cfg)
+	if ordinal.Load() != 1 || opened.Load() != 2 || closed.Load() != 1 {
+		t.Fatalf("opened %d backends on ordinal %d and closed %d, want 2 on 1 and 1 closed", opened.Load(), ordinal.Load(), closed.Load())
+	}
+	// It serves the policy's answers.
+	f.do(t, worker.CmdStart, nil, nil)
+	c := newClient(t, f.repo, 4, 5*time.Second)
+	obs := cartPoleObs(7, 8)
+	checkAnswers(t, mustRoundTrip(t, c, newWaiter(c), obs), localAnswers(t, cartPoleConfig(t, 2), 0, nil, obs))
+	// Exiting closes the backend in use.
+	f.do(t, worker.CmdExit, nil, nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for closed.Load() != 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if closed.Load() != 2 {
+		t.Errorf("%d backends closed after exit, want 2", closed.Load())
+	}
+}

@@ -18,7 +18,7 @@ BENCH_OUT    ?= $(BIN)/bench.txt
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps build test vet lint unit bench fuzz demo run clean
+.PHONY: all deps deps-cuda build build-cuda ptx vet-cuda test vet lint unit bench fuzz demo run clean
 
 all: build
 
@@ -38,6 +38,26 @@ deps:
 
 build: deps
 	$(GO) build -o $(RLCTL) ./cmd/rlctl
+
+# The GPU path (docs/gpu.md): CUDA 11.8's headers, libcuda and nvcc from
+# Debian's non-free component (added to the apt sources where missing).
+deps-cuda:
+	scripts/deps-cuda.sh
+
+# bin/rlctl-cuda: rlctl with policy workers on NVIDIA GPUs (build tag cuda).
+# It runs only where a CUDA driver and device are; `rlctl start` finds it
+# beside bin/rlctl for the workers whose config says device: cuda:N.
+build-cuda: deps deps-cuda
+	$(GO) build -tags cuda -o $(BIN)/rlctl-cuda ./cmd/rlctl
+
+# Regenerate the committed PTX of the CUDA kernels (needs nvcc: deps-cuda).
+ptx:
+	scripts/ptx.sh
+
+# The CUDA code compiles and passes the checks (no GPU needed).
+vet-cuda: deps-cuda $(GOBIN)/staticcheck
+	$(GO) vet -tags cuda ./...
+	$(GOBIN)/staticcheck -tags cuda ./...
 
 vet:
 	$(GO) vet ./...

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +72,7 @@ func BenchmarkPipeline(b *testing.B) {
 	c := newCluster(b) // one name server for every sub-benchmark; a trial each
 	for _, ring := range []int{1, 2, 8} {
 		b.Run(fmt.Sprint("ring=", ring), func(b *testing.B) {
-			benchPipeline(b, c.benchTrial(b), 1, ring, 0)
+			benchPipeline(b, c.benchTrial(b), pipeline{actors: 1, ring: ring})
 		})
 	}
 }
@@ -83,7 +85,7 @@ func BenchmarkPipelineActors(b *testing.B) {
 	for _, actors := range []int{1, 2, 4} {
 		for _, envs := range []int{8, 64, 256} {
 			b.Run(fmt.Sprintf("actors=%d/envs=%d", actors, envs), func(b *testing.B) {
-				benchPipeline(b, c.benchTrial(b), actors, envs, 0)
+				benchPipeline(b, c.benchTrial(b), pipeline{actors: actors, ring: envs})
 			})
 		}
 	}
@@ -97,7 +99,7 @@ func BenchmarkPipelineSlots(b *testing.B) {
 	c := newCluster(b)
 	for _, slots := range []int{1, 2, 4} {
 		b.Run(fmt.Sprint("slots=", slots), func(b *testing.B) {
-			benchPipeline(b, c.benchTrial(b), 2, 64, slots)
+			benchPipeline(b, c.benchTrial(b), pipeline{actors: 2, ring: 64, slots: slots})
 		})
 	}
 }
@@ -120,7 +122,7 @@ func BenchmarkPipelineTransport(b *testing.B) {
 		b.Run(tc.transport, func(b *testing.B) {
 			sub := c.benchTrial(b)
 			sub.env = append(sub.env, tc.env...)
-			benchPipeline(b, sub, 2, 64, 0)
+			benchPipeline(b, sub, pipeline{actors: 2, ring: 64})
 		})
 	}
 }
@@ -171,12 +173,23 @@ type pipelineStats struct {
 
 func (s pipelineStats) busy() float64 { return s.BusyFrac * s.Uptime }
 
-// benchPipeline starts the processes of a pipeline of `actors` actors with
-// `ring` environments each stepped in `slots` slots (0: the default), in
-// c's trial, and measures it.
-func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
+// pipeline is the shape of a pipeline benchmark: `actors` actors with
+// `ring` environments each stepped in `slots` slots (0: the default), and
+// the policy worker's configuration beyond env and seed (a device, a
+// network) and binary ("": rlctl).
+type pipeline struct {
+	actors, ring, slots int
+	policy              map[string]any
+	policyBinary        string
+}
+
+// benchPipeline starts the processes of pipeline p in c's trial and
+// measures it.
+func benchPipeline(b *testing.B, c *cluster, p pipeline) {
+	actors, ring, slots := p.actors, p.ring, p.slots
 	ctx := ctxFor(b, time.Minute+time.Duration(b.N)*pipelineWindow)
-	procs := []*proc{c.worker("policy", 0), c.worker("sink", 0)}
+	policyProc := c.workerOf(cmp.Or(p.policyBinary, rlctl), "policy", 0)
+	procs := []*proc{policyProc, c.worker("sink", 0)}
 	actorNames := make([]string, actors)
 	for i := range actors {
 		procs = append(procs, c.worker("actor", i))
@@ -199,9 +212,10 @@ func benchPipeline(b *testing.B, c *cluster, actors, ring, slots int) {
 
 	// The policy worker and the sink first, so that the actors find their
 	// endpoints at once; every kwarg as msgpack, through the panel.
+	policyKw := map[string]any{"env": env.CartPoleName, "seed": 0}
+	maps.Copy(policyKw, p.policy)
 	mustGroup(b, panel.GroupRequestEach(ctx, []string{"policy/0", "sink/0"}, worker.CmdConfigure, []any{
-		map[string]any{"env": env.CartPoleName, "seed": 0},
-		map[string]any{"stream": "default"},
+		policyKw, map[string]any{"stream": "default"},
 	}))
 	mustGroup(b, panel.GroupRequest(ctx, []string{"policy/0", "sink/0"}, worker.CmdStart, nil))
 	kwargs := make([]any, actors)

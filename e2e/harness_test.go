@@ -69,12 +69,18 @@ type proc struct {
 // killed when the test ends and its log printed if the test failed.
 func start(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
+	return startBinary(t, rlctl, name, env, args...)
+}
+
+// startBinary is start with another binary than rlctl (rlctl-cuda).
+func startBinary(t testing.TB, bin, name string, env []string, args ...string) *proc {
+	t.Helper()
 	log := filepath.Join(t.TempDir(), strings.ReplaceAll(name, "/", "-")+".log")
 	f, err := os.Create(log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(rlctl, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
@@ -193,8 +199,13 @@ func readEndpoint(log string) string {
 
 // worker starts `rlctl worker --type typ --index i` with extra flags.
 func (c *cluster) worker(typ string, index int, flags ...string) *proc {
+	return c.workerOf(rlctl, typ, index, flags...)
+}
+
+// workerOf is worker run by another binary than rlctl (rlctl-cuda).
+func (c *cluster) workerOf(bin, typ string, index int, flags ...string) *proc {
 	args := append([]string{"worker", "--type", typ, "--index", fmt.Sprint(index), "--host", "127.0.0.1"}, flags...)
-	return start(c.t, names.WorkerName(typ, index), c.env, args...)
+	return startBinary(c.t, bin, names.WorkerName(typ, index), c.env, args...)
 }
 
 // rlctl runs one rlctl command to completion.

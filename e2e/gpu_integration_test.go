@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The GPU path end to end: rlctl starts the policy worker of a CUDA
+// experiment as an rlctl-cuda process. On a machine with a GPU the trial
+// runs; on one without, it fails before anything starts, with one line.
+// rlctl-cuda is found beside rlctl (bin/device/ on a lent GPU machine:
+// ../shared/tools/device-bundle -tags cuda ./e2e), or built here where
+// CUDA's headers are (make deps-cuda); else these skip, saying so.
+
+var cudaBin struct {
+	once sync.Once
+	path string
+	why  string // why there is none
+	gpu  bool   // whether `rlctl-cuda devices` found a GPU
+	list string // what it printed
+}
+
+// rlctlCUDA returns the rlctl-cuda binary and whether a GPU is present, or
+// skips tb.
+func rlctlCUDA(tb testing.TB) (bin string, gpu bool) {
+	tb.Helper()
+	cudaBin.once.Do(func() {
+		p := filepath.Join(filepath.Dir(rlctl), "rlctl-cuda")
+		if _, err := os.Stat(p); err != nil {
+			if _, err := os.Stat("/usr/include/cuda.h"); err != nil {
+				cudaBin.why = "no rlctl-cuda beside rlctl, and CUDA's headers are missing to build one (make deps-cuda)"
+				return
+			}
+			build := exec.Command("go", "build", "-tags", "cuda", "-o", p, "github.com/distrl/distrl/cmd/rlctl")
+			if out, err := build.CombinedOutput(); err != nil {
+				cudaBin.why = fmt.Sprintf("build rlctl-cuda: %v\n%s", err, out)
+				return
+			}
+		}
+		cudaBin.path = p
+		out, err := exec.Command(p, "devices").CombinedOutput()
+		cudaBin.gpu, cudaBin.list = err == nil, strings.TrimSpace(string(out))
+	})
+	if cudaBin.path == "" {
+		tb.Skip(cudaBin.why)
+	}
+	return cudaBin.path, cudaBin.gpu
+}
+
+// startCUDA runs `rlctl start` of a CUDA experiment to its end and returns
+// its exit code, stdout and stderr.
+func startCUDA(t *testing.T, work string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := exec.Command(rlctl, append([]string{"start", "--workdir", work}, args...)...)
+	cmd.Env = append(os.Environ(), noNameServer...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("rlctl start: %v", err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// TestCUDATrial: with a GPU, cartpole-ppo-cuda learns CartPole with its
+// policy worker on cuda:0; without one, it and a device beyond those
+// present fail at once with one line naming the worker, the device and
+// the CUDA error, leaving no trial directory and no process behind.
+func TestCUDATrial(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts trials")
+	}
+	_, gpu := rlctlCUDA(t)
+	work := t.TempDir()
+	if gpu {
+		t.Logf("rlctl-cuda devices:\n%s", cudaBin.list)
+		code, out, errOut := startCUDA(t, work, "cartpole-ppo-cuda", "t1", "--set", "stop.wall_time=3m")
+		if code != 0 {
+			t.Fatalf("cartpole-ppo-cuda exited %d:\n%s\n%s", code, out, errOut)
+		}
+		lines := readMetricsLines(t, filepath.Join(work, "cartpole-ppo-cuda", "t1", "metrics.jsonl"))
+		last := lines[len(lines)-1]
+		if last.MeanReturn < 475 {
+			t.Errorf("cartpole-ppo-cuda ended at mean return %v, want 475", last.MeanReturn)
+		}
+		log := readFile(t, filepath.Join(work, "cartpole-ppo-cuda", "t1", "logs", "policy-0.log"))
+		if !strings.Contains(log, "device=cuda:0") || !strings.Contains(log, "rlctl-cuda [worker") {
+			t.Errorf("the policy worker's log does not show rlctl-cuda on cuda:0:\n%s", log)
+		}
+		t.Logf("reached %.0f after %d env steps in %.1f s", last.MeanReturn, last.EnvSteps, last.ElapsedS)
+	}
+	for _, tc := range []struct {
+		name, device string
+		want         *regexp.Regexp
+	}{
+		{"default device", "cuda:0", regexp.MustCompile(`^rlctl: controller: policy/0 \(device cuda:0\): rlctl-cuda: CUDA unavailable: cuInit: .+ \(CUDA_ERROR_[A-Z_]+\)\n$`)},
+		{"device beyond those present", "cuda:5", regexp.MustCompile(`^rlctl: controller: policy/0 \(device cuda:5\): (rlctl-cuda: CUDA unavailable: cuInit: .+|rlctl-cuda: cuda:5: not present: the driver sees \d+ cuda devices .+)\n$`)},
+	} {
+		if gpu && tc.device == "cuda:0" {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			trial := "nogpu-" + strings.ReplaceAll(tc.device, ":", "")
+			began := time.Now()
+			code, out, errOut := startCUDA(t, work, "cartpole-ppo-cuda", trial, "--set", "workers.policy.config.device="+tc.device)
+			if code != 1 || !tc.want.MatchString(errOut) {
+				t.Fatalf("exit %d, stderr %q; want 1 and one line matching %s (stdout %q)", code, errOut, tc.want, out)
+			}
+			if _, err := os.Stat(filepath.Join(work, "cartpole-ppo-cuda", trial)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("trial directory left behind: %v", err)
+			}
+			if left := processesOf(t, trial); len(left) > 0 {
+				t.Errorf("processes of the trial left running: %v", left)
+			}
+			t.Logf("refused in %v: %s", time.Since(began).Round(time.Millisecond), strings.TrimSpace(errOut))
+		})
+	}
+}
+
+// processesOf lists the pids whose command line names trial.
+func processesOf(t *testing.T, trial string) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(trial)) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// BenchmarkPipelineCUDA is the data plane at the size of a 16-core GPU
+// machine: 14 actors of 64 CartPoles, one policy worker and a sink, with the
+// policy's forward pass on the CPU (rlctl) or on cuda:0 (rlctl-cuda), for
+// CartPole's 64x64 network and a 512x512 one, in the same run; then the
+// actors table (1, 2, 4, 8, 14) with the policy on cuda:0. It needs a GPU
+// and skips without one.
+func BenchmarkPipelineCUDA(b *testing.B) {
+	bin, gpu := rlctlCUDA(b)
+	if !gpu {
+		b.Skipf("no GPU: %s", cudaBin.list)
+	}
+	c := newCluster(b)
+	for _, hidden := range []int{64, 512} {
+		for _, device := range []string{"cpu", "cuda:0"} {
+			b.Run(fmt.Sprintf("net=%dx%d/device=%s", hidden, hidden, device), func(b *testing.B) {
+				p := pipeline{actors: 14, ring: 64, policy: map[string]any{
+					"device": device, "hidden": []int{hidden, hidden}, "max_batch": 1024,
+				}}
+				if device != "cpu" {
+					p.policyBinary = bin
+				}
+				benchPipeline(b, c.benchTrial(b), p)
+			})
+		}
+	}
+	for _, actors := range []int{1, 2, 4, 8} { // 14 is above
+		b.Run(fmt.Sprintf("net=64x64/device=cuda:0/actors=%d", actors), func(b *testing.B) {
+			benchPipeline(b, c.benchTrial(b), pipeline{actors: actors, ring: 64, policyBinary: bin,
+				policy: map[string]any{"device": "cuda:0", "max_batch": 1024}})
+		})
+	}
+}

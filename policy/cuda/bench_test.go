@@ -1,0 +1,78 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/policy/cuda"
+)
+
+// BenchmarkBackend is a policy worker's forward pass, Infer of a batch
+// (sampling included), on the CPU backend (package nn, gonum's GEMM, on as
+// many threads as gonum takes: GOMAXPROCS) and on GPU 0, for CartPole's
+// 4-64-64 network and a 512x512 one, at batch 64, 512, 4096 and 8192. It
+// reports rows/s; the CUDA runs also the GPU's time per batch split into
+// copy-in, kernels and copy-out (a profiled pass: the kernels are waited
+// for before the copy out, which the serving path does not do), in us.
+func BenchmarkBackend(b *testing.B) {
+	for _, hidden := range []int{64, 512} {
+		cfg := policy.Config{ObsDim: 4, ActionDim: 2, Head: nn.Categorical, Hidden: []int{hidden, hidden}, Seed: 1}
+		for _, batch := range []int{64, 512, 4096, 8192} {
+			obs := randObs(3, batch, cfg.ObsDim)
+			for _, device := range []string{"cpu", "cuda"} {
+				b.Run(fmt.Sprintf("net=%dx%d/batch=%d/device=%s", hidden, hidden, batch, device), func(b *testing.B) {
+					var open policy.OpenBackend
+					var gpu *cuda.Backend
+					if device == "cuda" {
+						open = func(net *nn.ActorCritic) (policy.Backend, error) {
+							bk, err := cuda.Open(0, net)
+							gpu = bk
+							return bk, err
+						}
+					}
+					p, err := policy.NewOn(cfg, open)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer p.Close()
+					var out api.Inference
+					if err := p.Infer(obs, &out); err != nil { // warm: buffers, JIT
+						b.Fatal(err)
+					}
+					b.ResetTimer()
+					for range b.N {
+						if err := p.Infer(obs, &out); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "rows/s")
+					b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "threads")
+					if gpu == nil {
+						return
+					}
+					// The split, over a profiled pass of as many batches.
+					gpu.SetProfile(true)
+					gpu.ResetTimings()
+					for range min(b.N, 200) {
+						if err := p.Infer(obs, &out); err != nil {
+							b.Fatal(err)
+						}
+					}
+					tm := gpu.Timings()
+					per := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(tm.Batches) }
+					b.ReportMetric(per(tm.CopyIn), "copyin-us")
+					b.ReportMetric(per(tm.Kernels), "kernels-us")
+					b.ReportMetric(per(tm.CopyOut), "copyout-us")
+				})
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	zmq "github.com/pebbe/zmq4"
@@ -17,9 +18,13 @@ import (
 // near a thousand workers. (Go already raises the open-file limit.)
 const maxSockets = 16384
 
+// prog prefixes the errors on stderr: rlctl, or rlctl-cuda (the same
+// command built with the cuda tag), so a message says which binary spoke.
+var prog = filepath.Base(os.Args[0])
+
 func main() {
 	if err := raiseSocketLimit(); err != nil {
-		fmt.Fprintln(os.Stderr, "rlctl:", err)
+		fmt.Fprintln(os.Stderr, prog+":", err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -27,11 +32,11 @@ func main() {
 		var exit cli.ExitCoder
 		if errors.As(err, &exit) {
 			if msg := exit.Error(); msg != "" {
-				fmt.Fprintln(os.Stderr, "rlctl:", msg)
+				fmt.Fprintln(os.Stderr, prog+":", msg)
 			}
 			os.Exit(exit.ExitCode())
 		}
-		fmt.Fprintln(os.Stderr, "rlctl:", err)
+		fmt.Fprintln(os.Stderr, prog+":", err)
 		os.Exit(1)
 	}
 }

@@ -81,7 +81,7 @@ func runStop(c *cli.Context, args []string) error {
 		stopped += len(pids)
 		if rec.Scheduler == "slurm" {
 			if serr := cancelSlurmJobs(c, dir, trial); serr != nil {
-				fmt.Fprintln(os.Stderr, "rlctl:", serr)
+				fmt.Fprintln(os.Stderr, prog+":", serr)
 			} else {
 				fmt.Printf("cancelled the slurm jobs of %s\n", trial.Prefix())
 			}

@@ -18,7 +18,7 @@ BENCH_OUT    ?= $(BIN)/bench.txt
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps deps-cuda build build-cuda ptx vet-cuda test vet lint unit bench fuzz demo run clean
+.PHONY: all deps deps-cuda build build-cuda bundle-gpu ptx vet-cuda test vet lint unit bench fuzz demo run clean
 
 all: build
 
@@ -49,6 +49,12 @@ deps-cuda:
 # beside bin/rlctl for the workers whose config says device: cuda:N.
 build-cuda: deps deps-cuda
 	$(GO) build -tags cuda -o $(BIN)/rlctl-cuda ./cmd/rlctl
+
+# bin/device: rlctl, rlctl-cuda, the GPU test binaries and libzmq, for a GPU
+# machine without Go; there, scripts/gpu-check.sh runs every GPU test and
+# benchmark (docs/gpu.md).
+bundle-gpu: build-cuda
+	../shared/tools/device-bundle -tags cuda ./policy/cuda ./e2e
 
 # Regenerate the committed PTX of the CUDA kernels (needs nvcc: deps-cuda).
 ptx:
@@ -89,9 +95,12 @@ fuzz: deps
 
 # Go benchmarks and end-to-end benchmarks, then a table of ratios against
 # the limits measured in the same run.
+# BENCH_TAGS=cuda adds the GPU benchmarks where Go, CUDA and a GPU are on one
+# machine (else scripts/gpu-check.sh on a bundle).
+BENCH_TAGS ?=
 bench: build
 	@mkdir -p $(BIN)
-	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./... | tee $(BENCH_OUT)
+	set -o pipefail; $(GO) test $(if $(BENCH_TAGS),-tags $(BENCH_TAGS)) -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./... | tee $(BENCH_OUT)
 	$(GO) run ./cmd/benchtab < $(BENCH_OUT)
 
 # The main job: PPO learns CartPole through the distributed pipeline

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -108,10 +107,12 @@ func CheckDevices(ctx context.Context, opts Options) error {
 		if reason == "" {
 			reason = fmt.Sprintf("%s devices: %v", filepath.Base(bin), err)
 		}
-		device := devices[0]
-		for _, d := range slices.Backward(devices) {
-			if strings.Contains(reason, d+":") || strings.Contains(reason, d+" ") {
-				device = d
+		// A device named "cuda:N: ..." in the line is the one at fault
+		// (`devices --require` says which is not there); else the first.
+		device, at := devices[0], len(reason)
+		for _, d := range devices {
+			if i := strings.Index(reason, d+": "); i >= 0 && i < at {
+				device, at = d, i
 			}
 		}
 		return fail(device, reason)

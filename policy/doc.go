@@ -14,4 +14,11 @@
 // so an answer is always computed from one consistent parameter set, and
 // the version it reports lets a learner tell how stale a sample is.
 // Version 0 is the random initialisation derived from Config.Seed.
+//
+// Where the network runs is a [Backend]: the CPU (package nn) by default,
+// or a GPU ([NewOn] with package policy/cuda's opener). The policy keeps
+// the rest, the random numbers included: it draws one uniform per row of a
+// sampling categorical policy and hands them to the backend, whose head
+// samples by the inverse CDF, so every backend gives the same actions for
+// the same seed. Gaussian actions are drawn from the backend's means here.
 package policy

@@ -69,7 +69,7 @@ var rows = slices.Concat([]row{
 	{"pipeline, 4 actors x 8 envs vs one loop of 32 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=8 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=32 steps/s", true},
 	{"pipeline, 4 actors x 64 envs vs one loop of 256 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=64 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=256 steps/s", true},
 	{"pipeline, 4 actors x 256 envs vs one loop of 1024 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=256 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=1024 steps/s", true},
-}, pipelineBreakdown(), []row{
+}, pipelineBreakdown(), gpuRows(), []row{
 	// Transport: the same pipeline with inference over shared memory (the
 	// default between processes of one node), over ipc:// and over tcp on
 	// the loopback.
@@ -221,6 +221,43 @@ func pipelineBreakdown() []row {
 				})
 			}
 		}
+	}
+	return out
+}
+
+// gpuRows are the GPU policy backend's figures (package policy/cuda, build
+// tag cuda; scripts/gpu-check.sh on a GPU machine): rows/s against the CPU
+// backend on the same machine, where the GPU's time per batch goes, and the
+// pipeline of 14 actors of 64 CartPoles with the policy worker on cuda:0
+// against the same pipeline with it on the CPU.
+func gpuRows() []row {
+	var out []row
+	for _, net := range []string{"64x64", "512x512"} {
+		for _, batch := range []int{64, 512, 4096, 8192} {
+			key := fmt.Sprintf("cuda.BenchmarkBackend/net=%s/batch=%d/device=", net, batch)
+			out = append(out, row{
+				title:    fmt.Sprintf("policy forward %s, batch=%d: GPU vs CPU backend (rows/s)", net, batch),
+				measured: key + "cuda rows/s", limit: key + "cpu rows/s", higherIsBetter: true,
+			})
+			for _, part := range []string{"copyin", "kernels", "copyout"} {
+				out = append(out, row{
+					title:    fmt.Sprintf("policy forward %s, batch=%d: GPU %s per batch (us)", net, batch, part),
+					measured: key + "cuda " + part + "-us",
+				})
+			}
+		}
+		key := fmt.Sprintf("e2e.BenchmarkPipelineCUDA/net=%s/device=", net)
+		out = append(out, row{
+			title:    fmt.Sprintf("pipeline 14x64, policy %s on cuda:0 vs on the CPU (env steps/s)", net),
+			measured: key + "cuda:0 steps/s", limit: key + "cpu steps/s", higherIsBetter: true,
+		})
+	}
+	for _, actors := range []int{1, 2, 4, 8} {
+		out = append(out, row{
+			title:          fmt.Sprintf("pipeline %dx64, policy 64x64 on cuda:0 (env steps/s)", actors),
+			measured:       fmt.Sprintf("e2e.BenchmarkPipelineCUDA/net=64x64/device=cuda:0/actors=%d steps/s", actors),
+			higherIsBetter: true,
+		})
 	}
 	return out
 }

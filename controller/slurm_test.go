@@ -120,3 +120,20 @@ func TestSlurmScriptHosted(t *testing.T) {
 		t.Errorf("script of one worker per process:\n%s", got)
 	}
 }
+
+// A group on a CUDA device runs the CUDA binary and asks for its GPU.
+func TestSlurmScriptCUDA(t *testing.T) {
+	dir := TrialDir("/shared/trials/exp/t1")
+	s, err := NewSlurm(SlurmOptions{Executable: "/opt/distrl/rlctl"}, dir, names.NewTrial("exp", "t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := experiment.Group{Count: 1, Resources: experiment.Resources{GPUs: 1}, Config: map[string]any{"device": "cuda:0"}}
+	specs := processSpecs("policy", g, dir, nil, nil, "/opt/distrl/rlctl-cuda")
+	got := s.Script(specs[0], groupWorkers(specs))
+	for _, want := range []string{"#SBATCH --gres=gpu:1\n", `exec /opt/distrl/rlctl-cuda worker --type policy`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("script lacks %q:\n%s", want, got)
+		}
+	}
+}

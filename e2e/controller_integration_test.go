@@ -58,10 +58,15 @@ func readRecord(t testing.TB, dir string) controllerRecord {
 	return r
 }
 
+// readMetricsLines reads the whole lines of a metrics.jsonl; a last line
+// without its newline is one the controller is still writing (a running
+// trial's file is read while it grows), and is left for the next read.
 func readMetricsLines(t testing.TB, path string) []metricsLine {
 	t.Helper()
 	var out []metricsLine
-	sc := bufio.NewScanner(strings.NewReader(readFile(t, path)))
+	text := readFile(t, path)
+	text = text[:strings.LastIndexByte(text, '\n')+1]
+	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(nil, 16<<20)
 	for i := 1; sc.Scan(); i++ {
 		var m metricsLine

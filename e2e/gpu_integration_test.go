@@ -60,19 +60,8 @@ func rlctlCUDA(tb testing.TB) (bin string, gpu bool) {
 // its exit code, stdout and stderr.
 func startCUDA(t *testing.T, work string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := exec.Command(rlctl, append([]string{"start", "--workdir", work}, args...)...)
-	cmd.Env = append(os.Environ(), noNameServer...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("rlctl start: %v", err)
-	}
-	return code, out.String(), errb.String()
+	stdout, stderr, code = runOutputs(t, 4*time.Minute, noNameServer, append([]string{"start", "--workdir", work}, args...)...)
+	return code, stdout, stderr
 }
 
 // TestCUDATrial: with a GPU, cartpole-ppo-cuda learns CartPole with its

@@ -211,10 +211,17 @@ func (c *cluster) workerOf(bin, typ string, index int, flags ...string) *proc {
 // rlctl runs one rlctl command to completion.
 func (c *cluster) rlctl(args ...string) (stdout, stderr string, code int) {
 	c.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return runOutputs(c.t, 30*time.Second, c.env, args...)
+}
+
+// runOutputs runs rlctl args with env added, for at most timeout, and
+// returns its stdout, its stderr and its exit code.
+func runOutputs(t testing.TB, timeout time.Duration, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, rlctl, args...)
-	cmd.Env = append(os.Environ(), c.env...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -223,7 +230,7 @@ func (c *cluster) rlctl(args ...string) (stdout, stderr string, code int) {
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	case err != nil:
-		c.t.Fatalf("rlctl %v: %v", args, err)
+		t.Fatalf("rlctl %v: %v", args, err)
 	}
 	return out.String(), errb.String(), code
 }

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -99,6 +100,35 @@ func (c *Client) Request(ctx context.Context, command string, kwargs any, reply 
 // RequestTo is Request for the named worker of a server that serves
 // several (Server.Route); "" names none, as Request.
 func (c *Client) RequestTo(ctx context.Context, worker, command string, kwargs any, reply any) error {
+	return c.request(ctx, worker, command, kwargs, reply, nil)
+}
+
+// Recheck is how a caller that resolved the server's address from a cache
+// finds out, while it waits for a reply, that the address was stale.
+type Recheck struct {
+	// After is how long a reply may take before Still is asked (once).
+	After time.Duration
+	// Still reports whether the server at this address is still the one
+	// the request is for. false abandons the request: RequestToRecheck
+	// returns ErrAbandoned, and the socket is discarded, so the request
+	// can never be delivered later.
+	Still func() bool
+}
+
+// ErrAbandoned: a request was given up because Recheck.Still said its
+// server's address no longer holds the worker; the request was not
+// answered, and will not be delivered there.
+var ErrAbandoned = errors.New("rpc: request abandoned: the address is no longer the worker's")
+
+// RequestToRecheck is RequestTo that asks rc.Still when no reply has come
+// within rc.After, so that a request sent to a cached address that went
+// stale (a worker restarted elsewhere: nothing answers at the old one)
+// is abandoned at once rather than at ctx's end.
+func (c *Client) RequestToRecheck(ctx context.Context, worker, command string, kwargs any, reply any, rc Recheck) error {
+	return c.request(ctx, worker, command, kwargs, reply, &rc)
+}
+
+func (c *Client) request(ctx context.Context, worker, command string, kwargs any, reply any, rc *Recheck) error {
 	e := getEncoder()
 	defer putEncoder(e)
 	if err := encodeRequest(e, worker, command, kwargs); err != nil {
@@ -114,7 +144,7 @@ func (c *Client) RequestTo(ctx context.Context, worker, command string, kwargs a
 	if err != nil {
 		return c.wrap(command, err)
 	}
-	payload, err := c.awaitLocked(ctx, id)
+	payload, err := c.awaitLocked(ctx, id, rc)
 	if err != nil {
 		c.resetLocked()
 		return c.wrap(command, err)
@@ -254,11 +284,26 @@ func (c *Client) sendLocked(ctx context.Context, payload []byte) (uint64, error)
 }
 
 // awaitLocked waits for the reply to request id, dropping stale replies.
-func (c *Client) awaitLocked(ctx context.Context, id uint64) ([]byte, error) {
+func (c *Client) awaitLocked(ctx context.Context, id uint64, rc *Recheck) ([]byte, error) {
+	var recheckAt time.Time
+	if rc != nil {
+		recheckAt = time.Now().Add(rc.After)
+	}
 	for {
 		wait, err := pollWait(ctx)
 		if err != nil {
 			return nil, err
+		}
+		if !recheckAt.IsZero() {
+			left := time.Until(recheckAt)
+			if left <= 0 {
+				recheckAt = time.Time{} // once
+				if !rc.Still() {
+					return nil, ErrAbandoned
+				}
+				continue
+			}
+			wait = min(wait, roundUpMillis(left))
 		}
 		polled, err := c.poller.Poll(wait)
 		if err != nil {

@@ -5,26 +5,47 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"sync/atomic"
 	"testing"
 
 	"github.com/distrl/distrl/echoworker"
 	"github.com/distrl/distrl/internal/benchutil"
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/nameresolve"
+	wnames "github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	etcdtest.Stop() // the embedded etcd of BenchmarkPanelRequest/etcd, if it ran
+	os.Exit(code)
+}
+
 // startBenchEchoes runs n echo workers in this process, each with its own
-// socket and loop, as they would run in n processes.
+// socket and loop, as they would run in n processes, named in an in-memory
+// name resolve.
 func startBenchEchoes(b *testing.B, n int) (*worker.ControlPanel, []string) {
 	b.Helper()
-	repo := nameresolve.NewMemory()
+	return startBenchEchoesIn(b, nameresolve.NewMemory(), n)
+}
+
+// benchTrials numbers the trials of startBenchEchoesIn: a shared etcd
+// outlives each run of a benchmark, and its records must not meet the next.
+var benchTrials atomic.Int64
+
+// startBenchEchoesIn is startBenchEchoes with the workers named in repo.
+func startBenchEchoesIn(b *testing.B, repo nameresolve.Repository, n int) (*worker.ControlPanel, []string) {
+	b.Helper()
+	trial := wnames.NewTrial("bench", fmt.Sprint(benchTrials.Add(1)))
 	ctx, cancel := context.WithCancel(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	names := make([]string, n)
 	done := make(chan struct{}, n)
 	for i := range names {
 		w, err := worker.New(ctx, worker.Options{
-			Trial: testTrial, Registry: testTypes, Type: echoworker.TypeName, Index: i, Host: "127.0.0.1", Repo: repo, Logger: quiet,
+			Trial: trial, Registry: testTypes, Type: echoworker.TypeName, Index: i, Host: "127.0.0.1", Repo: repo, Logger: quiet,
 		})
 		if err != nil {
 			b.Fatal(err)
@@ -32,7 +53,7 @@ func startBenchEchoes(b *testing.B, n int) (*worker.ControlPanel, []string) {
 		names[i] = w.Name()
 		go func() { _ = w.Run(ctx); done <- struct{}{} }()
 	}
-	panel := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{})
+	panel := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
 	if err := panel.Connect(ctx, names...); err != nil {
 		b.Fatal(err)
 	}
@@ -48,9 +69,23 @@ func startBenchEchoes(b *testing.B, n int) (*worker.ControlPanel, []string) {
 }
 
 // BenchmarkPanelRequest is one control-panel round trip ("ping") to one
-// worker; rpc's BenchmarkRawREQREP is its limit.
+// worker, named in an embedded etcd as users run it (etcd) and in the
+// in-memory name resolve of unit tests (memory); rpc's BenchmarkRawREQREP
+// is its limit.
 func BenchmarkPanelRequest(b *testing.B) {
-	panel, names := startBenchEchoes(b, 1)
+	for _, name := range []string{"etcd", "memory"} {
+		b.Run(name, func(b *testing.B) {
+			var repo nameresolve.Repository = nameresolve.NewMemory()
+			if name == "etcd" {
+				repo = etcdtest.Repo(b)
+			}
+			benchPanelRequest(b, repo)
+		})
+	}
+}
+
+func benchPanelRequest(b *testing.B, repo nameresolve.Repository) {
+	panel, names := startBenchEchoesIn(b, repo, 1)
 	ctx := context.Background()
 	var lat benchutil.Latencies
 	b.ResetTimer()

@@ -253,6 +253,10 @@ func (p *ControlPanel) prune(live map[string]string) {
 
 // Request sends command to worker and decodes the reply into reply (nil discards it).
 func (p *ControlPanel) Request(ctx context.Context, worker, command string, kwargs, reply any) error {
+	done, err := p.requestCached(ctx, worker, command, kwargs, reply)
+	if done {
+		return err
+	}
 	c, err := p.client(ctx, worker)
 	if err != nil {
 		return err
@@ -261,6 +265,60 @@ func (p *ControlPanel) Request(ctx context.Context, worker, command string, kwar
 		return fmt.Errorf("%s %s: %w", worker, command, err)
 	}
 	return nil
+}
+
+// recheckAfter is how long a request sent to a worker's cached address
+// waits for its reply before the panel asks the name server whether the
+// address still holds the worker. Commands that take longer pay one Sync
+// of the mirror then; a request to a restarted worker's old address, where
+// nothing answers, is redirected after this long.
+const recheckAfter = 50 * time.Millisecond
+
+// requestCached sends a request to worker's address as the panel's mirror
+// of the address records holds it, without a round trip to the name
+// server: the mirror follows the records through a watch, and is behind
+// them only for the watch's lag after a change. A request that meets a
+// stale address is found out and not executed: a process that took the
+// old address does not serve the worker (unknown_worker), and where
+// nothing answers the reply is overdue after recheckAfter, when a Sync
+// shows the record moved (the request is then abandoned, its socket
+// discarded). In both cases done is false and the caller resolves the
+// name afresh. done is false too where the mirror cannot say (not open
+// yet and cannot be opened, or no record of worker in it yet).
+func (p *ControlPanel) requestCached(ctx context.Context, worker, command string, kwargs, reply any) (done bool, err error) {
+	m, err := p.openMirror(ctx, p.trial.WorkerPrefix())
+	if err != nil {
+		return false, nil
+	}
+	key := p.trial.Worker(worker)
+	addr, ok := m.Get(key)
+	if !ok {
+		return false, nil
+	}
+	c, err := p.connect(addr)
+	if err != nil {
+		return true, err
+	}
+	moved := func() bool {
+		if err := m.Sync(ctx); err != nil {
+			return false // the name server cannot say: keep to the address
+		}
+		now, ok := m.Get(key)
+		return !ok || now != addr
+	}
+	err = c.RequestToRecheck(ctx, worker, command, kwargs, reply, rpc.Recheck{
+		After: recheckAfter, Still: func() bool { return !moved() },
+	})
+	switch {
+	case err == nil:
+		p.mu.Lock()
+		p.last[worker] = addr
+		p.mu.Unlock()
+		return true, nil
+	case errors.Is(err, rpc.ErrAbandoned), errors.Is(err, rpc.ErrUnknownWorker) && moved():
+		return false, nil
+	}
+	return true, fmt.Errorf("%s %s: %w", worker, command, err)
 }
 
 // Future is the pending result of an AsyncRequest.

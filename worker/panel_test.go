@@ -3,6 +3,8 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,5 +243,137 @@ func TestPanelWithoutMirror(t *testing.T) {
 	r := panel.GroupRequest(ctx, workers, "ping", nil)
 	if r[0].Err != nil || !errors.Is(r[2].Err, worker.ErrWorkerNotFound) {
 		t.Fatalf("after echo/2's record went: %v, %v", r[0].Err, r[2].Err)
+	}
+}
+
+// laggingRepo's mirrors lag the records as far as a watch can: Get answers
+// from a copy taken when the mirror opened or last synced, so that a test
+// controls when the panel's cached addresses go stale. Syncs counts the
+// round trips the panel asked for.
+type laggingRepo struct {
+	*nameresolve.Memory
+	syncs  *atomic.Int32
+	opened *atomic.Pointer[laggingMirror] // the last mirror opened
+}
+
+func (r laggingRepo) Mirror(ctx context.Context, prefix string) (nameresolve.Mirror, error) {
+	m, err := r.Memory.Mirror(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	l := &laggingMirror{Mirror: m, syncs: r.syncs}
+	l.snapshot()
+	r.opened.Store(l)
+	return l, nil
+}
+
+type laggingMirror struct {
+	nameresolve.Mirror
+	syncs *atomic.Int32
+	mu    sync.Mutex
+	copy  map[string]string
+}
+
+func (l *laggingMirror) snapshot() {
+	c := map[string]string{}
+	for _, e := range l.Mirror.Entries() {
+		c[e.Key] = e.Value
+	}
+	l.mu.Lock()
+	l.copy = c
+	l.mu.Unlock()
+}
+
+func (l *laggingMirror) Sync(ctx context.Context) error {
+	l.syncs.Add(1)
+	if err := l.Mirror.Sync(ctx); err != nil {
+		return err
+	}
+	l.snapshot()
+	return nil
+}
+
+// set makes the copy hold value under key, as a copy that missed the
+// record's later changes would.
+func (l *laggingMirror) set(key, value string) {
+	l.mu.Lock()
+	l.copy[key] = value
+	l.mu.Unlock()
+}
+
+func (l *laggingMirror) Get(key string) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, ok := l.copy[key]
+	return v, ok
+}
+
+// lagged is a panel on a laggingRepo, with the mirror it opened.
+type lagged struct {
+	*worker.ControlPanel
+	opened *atomic.Pointer[laggingMirror]
+}
+
+func (l lagged) mirror(t *testing.T) *laggingMirror {
+	t.Helper()
+	m := l.opened.Load()
+	if m == nil {
+		t.Fatal("the panel opened no mirror")
+	}
+	return m
+}
+
+// A single request goes to the address the panel's mirror holds, with no
+// round trip to the name server; where that address went stale it is found
+// out and the request reaches the worker at its new address: when nothing
+// answers at the old one (the worker restarted elsewhere), and when another
+// worker answers there (unknown_worker).
+func TestPanelRequestCachedAddress(t *testing.T) {
+	mem := workertest.Repo(t)
+	var syncs atomic.Int32
+	var opened atomic.Pointer[laggingMirror]
+	lagging := laggingRepo{mem, &syncs, &opened}
+	panel := lagged{workertest.Panel(t, lagging, testTrial), &opened}
+	ctx := ctxT(t)
+	first := startWorker(t, mem, echoworker.TypeName, 0)
+	if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := syncs.Load()
+	for range 10 {
+		if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := syncs.Load() - before; n != 0 {
+		t.Errorf("10 requests to a worker whose address is cached asked the name server %d times, want 0", n)
+	}
+
+	// Restarted elsewhere: nothing answers at the cached address.
+	first.Cancel()
+	first.Wait(t, 10*time.Second)
+	second := startWorker(t, mem, echoworker.TypeName, 0)
+	if second.W.Addr() == first.W.Addr() {
+		t.Skip("the new worker got the old port; nothing moved")
+	}
+	var reply map[string]any
+	if err := panel.Request(ctx, "echo/0", "echo", map[string]any{"n": 1}, &reply); err != nil {
+		t.Fatalf("request to the worker restarted elsewhere: %v", err)
+	}
+
+	// Another worker is at the cached address: it refuses the request for a
+	// worker it does not serve (the request is not executed), and the panel
+	// resolves echo/0 afresh.
+	other := startWorker(t, mem, echoworker.TypeName, 1)
+	if err := panel.Request(ctx, "echo/1", "ping", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	panel.mirror(t).set(testTrial.Worker("echo/0"), other.W.Addr())
+	before = syncs.Load()
+	if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
+		t.Fatalf("request to echo/0 cached at echo/1's address: %v", err)
+	}
+	if syncs.Load() == before {
+		t.Error("the panel did not resolve echo/0 again after echo/1 refused its request")
 	}
 }

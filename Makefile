@@ -9,7 +9,8 @@ RLCTL        := $(BIN)/rlctl
 # python3-numpy (optional for users) so the tests also cover environments that return numpy arrays, as gymnasium's do.
 # slurmctld, slurmd, slurm-client and munge: the SLURM tests run a real
 # multi-node cluster (scripts/slurmcluster.sh; as root, else they skip).
-APT_PACKAGES := libzmq3-dev pkg-config python3-zmq python3-msgpack python3-numpy \
+# libopenblas-dev: package nn's matrix products (build with -tags noopenblas for gonum's pure Go).
+APT_PACKAGES := libzmq3-dev libopenblas-dev pkg-config python3-zmq python3-msgpack python3-numpy \
                 slurmctld slurmd slurm-client munge iproute2 util-linux
 STATICCHECK_VERSION := v0.8.2
 GOBIN        := $(shell $(GO) env GOPATH)/bin
@@ -74,6 +75,7 @@ $(GOBIN)/staticcheck:
 # Also refuses tracked files over 1 MB (a committed binary once weighed 35 MB).
 lint: vet $(GOBIN)/staticcheck
 	@unformatted=$$(gofmt -l .); [ -z "$$unformatted" ] || { echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; }
+	$(GO) vet -tags noopenblas ./nn
 	$(GOBIN)/staticcheck ./...
 	scripts/checksize.sh
 

@@ -11,9 +11,12 @@
 //
 // Dense layers compute y = x·W + b with x of shape [batch, in] and W of
 // shape [in, out], both row-major, so that a batch maps onto one GEMM.
-// Matrix products go through gonum's pure-Go BLAS: Sgemm, or Sgemv and Sger
-// for layers only a few outputs wide (the heads), where they are several
-// times faster. The package has no cgo dependency.
+// Matrix products go through OpenBLAS (cgo, Debian's libopenblas-dev; one
+// thread per process unless OPENBLAS_NUM_THREADS says otherwise): Sgemm, or
+// Sgemv and Sger for layers only a few outputs wide (the heads). Built with
+// the tag noopenblas they go through gonum's pure-Go BLAS instead, for a
+// machine without the library; the two agree to float32 rounding. [BLAS]
+// says which one a binary has.
 //
 // A [Workspace] keeps the activations of the last [ActorCritic.Forward] so
 // that [ActorCritic.Backward] can reuse them, and so that repeated forward

@@ -5,13 +5,7 @@ import (
 	"fmt"
 
 	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
 )
-
-// impl is gonum's pure-Go BLAS. It is called directly rather than through
-// blas32's package-level implementation so that another package calling
-// blas32.Use cannot change the numerics (or cgo-ness) of this one.
-var impl gonum.Implementation
 
 // Output holds the result of a forward pass, or, passed to Backward, the
 // gradient of a loss with respect to that result.
@@ -37,11 +31,11 @@ type Output struct {
 
 // Workspace holds the activations of a forward pass, which Backward needs,
 // and scratch memory, so that steady-state Forward and Backward calls do
-// not allocate. (The exception is gonum itself in Backward: it runs a GEMM
-// with more than a few 64×64 blocks, such as a 512-row batch through a
-// 64-wide layer, on several goroutines, which costs a few small
-// allocations per call. Forward keeps layers up to 192 wide on the calling
-// goroutine, see serialRows, and allocates nothing.)
+// not allocate. (The exception is gonum itself, in a noopenblas build, in
+// Backward: it runs a GEMM with more than a few 64×64 blocks, such as a
+// 512-row batch through a 64-wide layer, on several goroutines, which costs
+// a few small allocations per call. Forward keeps layers up to 192 wide on
+// the calling goroutine, see serialRows, and allocates nothing.)
 //
 // The zero value is ready to use; a Workspace must not be used by two
 // goroutines at once. It may be shared by networks of different
@@ -162,12 +156,15 @@ func serialRows(out int) int {
 }
 
 // matMul adds x·W to y, for x [batch, in], W [in, out] and y [batch, out],
-// on the calling goroutine when the width allows (see serialRows).
+// on the calling goroutine when the width allows (see serialRows; OpenBLAS
+// runs on one thread unless told otherwise, and takes the batch whole).
 func matMul(x, w, y []float32, batch, in, out int) {
 	if out > narrow {
-		rows := serialRows(out)
-		if rows == 0 {
-			rows = batch
+		rows := batch
+		if fansOut {
+			if rows = serialRows(out); rows == 0 {
+				rows = batch
+			}
 		}
 		for r := 0; r < batch; r += rows {
 			n := min(rows, batch-r)

@@ -1,0 +1,20 @@
+package nn
+
+import "gonum.org/v1/gonum/blas"
+
+// float32BLAS is the part of BLAS the network's passes use. The default is
+// OpenBLAS through cgo (blas_openblas.go), several times faster than
+// gonum's pure-Go kernels at the small shapes of RL networks; the build tag
+// noopenblas keeps gonum's (blas_gonum.go) for a machine without the
+// library. Both compute each element by a sum in its own order, so results
+// agree to float32 rounding, not bit for bit.
+type float32BLAS interface {
+	Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+	Sgemv(tA blas.Transpose, m, n int, alpha float32, a []float32, lda int, x []float32, incX int, beta float32, y []float32, incY int)
+	Sger(m, n int, alpha float32, x []float32, incX int, y []float32, incY int, a []float32, lda int)
+	Sscal(n int, alpha float32, x []float32, incX int)
+}
+
+// BLAS names the BLAS implementation this build's networks run on:
+// "openblas" or "gonum" (built with the tag noopenblas).
+func BLAS() string { return blasName }

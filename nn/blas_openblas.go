@@ -1,0 +1,105 @@
+//go:build !noopenblas
+
+package nn
+
+// #cgo LDFLAGS: -lopenblas
+// #include <stdlib.h>
+// #include <cblas.h>
+// void openblas_set_num_threads(int);
+import "C"
+
+import (
+	"os"
+	"unsafe"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// impl is OpenBLAS (Debian's libopenblas-dev, which make deps installs).
+var impl float32BLAS = openBLAS{}
+
+// fansOut: OpenBLAS keeps to its thread count: matMul hands it the batch whole.
+const fansOut = false
+
+const blasName = "openblas"
+
+// OpenBLAS runs one thread per call unless OPENBLAS_NUM_THREADS says
+// otherwise: a process of distrl shares the machine with the other workers
+// of its node, and OpenBLAS's own default (every core, threads that spin
+// while they wait) took the CPU from them.
+func init() {
+	if os.Getenv("OPENBLAS_NUM_THREADS") == "" {
+		C.openblas_set_num_threads(1)
+	}
+}
+
+// openBLAS is the float32BLAS of cblas, row-major, except for operations
+// so small that a cgo call costs more than the arithmetic: those run on
+// gonum's kernels (a single row, or fewer than smallOps multiply-adds: on
+// the 2-core development machine OpenBLAS took 166 ns for a 1x4x64 GEMM
+// that gonum does in 57, and 827 ns for 1x64x64 against 722; from 8x4x64
+// on it is faster). Slices of length 0 are never passed to C: a zero-size
+// operation returns first.
+type openBLAS struct{}
+
+// smallOps is the size (multiply-adds) below which gonum's kernels run.
+const smallOps = 2048
+
+var small gonum.Implementation
+
+func trans(t blas.Transpose) C.enum_CBLAS_TRANSPOSE {
+	if t == blas.NoTrans {
+		return C.CblasNoTrans
+	}
+	return C.CblasTrans
+}
+
+func ptr(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
+
+func (openBLAS) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if m == 1 || m*n*k < smallOps {
+		small.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	C.cblas_sgemm(C.CblasRowMajor, trans(tA), trans(tB), C.blasint(m), C.blasint(n), C.blasint(k),
+		C.float(alpha), ptr(a), C.blasint(lda), ptr(b), C.blasint(ldb), C.float(beta), ptr(c), C.blasint(ldc))
+}
+
+func (openBLAS) Sgemv(tA blas.Transpose, m, n int, alpha float32, a []float32, lda int, x []float32, incX int, beta float32, y []float32, incY int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if m*n < smallOps {
+		small.Sgemv(tA, m, n, alpha, a, lda, x, incX, beta, y, incY)
+		return
+	}
+	C.cblas_sgemv(C.CblasRowMajor, trans(tA), C.blasint(m), C.blasint(n), C.float(alpha), ptr(a), C.blasint(lda),
+		ptr(x), C.blasint(incX), C.float(beta), ptr(y), C.blasint(incY))
+}
+
+func (openBLAS) Sger(m, n int, alpha float32, x []float32, incX int, y []float32, incY int, a []float32, lda int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if m*n < smallOps {
+		small.Sger(m, n, alpha, x, incX, y, incY, a, lda)
+		return
+	}
+	C.cblas_sger(C.CblasRowMajor, C.blasint(m), C.blasint(n), C.float(alpha), ptr(x), C.blasint(incX),
+		ptr(y), C.blasint(incY), ptr(a), C.blasint(lda))
+}
+
+func (openBLAS) Sscal(n int, alpha float32, x []float32, incX int) {
+	if n == 0 {
+		return
+	}
+	if n < smallOps {
+		small.Sscal(n, alpha, x, incX)
+		return
+	}
+	C.cblas_sscal(C.blasint(n), C.float(alpha), ptr(x), C.blasint(incX))
+}

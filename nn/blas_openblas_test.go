@@ -1,0 +1,152 @@
+//go:build !noopenblas
+
+package nn
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// agree reports whether got and want agree to float32 rounding of sums of
+// length k: an absolute 1e-6 per term of scale, or 1e-5 relative.
+func agree(got, want []float32, k int) error {
+	for i := range want {
+		g, w := float64(got[i]), float64(want[i])
+		if d := math.Abs(g - w); d > 1e-5*math.Abs(w) && d > 1e-6*float64(k) {
+			return fmt.Errorf("element %d: %v, gonum says %v", i, g, w)
+		}
+	}
+	return nil
+}
+
+// TestOpenBLASAgreesWithGonum: every BLAS call the passes make, as they make
+// them (row-major, strided columns of W for the heads), at random shapes
+// including 1s and odd sizes, gives gonum's results.
+func TestOpenBLASAgreesWithGonum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	fill := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(rng.NormFloat64())
+		}
+		return s
+	}
+	var ob openBLAS
+	var gn gonum.Implementation
+	dims := []int{1, 2, 3, 7, 64, 65, 129, 513}
+	for range 60 {
+		m, n, k := dims[rng.IntN(len(dims))], dims[rng.IntN(len(dims))], dims[rng.IntN(len(dims))]
+		name := fmt.Sprintf("%dx%dx%d", m, n, k)
+		for _, tt := range []struct{ tA, tB blas.Transpose }{{blas.NoTrans, blas.NoTrans}, {blas.Trans, blas.NoTrans}, {blas.NoTrans, blas.Trans}} {
+			a, b, c := fill(m*k), fill(k*n), fill(m*n)
+			lda, ldb := k, n
+			if tt.tA == blas.Trans {
+				lda = m
+			}
+			if tt.tB == blas.Trans {
+				ldb = k
+			}
+			got, want := slices.Clone(c), slices.Clone(c)
+			ob.Sgemm(tt.tA, tt.tB, m, n, k, 1, a, lda, b, ldb, 0.5, got, n)
+			gn.Sgemm(tt.tA, tt.tB, m, n, k, 1, a, lda, b, ldb, 0.5, want, n)
+			if err := agree(got, want, k); err != nil {
+				t.Fatalf("Sgemm %v%v %s: %v", tt.tA, tt.tB, name, err)
+			}
+		}
+		// A column of W ([k, n], row-major) as the passes use it: stride n.
+		a, w := fill(m*k), fill(k*n)
+		for _, tA := range []blas.Transpose{blas.NoTrans, blas.Trans} {
+			rows, cols := m, k
+			x, y := w, fill(m*n)
+			if tA == blas.Trans {
+				x, y = fill(m*n), fill(k*n)
+			}
+			got, want := slices.Clone(y), slices.Clone(y)
+			ob.Sgemv(tA, rows, cols, 1, a, k, x, n, 1, got, n)
+			gn.Sgemv(tA, rows, cols, 1, a, k, x, n, 1, want, n)
+			if err := agree(got, want, max(rows, cols)); err != nil {
+				t.Fatalf("Sgemv %v %s: %v", tA, name, err)
+			}
+		}
+		x, y, c := fill(m*n), fill(k*n), fill(m*k)
+		got, want := slices.Clone(c), slices.Clone(c)
+		ob.Sger(m, k, 1, x, n, y, n, got, k)
+		gn.Sger(m, k, 1, x, n, y, n, want, k)
+		if err := agree(got, want, 1); err != nil {
+			t.Fatalf("Sger %s: %v", name, err)
+		}
+		got, want = slices.Clone(c), slices.Clone(c)
+		ob.Sscal(len(got), 0.25, got, 1)
+		gn.Sscal(len(want), 0.25, want, 1)
+		if err := agree(got, want, 1); err != nil {
+			t.Fatalf("Sscal %s: %v", name, err)
+		}
+	}
+}
+
+// TestNetworkOpenBLASAgreesWithGonum: the forward pass and the gradients
+// of whole networks (both heads, shared trunks, odd widths, batch 1) on
+// OpenBLAS are gonum's, to float32 rounding.
+func TestNetworkOpenBLASAgreesWithGonum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	fill := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(rng.NormFloat64())
+		}
+		return s
+	}
+	specs := []Spec{
+		{ObsDim: 4, Hidden: []int{64, 64}, Activation: Tanh, Head: Categorical, ActionDim: 2},
+		{ObsDim: 17, Hidden: []int{33, 7}, Activation: ReLU, Head: Gaussian, ActionDim: 3},
+		{ObsDim: 5, Hidden: []int{129}, Activation: Tanh, Head: Categorical, ActionDim: 6, SharedTrunk: true},
+		{ObsDim: 9, Hidden: []int{256, 65}, Activation: ReLU, Head: Categorical, ActionDim: 18},
+	}
+	t.Cleanup(func() { impl = openBLAS{} })
+	for _, spec := range specs {
+		for _, batch := range []int{1, 3, 64, 130} {
+			m, err := NewActorCritic(spec, 9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			obs := fill(batch * spec.ObsDim)
+			run := func(b float32BLAS) (Output, []float32) {
+				impl = b
+				var ws Workspace
+				var out Output
+				if err := m.Forward(obs, batch, &ws, &out); err != nil {
+					t.Fatal(err)
+				}
+				d := Output{Logits: slices.Clone(out.Logits), Mean: slices.Clone(out.Mean), Values: slices.Clone(out.Values)}
+				if len(out.LogStd) > 0 {
+					d.LogStd = slices.Clone(out.LogStd)
+				}
+				grad := make([]float32, m.NumParams())
+				if err := m.Backward(&ws, batch, &d, grad); err != nil {
+					t.Fatal(err)
+				}
+				return out, grad
+			}
+			outG, gradG := run(gonum.Implementation{})
+			outO, gradO := run(openBLAS{})
+			widest := slices.Max(append([]int{spec.ObsDim, batch}, spec.Hidden...))
+			for _, p := range []struct {
+				what      string
+				got, want []float32
+			}{
+				{"logits", outO.Logits, outG.Logits}, {"mean", outO.Mean, outG.Mean},
+				{"values", outO.Values, outG.Values}, {"gradient", gradO, gradG},
+			} {
+				if err := agree(p.got, p.want, widest); err != nil {
+					t.Errorf("%v batch %d: %s: %v", spec, batch, p.what, err)
+				}
+			}
+		}
+	}
+}

@@ -54,8 +54,13 @@ build-cuda: deps deps-cuda
 # bin/device: rlctl, rlctl-cuda, the GPU test binaries and libzmq, for a GPU
 # machine without Go; there, scripts/gpu-check.sh runs every GPU test and
 # benchmark (docs/gpu.md).
+# device-bundle refuses bundles over 60 MiB, and OpenBLAS alone is 36 MiB:
+# it is gzipped here (scripts/gpu-check.sh unpacks it), and the size checked.
 bundle-gpu: build-cuda
-	../shared/tools/device-bundle -tags cuda ./policy/cuda ./e2e
+	-../shared/tools/device-bundle -tags cuda ./policy/cuda ./e2e
+	@test -x bin/device/run || { echo "bundle-gpu: device-bundle failed"; exit 1; }
+	@for f in bin/device/lib/*; do case $$f in *.gz) ;; *) [ $$(stat -c %s $$f) -lt 8000000 ] || gzip -9f $$f ;; esac; done
+	@size=$$(du -sm bin/device | cut -f1); echo "bin/device: $$size MiB"; [ $$size -le 60 ] || { echo "bundle-gpu: over 60 MiB"; exit 1; }
 
 # Regenerate the committed PTX of the CUDA kernels (needs nvcc: deps-cuda).
 ptx:

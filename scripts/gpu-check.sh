@@ -15,6 +15,7 @@ set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-bin/device/out}; mkdir -p "$out"
 R=bin/device/run
+for g in bin/device/lib/*.gz; do [[ -e $g ]] && gunzip -f "$g"; done # make bundle-gpu packs large libraries
 (($#)) || set -- test bench e2e e2ebench
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 status=0

@@ -25,18 +25,21 @@ func agree(got, want []float32, k int) error {
 	return nil
 }
 
+// normals returns n standard normal float32s from rng.
+func normals(rng *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(rng.NormFloat64())
+	}
+	return s
+}
+
 // TestOpenBLASAgreesWithGonum: every BLAS call the passes make, as they make
 // them (row-major, strided columns of W for the heads), at random shapes
 // including 1s and odd sizes, gives gonum's results.
 func TestOpenBLASAgreesWithGonum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	fill := func(n int) []float32 {
-		s := make([]float32, n)
-		for i := range s {
-			s[i] = float32(rng.NormFloat64())
-		}
-		return s
-	}
+	fill := func(n int) []float32 { return normals(rng, n) }
 	var ob openBLAS
 	var gn gonum.Implementation
 	dims := []int{1, 2, 3, 7, 64, 65, 129, 513}
@@ -95,13 +98,7 @@ func TestOpenBLASAgreesWithGonum(t *testing.T) {
 // OpenBLAS are gonum's, to float32 rounding.
 func TestNetworkOpenBLASAgreesWithGonum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	fill := func(n int) []float32 {
-		s := make([]float32, n)
-		for i := range s {
-			s[i] = float32(rng.NormFloat64())
-		}
-		return s
-	}
+	fill := func(n int) []float32 { return normals(rng, n) }
 	specs := []Spec{
 		{ObsDim: 4, Hidden: []int{64, 64}, Activation: Tanh, Head: Categorical, ActionDim: 2},
 		{ObsDim: 17, Hidden: []int{33, 7}, Activation: ReLU, Head: Gaussian, ActionDim: 3},

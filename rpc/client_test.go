@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,12 +79,7 @@ func TestClientDeadlineThenServer(t *testing.T) {
 		t.Errorf("deadline of 100ms took %v", d)
 	}
 
-	s := newTestServer(t, ServerOptions{Port: port})
-	var count atomic.Int32
-	if err := s.Mux().Handle("count", func(context.Context, Args) (any, error) { return count.Add(1), nil }); err != nil {
-		t.Fatal(err)
-	}
-	serve(t, s)
+	startCountingServer(t, port)
 	var got int32
 	if err := c.Request(timeout(t, 5*time.Second), "count", nil, &got); err != nil {
 		t.Fatalf("Request after server start = %v", err)

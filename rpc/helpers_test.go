@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -56,6 +57,18 @@ func newTestServer(t testing.TB, opts ServerOptions) *Server {
 		t.Fatalf("register the test commands: %v", err)
 	}
 	return s
+}
+
+// startCountingServer serves, on port, a "count" command that answers how
+// many times it has run: a request that was delivered late shows in it.
+func startCountingServer(t testing.TB, port int) {
+	t.Helper()
+	s := newTestServer(t, ServerOptions{Port: port})
+	var count atomic.Int32
+	if err := s.Mux().Handle("count", func(context.Context, Args) (any, error) { return count.Add(1), nil }); err != nil {
+		t.Fatal(err)
+	}
+	serve(t, s)
 }
 
 // serve runs s.Serve in a goroutine until cleanup.

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -44,12 +43,7 @@ func TestRequestRecheck(t *testing.T) {
 		if !errors.Is(err, ErrAbandoned) {
 			t.Fatalf("RequestToRecheck to nobody = %v, want ErrAbandoned", err)
 		}
-		s := newTestServer(t, ServerOptions{Port: port})
-		var count atomic.Int32
-		if err := s.Mux().Handle("count", func(context.Context, Args) (any, error) { return count.Add(1), nil }); err != nil {
-			t.Fatal(err)
-		}
-		serve(t, s)
+		startCountingServer(t, port)
 		var got int32
 		if err := c.Request(timeout(t, 5*time.Second), "count", nil, &got); err != nil || got != 1 {
 			t.Fatalf("count = %d, %v; want 1: the abandoned request was delivered", got, err)

@@ -307,12 +307,18 @@ func TestPanelFollowsRestartedHost(t *testing.T) {
 	var last string
 	for round := range 4 {
 		p := c.worker("echo", 0, "--count", "2")
-		// The stopped host deleted its records on exit: a record is the new host's.
+		// The stopped host deleted its records on exit: a record is the new
+		// host's. It registers its workers one after the other, in no set
+		// order: wait for both.
 		var addr string
 		eventually.NoError(t, 20*time.Second, "the host registers", func() error {
-			var err error
-			addr, err = repo.Get(ctxFor(t, 5*time.Second), c.trial.Worker("echo/1"))
-			return err
+			for _, w := range workers {
+				var err error
+				if addr, err = repo.Get(ctxFor(t, 5*time.Second), c.trial.Worker(w)); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		if addr != last {
 			moved++

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +89,19 @@ func BenchmarkPipelineActors(b *testing.B) {
 				benchPipeline(b, c.benchTrial(b), pipeline{actors: actors, ring: envs})
 			})
 		}
+	}
+}
+
+// BenchmarkPipelinePolicies is 14 actors of 64 CartPoles (the size of a
+// 16-core machine) sharing 1, 2 or 4 policy worker processes: how far more
+// policy workers take a pipeline whose one policy worker is busy all the
+// time. On a machine of fewer cores it measures the cores, not distrl.
+func BenchmarkPipelinePolicies(b *testing.B) {
+	c := newCluster(b)
+	for _, policies := range []int{1, 2, 4} {
+		b.Run(fmt.Sprint("policies=", policies), func(b *testing.B) {
+			benchPipeline(b, c.benchTrial(b), pipeline{actors: 14, ring: 64, policies: policies})
+		})
 	}
 }
 
@@ -179,6 +193,7 @@ func (s pipelineStats) busy() float64 { return s.BusyFrac * s.Uptime }
 // network) and binary ("": rlctl).
 type pipeline struct {
 	actors, ring, slots int
+	policies            int // policy worker processes; 0 is 1
 	policy              map[string]any
 	policyBinary        string
 }
@@ -186,10 +201,16 @@ type pipeline struct {
 // benchPipeline starts the processes of pipeline p in c's trial and
 // measures it.
 func benchPipeline(b *testing.B, c *cluster, p pipeline) {
-	actors, ring, slots := p.actors, p.ring, p.slots
+	actors, ring, slots, policies := p.actors, p.ring, p.slots, max(p.policies, 1)
 	ctx := ctxFor(b, time.Minute+time.Duration(b.N)*pipelineWindow)
-	policyProc := c.workerOf(cmp.Or(p.policyBinary, rlctl), "policy", 0)
-	procs := []*proc{policyProc, c.worker("sink", 0)}
+	// procs: the policy workers, the sink, the actors, in that order.
+	var procs []*proc
+	policyNames := make([]string, policies)
+	for j := range policies {
+		procs = append(procs, c.workerOf(cmp.Or(p.policyBinary, rlctl), "policy", j))
+		policyNames[j] = names.WorkerName("policy", j)
+	}
+	procs = append(procs, c.worker("sink", 0))
 	actorNames := make([]string, actors)
 	for i := range actors {
 		procs = append(procs, c.worker("actor", i))
@@ -205,19 +226,23 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 		}
 	}()
 	panel := c.panel()
-	all := append([]string{"policy/0", "sink/0"}, actorNames...)
+	servers := append(slices.Clone(policyNames), "sink/0")
+	all := append(slices.Clone(servers), actorNames...)
 	if err := panel.Connect(ctx, all...); err != nil {
 		b.Fatal(err)
 	}
 
 	// The policy worker and the sink first, so that the actors find their
 	// endpoints at once; every kwarg as msgpack, through the panel.
-	policyKw := map[string]any{"env": env.CartPoleName, "seed": 0}
-	maps.Copy(policyKw, p.policy)
-	mustGroup(b, panel.GroupRequestEach(ctx, []string{"policy/0", "sink/0"}, worker.CmdConfigure, []any{
-		policyKw, map[string]any{"stream": "default"},
-	}))
-	mustGroup(b, panel.GroupRequest(ctx, []string{"policy/0", "sink/0"}, worker.CmdStart, nil))
+	serverKw := make([]any, 0, len(servers))
+	for range policies {
+		kw := map[string]any{"env": env.CartPoleName, "seed": 0}
+		maps.Copy(kw, p.policy)
+		serverKw = append(serverKw, kw)
+	}
+	serverKw = append(serverKw, map[string]any{"stream": "default"})
+	mustGroup(b, panel.GroupRequestEach(ctx, servers, worker.CmdConfigure, serverKw))
+	mustGroup(b, panel.GroupRequest(ctx, servers, worker.CmdStart, nil))
 	kwargs := make([]any, actors)
 	for i := range kwargs {
 		kw := map[string]any{
@@ -276,7 +301,17 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 		actorSpun += after[a].Spun - before[a].Spun
 		actorBusy += (after[a].busy() - before[a].busy()) / window
 	}
-	pb, pa := before["policy/0"], after["policy/0"]
+	// The policy workers' figures, summed (busy: averaged below).
+	var pb, pa pipelineStats
+	for _, w := range policyNames {
+		pb.Batches, pa.Batches = pb.Batches+before[w].Batches, pa.Batches+after[w].Batches
+		pb.Rows, pa.Rows = pb.Rows+before[w].Rows, pa.Rows+after[w].Rows
+		pb.Spun, pa.Spun = pb.Spun+before[w].Spun, pa.Spun+after[w].Spun
+	}
+	var policyBusy float64
+	for _, w := range policyNames {
+		policyBusy += (after[w].busy() - before[w].busy()) / window / float64(policies)
+	}
 	sb, sa := before["sink/0"], after["sink/0"]
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(steps)/window, "steps/s")
@@ -289,21 +324,25 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 	}
 	b.ReportMetric(actorBusy/float64(actors), "actor-busy")
 	b.ReportMetric(ringSlots, "ring-slots")
-	b.ReportMetric((pa.busy()-pb.busy())/window, "policy-busy")
+	b.ReportMetric(policyBusy, "policy-busy")
 	b.ReportMetric(float64(sa.Steps-sb.Steps)/window, "sink-steps/s")
 	if steps > 0 {
 		// CPU time of the processes (every thread, libzmq's too) per step:
 		// on a machine of C cores the pipeline cannot pass C/cpu steps/s,
 		// however its work overlaps.
-		var actorCPU time.Duration
+		var actorCPU, policyCPU time.Duration
 		for i := range actors {
-			actorCPU += cpu1[2+i] - cpu0[2+i]
+			actorCPU += cpu1[policies+1+i] - cpu0[policies+1+i]
 		}
+		for j := range policies {
+			policyCPU += cpu1[j] - cpu0[j]
+		}
+		sinkCPU := cpu1[policies] - cpu0[policies]
 		perStep := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(steps) }
-		b.ReportMetric(perStep(actorCPU+cpu1[0]-cpu0[0]+cpu1[1]-cpu0[1]), "cpu-us/step")
+		b.ReportMetric(perStep(actorCPU+policyCPU+sinkCPU), "cpu-us/step")
 		b.ReportMetric(perStep(actorCPU), "actor-cpu-us/step")
-		b.ReportMetric(perStep(cpu1[0]-cpu0[0]), "policy-cpu-us/step")
-		b.ReportMetric(perStep(cpu1[1]-cpu0[1]), "sink-cpu-us/step")
+		b.ReportMetric(perStep(policyCPU), "policy-cpu-us/step")
+		b.ReportMetric(perStep(sinkCPU), "sink-cpu-us/step")
 		// Requests and samples; replies are about as large as requests.
 		b.ReportMetric(float64(msgs)/float64(steps), "req-msgs/step")
 		b.ReportMetric(float64(sampleMsgs)/float64(steps), "sample-msgs/step")

@@ -81,6 +81,10 @@ var rows = slices.Concat([]row{
 	{"pipeline 2x64 over ipc vs over tcp (env steps/s)", "e2e.BenchmarkPipelineTransport/ipc steps/s", "e2e.BenchmarkPipelineTransport/tcp steps/s", true},
 	// Double-buffered sampling: the ring stepped as 2 or 4 slots, each its
 	// own request, against 1 slot (step everything, then wait).
+	// 14 actors of 64 sharing 2 or 4 policy workers against one (sized for
+	// a 16-core machine; on fewer cores it measures the cores).
+	{"pipeline 14x64, 2 policy workers vs 1 (env steps/s)", "e2e.BenchmarkPipelinePolicies/policies=2 steps/s", "e2e.BenchmarkPipelinePolicies/policies=1 steps/s", true},
+	{"pipeline 14x64, 4 policy workers vs 1 (env steps/s)", "e2e.BenchmarkPipelinePolicies/policies=4 steps/s", "e2e.BenchmarkPipelinePolicies/policies=1 steps/s", true},
 	{"pipeline 2x64, ring_slots=2 vs 1 (env steps/s)", "e2e.BenchmarkPipelineSlots/slots=2 steps/s", "e2e.BenchmarkPipelineSlots/slots=1 steps/s", true},
 	{"pipeline 2x64, ring_slots=4 vs 1 (env steps/s)", "e2e.BenchmarkPipelineSlots/slots=4 steps/s", "e2e.BenchmarkPipelineSlots/slots=1 steps/s", true},
 	// Speed-ups of the ring: the "limit" is the same pipeline with one

@@ -59,12 +59,27 @@ func pair(t testing.TB, cfg policy.Config, seed uint64) (cpu, gpu *policy.ActorC
 	return cpu, gpu
 }
 
+// The weights of a layer [in, out] are N(0, (1.5/sqrt(in))²), so that
+// activations stay of order 1 through 512-wide layers (a value is then not
+// a sum of large terms that cancel, whose float32 rounding depends on the
+// order of the sum, which differs between OpenBLAS, gonum and our kernels)
+// while the heads' logits spread the rows' actions; biases N(0, 0.1²),
+// log-stds N(0, 0.3²).
 func setRandomParams(t testing.TB, seed uint64, ps ...*policy.ActorCritic) {
 	t.Helper()
 	_, params := ps[0].Params()
 	rng := rand.New(rand.NewPCG(seed, 2))
-	for i := range params {
-		params[i] = float32(rng.NormFloat64() * 0.3)
+	for _, info := range ps[0].Net().Layout() {
+		scale := 0.1
+		switch {
+		case len(info.Shape) == 2:
+			scale = 1.5 / math.Sqrt(float64(info.Shape[0]))
+		case info.Name == "logstd":
+			scale = 0.3
+		}
+		for i := info.Offset; i < info.Offset+info.Size(); i++ {
+			params[i] = float32(rng.NormFloat64() * scale)
+		}
 	}
 	for _, p := range ps {
 		if err := p.SetParams(int64(seed), params); err != nil {

@@ -53,11 +53,19 @@ func NewCPUBackend(net *nn.ActorCritic) Backend {
 type cpuBackend struct {
 	net      *nn.ActorCritic
 	gaussian bool // the head, read once: Spec() copies
-	ws       nn.Workspace
-	fwd      nn.Output
+	// shared: net is the policy's own network, which the policy's
+	// SetParams has already written (the default backend of New).
+	shared bool
+	ws     nn.Workspace
+	fwd    nn.Output
 }
 
-func (c *cpuBackend) SetParams(params []float32) error { return c.net.SetParams(params) }
+func (c *cpuBackend) SetParams(params []float32) error {
+	if c.shared {
+		return nil
+	}
+	return c.net.SetParams(params)
+}
 
 func (c *cpuBackend) Close() error { return nil }
 

@@ -115,7 +115,7 @@ func NewOn(cfg Config, open OpenBackend) (*ActorCritic, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	cfg.Hidden, cfg.Activation = spec.Hidden, spec.Activation
-	var b Backend = &cpuBackend{net: net, gaussian: spec.Head == nn.Gaussian}
+	var b Backend = &cpuBackend{net: net, gaussian: spec.Head == nn.Gaussian, shared: true}
 	if open != nil {
 		if b, err = open(net); err != nil {
 			return nil, fmt.Errorf("policy: open backend: %w", err)
@@ -170,10 +170,8 @@ func (p *ActorCritic) SetParams(version int64, params []float32) error {
 	if err := p.net.SetParams(params); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
-	if _, cpu := p.backend.(*cpuBackend); !cpu {
-		if err := p.backend.SetParams(params); err != nil {
-			return fmt.Errorf("policy: set params version %d: %w", version, err)
-		}
+	if err := p.backend.SetParams(params); err != nil {
+		return fmt.Errorf("policy: set params version %d: %w", version, err)
 	}
 	p.version = version
 	return nil
@@ -230,6 +228,7 @@ func (p *ActorCritic) Infer(obs api.Tensor[float32], out *api.Inference) error {
 	acted := &p.acted
 	*acted = Acted{Values: out.Values.Data}
 	deterministic := p.cfg.Deterministic
+	var draws []float64 // nil: greedy, or a Gaussian head
 	if gaussian {
 		p.mean, p.lstd = grow(p.mean, b*a), grow(p.lstd, a)
 		acted.Mean, acted.LogStd = p.mean, p.lstd
@@ -242,11 +241,8 @@ func (p *ActorCritic) Infer(obs api.Tensor[float32], out *api.Inference) error {
 			for i := range p.draws {
 				p.draws[i] = p.rng.Float64()
 			}
+			draws = p.draws
 		}
-	}
-	draws := p.draws
-	if gaussian || deterministic {
-		draws = nil
 	}
 	if err := p.backend.Act(obs.Data, b, draws, acted); err != nil {
 		return fmt.Errorf("policy: infer: %w", err)

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/policy/cuda"
 	"github.com/distrl/distrl/policyworker"
 )
@@ -12,5 +11,5 @@ import (
 var accel = accelerator{
 	kind:    "cuda",
 	devices: cuda.Devices,
-	policy:  policyworker.Devices{"cuda": func(n int) policy.OpenBackend { return cuda.Opener(n) }},
+	policy:  policyworker.Devices{"cuda": cuda.Opener},
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/distrl/distrl/policyworker"
@@ -54,7 +53,7 @@ func runDevices(c *cli.Context) error {
 		}
 		if kind != accel.kind || n >= len(list) {
 			return cli.Exit(fmt.Sprintf("%s: not present: the driver sees %d %s devices (%s)",
-				want, len(list), accel.kind, strings.Join(slices.Clip(list), "; ")), exitFailed)
+				want, len(list), accel.kind, strings.Join(list, "; ")), exitFailed)
 		}
 	}
 	return nil

@@ -7,7 +7,9 @@ import "gonum.org/v1/gonum/blas"
 // gonum's pure-Go kernels at the small shapes of RL networks; the build tag
 // noopenblas keeps gonum's (blas_gonum.go) for a machine without the
 // library. Both compute each element by a sum in its own order, so results
-// agree to float32 rounding, not bit for bit.
+// agree to float32 rounding, not bit for bit. The same tag chooses how a
+// tanh layer is activated: a loop in C that the compiler vectorises
+// (tanh.c) or tanh32 in Go, the same approximation either way.
 type float32BLAS interface {
 	Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
 	Sgemv(tA blas.Transpose, m, n int, alpha float32, a []float32, lda int, x []float32, incX int, beta float32, y []float32, incY int)

@@ -14,3 +14,10 @@ var impl float32BLAS = gonum.Implementation{}
 const fansOut = true
 
 const blasName = "gonum"
+
+// tanhSlice sets each element of y to its tanh32.
+func tanhSlice(y []float32) {
+	for i, v := range y {
+		y[i] = tanh32(v)
+	}
+}

@@ -3,9 +3,11 @@
 package nn
 
 // #cgo LDFLAGS: -lopenblas
+// #cgo CFLAGS: -O3
 // #include <stdlib.h>
 // #include <cblas.h>
 // void openblas_set_num_threads(int);
+// void distrl_tanh(float *y, size_t n);
 import "C"
 
 import (
@@ -102,4 +104,19 @@ func (openBLAS) Sscal(n int, alpha float32, x []float32, incX int) {
 		return
 	}
 	C.cblas_sscal(C.blasint(n), C.float(alpha), ptr(x), C.blasint(incX))
+}
+
+// vecTanhMin is the length from which tanhSlice calls the vectorised C
+// loop (tanh.c): below it the cgo call costs more than it saves.
+const vecTanhMin = 64
+
+// tanhSlice sets each element of y to its tanh32.
+func tanhSlice(y []float32) {
+	if len(y) < vecTanhMin {
+		for i, v := range y {
+			y[i] = tanh32(v)
+		}
+		return
+	}
+	C.distrl_tanh(ptr(y), C.size_t(len(y)))
 }

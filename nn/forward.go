@@ -181,9 +181,7 @@ func matMul(x, w, y []float32, batch, in, out int) {
 func activate(act Activation, y []float32) {
 	switch act {
 	case Tanh:
-		for i, v := range y {
-			y[i] = tanh32(v)
-		}
+		tanhSlice(y)
 	case ReLU:
 		for i, v := range y {
 			y[i] = max(v, 0)

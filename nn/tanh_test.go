@@ -5,29 +5,71 @@ import (
 	"testing"
 )
 
-// TestTanh32 sweeps tanh32 over a dense grid against math.Tanh and checks
-// the bound |tanh| <= 1 that the backward pass's 1 - y² relies on.
+// tanhFuncs are the two ways a forward pass computes tanh: tanh32 one value
+// at a time, and tanhSlice over a slice (vectorised C in the default build),
+// here over slices long enough to take the vector path.
+var tanhFuncs = []struct {
+	name string
+	f    func(x float32) float32
+}{
+	{"tanh32", tanh32},
+	{"tanhSlice", func(x float32) float32 {
+		y := make([]float32, 2*vecTanhLen+3)
+		for i := range y {
+			y[i] = x
+		}
+		tanhSlice(y)
+		return y[len(y)-1] // the last element: the loop's remainder, if any
+	}},
+}
+
+// vecTanhLen is a slice length that takes tanhSlice's vector path.
+const vecTanhLen = 256
+
+// TestTanh32 sweeps both tanh paths over a dense grid against math.Tanh
+// and checks the bound |tanh| <= 1 that the backward pass's 1 - y² relies
+// on.
 func TestTanh32(t *testing.T) {
-	var worst float64
-	for i := -1_000_000; i <= 1_000_000; i++ {
-		x := float32(i) * 1e-5
-		got := tanh32(x)
-		if got > 1 || got < -1 {
-			t.Fatalf("tanh32(%v) = %v, outside [-1, 1]", x, got)
-		}
-		worst = max(worst, math.Abs(float64(got)-math.Tanh(float64(x))))
-	}
-	if worst > 5e-7 {
-		t.Errorf("max |tanh32 - tanh| = %g, want <= 5e-7", worst)
-	}
-	for _, c := range []struct{ x, want float32 }{
-		{100, 1}, {-100, -1}, {float32(math.Inf(1)), 1}, {float32(math.Inf(-1)), -1}, {0, 0},
-	} {
-		if got := tanh32(c.x); got != c.want {
-			t.Errorf("tanh32(%v) = %v, want %v", c.x, got, c.want)
-		}
-	}
-	if got := tanh32(float32(math.NaN())); !math.IsNaN(float64(got)) {
-		t.Errorf("tanh32(NaN) = %v, want NaN", got)
+	const lo, hi, step = -1_000_000, 1_000_000, 1e-5
+	for _, fn := range tanhFuncs {
+		t.Run(fn.name, func(t *testing.T) {
+			// The grid goes through tanhSlice in slices, as activate does.
+			xs := make([]float32, 0, hi-lo+1)
+			for i := lo; i <= hi; i++ {
+				xs = append(xs, float32(i)*step)
+			}
+			ys := make([]float32, len(xs))
+			if fn.name == "tanhSlice" {
+				copy(ys, xs)
+				for s := 0; s < len(ys); s += vecTanhLen + 1 { // odd lengths: remainders too
+					tanhSlice(ys[s:min(s+vecTanhLen+1, len(ys))])
+				}
+			} else {
+				for i, x := range xs {
+					ys[i] = fn.f(x)
+				}
+			}
+			var worst float64
+			for i, x := range xs {
+				got := ys[i]
+				if got > 1 || got < -1 {
+					t.Fatalf("tanh(%v) = %v, outside [-1, 1]", x, got)
+				}
+				worst = max(worst, math.Abs(float64(got)-math.Tanh(float64(x))))
+			}
+			if worst > 5e-7 {
+				t.Errorf("max |tanh - math.Tanh| = %g, want <= 5e-7", worst)
+			}
+			for _, c := range []struct{ x, want float32 }{
+				{100, 1}, {-100, -1}, {float32(math.Inf(1)), 1}, {float32(math.Inf(-1)), -1}, {0, 0},
+			} {
+				if got := fn.f(c.x); got != c.want {
+					t.Errorf("tanh(%v) = %v, want %v", c.x, got, c.want)
+				}
+			}
+			if got := fn.f(float32(math.NaN())); !math.IsNaN(float64(got)) {
+				t.Errorf("tanh(NaN) = %v, want NaN", got)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/distrl/distrl/nn"
 )
@@ -43,21 +44,45 @@ type Acted struct {
 type OpenBackend func(net *nn.ActorCritic) (Backend, error)
 
 // NewCPUBackend returns the CPU backend on a copy of net, the backend a
-// policy has by default, for code that wraps or compares backends.
-func NewCPUBackend(net *nn.ActorCritic) Backend {
-	return &cpuBackend{net: net.Clone(), gaussian: net.Spec().Head == nn.Gaussian}
+// policy has by default, for code that wraps or compares backends. threads
+// is as Config.Threads.
+func NewCPUBackend(net *nn.ActorCritic, threads int) Backend {
+	return newCPUBackend(net.Clone(), threads, false)
 }
 
 // cpuBackend is the default Backend: package nn's forward pass and
-// distribution helpers on the calling goroutine.
+// distribution helpers, on the calling goroutine or, for a batch large
+// enough, on several at once.
 type cpuBackend struct {
 	net      *nn.ActorCritic
 	gaussian bool // the head, read once: Spec() copies
+	obsDim   int
 	// shared: net is the policy's own network, which the policy's
 	// SetParams has already written (the default backend of New).
 	shared bool
-	ws     nn.Workspace
-	fwd    nn.Output
+	// parts hold one workspace and output per thread; part 0 runs on the
+	// calling goroutine.
+	parts []cpuPart
+	wg    sync.WaitGroup
+}
+
+type cpuPart struct {
+	ws  nn.Workspace
+	fwd nn.Output
+	err error
+}
+
+// minPartRows is the fewest rows a thread is given: below it the hand-off
+// to another goroutine (a wake-up, about a microsecond or two) costs more
+// than the share of the forward pass it saves.
+const minPartRows = 64
+
+func newCPUBackend(net *nn.ActorCritic, threads int, shared bool) *cpuBackend {
+	spec := net.Spec()
+	return &cpuBackend{
+		net: net, gaussian: spec.Head == nn.Gaussian, obsDim: spec.ObsDim, shared: shared,
+		parts: make([]cpuPart, max(threads, 1)),
+	}
 }
 
 func (c *cpuBackend) SetParams(params []float32) error {
@@ -69,24 +94,53 @@ func (c *cpuBackend) SetParams(params []float32) error {
 
 func (c *cpuBackend) Close() error { return nil }
 
+// Act splits the batch into up to len(c.parts) runs of rows that differ in
+// length by at most one and evaluates them at once. Each row's answer is
+// computed by the same operations whatever the split (a GEMM's rows are
+// independent, and each row has its own draw), so the thread count changes
+// the speed, not the actions.
 func (c *cpuBackend) Act(obs []float32, batch int, draws []float64, out *Acted) error {
-	if err := c.net.Forward(obs, batch, &c.ws, &c.fwd); err != nil {
+	k := min(len(c.parts), batch/minPartRows)
+	if k <= 1 {
+		return c.actRows(&c.parts[0], obs, 0, batch, draws, out)
+	}
+	for i := 1; i < k; i++ {
+		c.wg.Go(func() {
+			c.parts[i].err = c.actRows(&c.parts[i], obs, i*batch/k, (i+1)*batch/k, draws, out)
+		})
+	}
+	err := c.actRows(&c.parts[0], obs, 0, batch/k, draws, out)
+	c.wg.Wait()
+	for i := 1; i < k && err == nil; i++ {
+		err = c.parts[i].err
+	}
+	return err
+}
+
+// actRows is Act for the rows [lo, hi) of the batch, with p's buffers.
+func (c *cpuBackend) actRows(p *cpuPart, obs []float32, lo, hi int, draws []float64, out *Acted) error {
+	n, d := hi-lo, c.obsDim
+	if err := c.net.Forward(obs[lo*d:hi*d], n, &p.ws, &p.fwd); err != nil {
 		return err
 	}
-	copy(out.Values, c.fwd.Values)
+	copy(out.Values[lo:hi], p.fwd.Values)
 	if c.gaussian {
-		copy(out.Mean, c.fwd.Mean)
-		copy(out.LogStd, c.fwd.LogStd)
+		a := len(p.fwd.Mean) / n
+		copy(out.Mean[lo*a:hi*a], p.fwd.Mean)
+		if lo == 0 { // the same for every row: written once
+			copy(out.LogStd, p.fwd.LogStd)
+		}
 		return nil
 	}
-	a := len(c.fwd.Logits) / batch
-	for i := range batch {
-		logits := c.fwd.Logits[i*a : (i+1)*a]
+	a := len(p.fwd.Logits) / n
+	for i := range n {
+		logits := p.fwd.Logits[i*a : (i+1)*a]
+		r := lo + i
 		if draws == nil {
 			act := nn.GreedyCategorical(logits)
-			out.Actions[i], out.LogProbs[i] = act, nn.CategoricalLogProb(logits, act)
+			out.Actions[r], out.LogProbs[r] = act, nn.CategoricalLogProb(logits, act)
 		} else {
-			out.Actions[i], out.LogProbs[i] = nn.SampleCategoricalWith(logits, a, draws[i])
+			out.Actions[r], out.LogProbs[r] = nn.SampleCategoricalWith(logits, a, draws[r])
 		}
 	}
 	return nil

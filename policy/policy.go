@@ -43,6 +43,10 @@ type Config struct {
 	// logits are advantages and value head V(s), so the deterministic
 	// action is the greedy one and the value a state value.
 	SharedTrunk bool `msgpack:"shared_trunk"`
+	// Threads is how many goroutines the CPU backend may evaluate one
+	// batch on, each given at least 64 rows; 0 and 1 mean the calling
+	// goroutine alone. The split changes the speed, not the answers.
+	Threads int `msgpack:"threads"`
 }
 
 // WithShape overrides the hidden layers and the activation where a worker's
@@ -115,7 +119,7 @@ func NewOn(cfg Config, open OpenBackend) (*ActorCritic, error) {
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	cfg.Hidden, cfg.Activation = spec.Hidden, spec.Activation
-	var b Backend = &cpuBackend{net: net, gaussian: spec.Head == nn.Gaussian, shared: true}
+	var b Backend = newCPUBackend(net, cfg.Threads, true)
 	if open != nil {
 		if b, err = open(net); err != nil {
 			return nil, fmt.Errorf("policy: open backend: %w", err)

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -437,5 +438,41 @@ func TestConfigWithShape(t *testing.T) {
 				t.Fatalf("got %+v, want %+v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestInferThreads checks that a batch split over several goroutines gets
+// the answers of one: the same actions, and values and log-probabilities
+// equal to float32 rounding (a BLAS may order a sum differently for a part
+// than for the whole), for batches that split and batches too small to.
+func TestInferThreads(t *testing.T) {
+	wide := policy.Config{ObsDim: 9, ActionDim: 5, Head: nn.Categorical, Hidden: []int{128, 96}, Seed: 3}
+	greedy := cartPole
+	greedy.Deterministic = true
+	for _, cfg := range []policy.Config{cartPole, greedy, box, wide} {
+		for _, threads := range []int{2, 3, 8} {
+			for _, batch := range []int{1, 63, 128, 129, 500, 4097} {
+				name := fmt.Sprintf("%s/det=%v/hidden=%v/threads=%d/batch=%d", cfg.Head, cfg.Deterministic, cfg.Hidden, threads, batch)
+				t.Run(name, func(t *testing.T) {
+					obs := randObs(uint64(batch), batch, cfg.ObsDim)
+					par := cfg
+					par.Threads = threads
+					one, many := newPolicy(t, cfg), newPolicy(t, par)
+					for call := range 2 {
+						a, b := infer(t, one, obs), infer(t, many, obs)
+						if !slices.Equal(a.Actions.Data, b.Actions.Data) {
+							t.Fatalf("call %d: actions differ", call)
+						}
+						for _, pair := range [][2][]float32{{a.Values.Data, b.Values.Data}, {a.LogProbs.Data, b.LogProbs.Data}, {a.ContActions.Data, b.ContActions.Data}} {
+							for i := range pair[0] {
+								if d := math.Abs(float64(pair[0][i] - pair[1][i])); d > 1e-5*max(1, math.Abs(float64(pair[0][i]))) {
+									t.Fatalf("call %d: row value %d: %v with one thread, %v with %d", call, i, pair[0][i], pair[1][i], threads)
+								}
+							}
+						}
+					}
+				})
+			}
+		}
 	}
 }

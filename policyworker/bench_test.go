@@ -2,7 +2,6 @@ package policyworker_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -16,7 +15,17 @@ import (
 	"github.com/distrl/distrl/worker"
 )
 
-var benchBatches = []int{1, 8, 64, 512}
+// benchCases are the batches of the policy benchmarks, on one thread
+// ("batch=N") and spread over two ("threads=2/batch=N": the policy
+// worker's threads setting, which on a 2-core machine leaves the client's
+// core to the forward pass while the client waits).
+var benchCases = []struct {
+	name           string
+	batch, threads int
+}{
+	{"batch=1", 1, 1}, {"batch=8", 8, 1}, {"batch=64", 64, 1}, {"batch=512", 512, 1},
+	{"threads=2/batch=512", 512, 2}, {"threads=2/batch=4096", 4096, 2},
+}
 
 // BenchmarkPolicyWorker measures the full inference path for one actor:
 // a RemoteInferenceClient posts a batch of CartPole observations and
@@ -27,11 +36,12 @@ var benchBatches = []int{1, 8, 64, 512}
 // cpu-ns/row is the CPU time of the whole process (client, worker loop,
 // libzmq's threads) per row: on a shared machine the steadier figure.
 func BenchmarkPolicyWorker(b *testing.B) {
-	for _, n := range benchBatches {
-		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+	for _, bc := range benchCases {
+		n := bc.batch
+		b.Run(bc.name, func(b *testing.B) {
 			repo := workertest.Repo(b)
 			f := startWorker(b, repo, 0, worker.DefaultIdleWait, slog.New(slog.DiscardHandler))
-			f.do(b, worker.CmdConfigure, map[string]any{"env": env.CartPoleName, "max_batch": 512}, nil)
+			f.do(b, worker.CmdConfigure, map[string]any{"env": env.CartPoleName, "max_batch": n, "threads": bc.threads}, nil)
 			f.do(b, worker.CmdStart, nil, nil)
 			c := newClient(b, repo, 4, 5*time.Second)
 			w := newWaiter(c)
@@ -83,8 +93,11 @@ func BenchmarkPolicyInfer(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range benchBatches {
-		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+	for _, bc := range benchCases {
+		n := bc.batch
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := cfg
+			cfg.Threads = bc.threads
 			p, err := policy.New(cfg)
 			if err != nil {
 				b.Fatal(err)

@@ -48,6 +48,10 @@ type Config struct {
 	// Device runs the forward pass: "cpu" (or "", the default) or
 	// "cuda:N" (a binary built with the cuda tag, rlctl-cuda).
 	Device string `msgpack:"device"`
+	// Threads is how many cores one batch is spread over on the CPU (at
+	// least 64 rows each): a count, or "auto" (the default; a quarter of
+	// the node's cores, 1 to 8: worker.AutoThreads).
+	Threads worker.Threads `msgpack:"threads"`
 	// ParamCacheDir is the node cache the policy workers of a machine
 	// share published parameters through; "" is
 	// paramstream.DefaultCacheDir.
@@ -132,5 +136,6 @@ func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 	}
 	pcfg = pcfg.WithShape(cfg.Hidden, cfg.Activation)
 	pcfg.Seed, pcfg.Deterministic, pcfg.SharedTrunk = cfg.Seed, cfg.Deterministic, cfg.SharedTrunk
+	pcfg.Threads = cfg.Threads.N()
 	return cfg, pcfg, nil
 }

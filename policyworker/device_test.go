@@ -67,7 +67,7 @@ func TestDeviceBackend(t *testing.T) {
 				return nil, errors.New("cuda:7: the driver sees 1 CUDA devices")
 			}
 			opened.Add(1)
-			return countingBackend{Backend: policy.NewCPUBackend(net), closed: &closed}, nil
+			return countingBackend{Backend: policy.NewCPUBackend(net, 1), closed: &closed}, nil
 		}
 	}}
 	reg := workertest.Registry(map[string]worker.Factory{policyworker.TypeName: policyworker.NewFactory(devices)})

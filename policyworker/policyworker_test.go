@@ -122,6 +122,8 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 		{"negative max_batch", map[string]any{"env": env.CartPoleName, "max_batch": -1}},
 		{"wrong type", map[string]any{"env": env.CartPoleName, "seed": "seven"}},
 		{"unknown device", map[string]any{"env": env.CartPoleName, "device": "tpu:0"}},
+		{"threads zero", map[string]any{"env": env.CartPoleName, "threads": 0}},
+		{"threads not a count", map[string]any{"env": env.CartPoleName, "threads": "many"}},
 		{"bad device number", map[string]any{"env": env.CartPoleName, "device": "cuda:x"}},
 		// New has the CPU alone: the error says which binary has CUDA.
 		{"cuda on a CPU binary", map[string]any{"env": env.CartPoleName, "device": "cuda:0"}},

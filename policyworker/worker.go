@@ -136,7 +136,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	}
 	w.log.Info("configured", "policy", cfg.Policy, "addr", srv.Addr(),
 		"obs_dim", pcfg.ObsDim, "action_dim", pcfg.ActionDim, "head", pcfg.Head,
-		"params", p.NumParams(), "max_batch", cfg.MaxBatch, "device", cfg.Device)
+		"params", p.NumParams(), "max_batch", cfg.MaxBatch, "device", cfg.Device, "threads", pcfg.Threads)
 	return nil
 }
 

@@ -65,6 +65,10 @@ type Config struct {
 	// CheckpointEvery writes a checkpoint every that many updates (and one
 	// on close); default 10.
 	CheckpointEvery int `msgpack:"checkpoint_every"`
+	// Threads is how many cores one minibatch's gradient is spread over
+	// (at least 64 samples each): a count, or "auto" (the default; a
+	// quarter of the node's cores, 1 to 8: worker.AutoThreads).
+	Threads worker.Threads `msgpack:"threads"`
 	// MaxUpdates completes the worker after that many updates, counted
 	// from version 0 (a resumed trainer counts those of its checkpoint);
 	// 0 means unbounded.

@@ -102,6 +102,7 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	if err != nil {
 		return badConfig("%v", err)
 	}
+	learner.SetThreads(s.cfg.Threads.N())
 	if w.learner != nil {
 		w.finalCheckpoint()
 	}
@@ -150,7 +151,7 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	w.log.Info("trainer configured", "policy", s.cfg.Policy, "env", s.cfg.Env,
 		"params", net.NumParams(), "version", w.version, "resumed", restored != nil,
 		"batch_steps", s.cfg.BatchSteps, "max_staleness", s.staleness, "lr", s.ppo.LR,
-		"checkpoint_dir", s.cfg.CheckpointDir)
+		"checkpoint_dir", s.cfg.CheckpointDir, "threads", s.cfg.Threads.N())
 	return nil
 }
 

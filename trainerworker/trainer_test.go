@@ -34,6 +34,7 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 		{"unknown env", map[string]any{"env": "NoSuchEnv-v0"}},
 		{"bad env config", map[string]any{"env_config": map[string]any{"max_episode_steps": -5}}},
 		{"negative batch_steps", map[string]any{"batch_steps": -1}},
+		{"threads too many", map[string]any{"threads": 100000}},
 		{"negative max_staleness", map[string]any{"max_staleness": -1}},
 		{"negative publish_every", map[string]any{"publish_every": -2}},
 		{"negative checkpoint_every", map[string]any{"checkpoint_every": -2}},

@@ -13,6 +13,8 @@ import (
 // environments × 128 steps of a fresh sampling policy, cut at episode
 // ends) with the default 4 epochs, at several minibatch sizes. samples/s
 // counts each sample once per update, although each epoch passes over it.
+// "threads=2/minibatch=N" spreads each minibatch over two goroutines
+// (Learner.SetThreads).
 func BenchmarkPPOUpdate(b *testing.B) {
 	pol, err := policy.New(policy.Config{ObsDim: 4, ActionDim: 2, Head: nn.Categorical, Seed: 1})
 	if err != nil {
@@ -26,14 +28,20 @@ func BenchmarkPPOUpdate(b *testing.B) {
 	for _, bt := range batches {
 		n += bt.Len()
 	}
-	for _, mbs := range []int{64, 256, 1024} {
-		b.Run("minibatch="+strconv.Itoa(mbs), func(b *testing.B) {
+	cases := []struct{ minibatch, threads int }{{64, 1}, {256, 1}, {1024, 1}, {256, 2}, {1024, 2}}
+	for _, c := range cases {
+		name := "minibatch=" + strconv.Itoa(c.minibatch)
+		if c.threads > 1 {
+			name = "threads=" + strconv.Itoa(c.threads) + "/" + name
+		}
+		b.Run(name, func(b *testing.B) {
 			cfg := DefaultConfig()
-			cfg.MinibatchSize = mbs
+			cfg.MinibatchSize = c.minibatch
 			l, err := NewLearner(pol.Net().Clone(), cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
+			l.SetThreads(c.threads)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := l.Update(batches); err != nil {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync"
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/nn"
@@ -91,9 +92,8 @@ type Learner struct {
 	all, mb samples
 	perm    []int
 	grad    []float32
-	ws      nn.Workspace
-	out     nn.Output
-	dOut    nn.Output
+	shards  []shard // one per goroutine of a minibatch (SetThreads)
+	wg      sync.WaitGroup
 }
 
 // NewLearner returns a learner that trains net in place with the given
@@ -120,6 +120,7 @@ func NewLearner(net *nn.ActorCritic, cfg Config) (*Learner, error) {
 		actDim:   spec.ActionDim,
 		gaussian: spec.Head == nn.Gaussian,
 		grad:     make([]float32, net.NumParams()),
+		shards:   make([]shard, 1),
 	}, nil
 }
 

@@ -1,9 +1,11 @@
 package ppo
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+
 
 	"github.com/distrl/distrl/nn"
 )
@@ -63,63 +65,138 @@ type lossTerms struct {
 	clipFrac float64 // fraction of rows with |r-1| > ClipEps
 }
 
+// shard is the state of one goroutine's part of a minibatch: its forward
+// pass, the loss's gradient with respect to the network's outputs, the
+// parameter gradient of its rows and the sums of its loss terms.
+type shard struct {
+	ws        nn.Workspace
+	out, dOut nn.Output
+	grad      []float32 // unused by shard 0, which writes the caller's
+	t         lossTerms // sums over the shard's rows, not yet means
+	err       error
+}
+
+// minShardRows is the fewest rows of a minibatch given to a goroutine of
+// its own: below it the hand-off costs more than the share of the forward
+// and backward passes it saves.
+const minShardRows = 64
+
+// SetThreads sets how many goroutines compute one minibatch's gradient,
+// each on at least 64 of its rows (1, the default: the caller's alone).
+// The gradient is the sum of the parts', so it equals the one-goroutine
+// gradient to float32 rounding.
+func (l *Learner) SetThreads(n int) {
+	l.shards = make([]shard, max(n, 1))
+}
+
 // lossAndGrad evaluates the PPO loss of mb at the network's current
 // parameters and stores its gradient with respect to those parameters in
 // grad (overwriting it). Update and the finite-difference test both go
-// through it, so the test checks the very code that trains.
-//
-// The per-row terms are accumulated in float64; the network itself runs in
-// float32. The derivative of the surrogate min(r·A, clip(r)·A) is taken as
-// A where the unclipped term is the smaller or they are equal (inside the
-// clip range), and 0 where the clipped, constant term is the smaller, as
-// autograd does for the equivalent max of the negated terms.
+// through it, so the test checks the very code that trains. The rows are
+// split over up to len(l.shards) goroutines (see SetThreads).
 func (l *Learner) lossAndGrad(mb *samples, grad []float32) (lossTerms, error) {
 	var t lossTerms
 	n := mb.n
 	if n <= 0 {
 		return t, errors.New("ppo: loss of an empty minibatch")
 	}
-	if err := l.net.Forward(mb.obs[:n*l.obsDim], n, &l.ws, &l.out); err != nil {
-		return t, fmt.Errorf("ppo: loss: %w", err)
+	if len(l.shards) == 0 {
+		l.SetThreads(1)
+	}
+	k := max(min(len(l.shards), n/minShardRows), 1)
+	for i := 1; i < k; i++ {
+		sh := &l.shards[i]
+		sh.grad = grow(sh.grad, len(grad))
+		l.wg.Go(func() { sh.err = l.shardLossAndGrad(sh, mb, i*n/k, (i+1)*n/k, sh.grad) })
+	}
+	err := l.shardLossAndGrad(&l.shards[0], mb, 0, n/k, grad)
+	l.wg.Wait()
+	t = l.shards[0].t
+	for i := 1; i < k; i++ {
+		sh := &l.shards[i]
+		err = cmp.Or(err, sh.err)
+		for j, g := range sh.grad {
+			grad[j] += g
+		}
+		t.policy += sh.t.policy
+		t.value += sh.t.value
+		t.entropy += sh.t.entropy
+		t.approxKL += sh.t.approxKL
+		t.clipFrac += sh.t.clipFrac
+	}
+	if err != nil {
+		return t, err
+	}
+	if l.gaussian {
+		t.entropy = float64(n) * float64(nn.GaussianEntropy(l.shards[0].out.LogStd))
+	}
+	inv := 1 / float64(n)
+	t.policy *= inv
+	t.value *= inv
+	t.entropy *= inv
+	t.approxKL *= inv
+	t.clipFrac *= inv
+	t.total = t.policy + l.cfg.ValueCoef*t.value - l.cfg.EntropyCoef*t.entropy
+	return t, nil
+}
+
+// shardLossAndGrad computes the rows [lo, hi) of the loss of the n-row
+// minibatch mb into sh.t (sums over those rows) and their share of the
+// gradient (the gradient of the loss's mean over all n rows) into grad,
+// overwriting it. Shard 0 (lo = 0) also takes the Gaussian entropy's
+// gradient, which depends on no row.
+//
+// The per-row terms are accumulated in float64; the network itself runs in
+// float32. The derivative of the surrogate min(r·A, clip(r)·A) is taken as
+// A where the unclipped term is the smaller or they are equal (inside the
+// clip range), and 0 where the clipped, constant term is the smaller, as
+// autograd does for the equivalent max of the negated terms.
+func (l *Learner) shardLossAndGrad(sh *shard, mb *samples, lo, hi int, grad []float32) error {
+	t := &sh.t
+	*t = lossTerms{}
+	rows := hi - lo
+	if err := l.net.Forward(mb.obs[lo*l.obsDim:hi*l.obsDim], rows, &sh.ws, &sh.out); err != nil {
+		return fmt.Errorf("ppo: loss: %w", err)
 	}
 	a := l.actDim
 	eps := l.cfg.ClipEps
-	inv := 1 / float64(n)
+	inv := 1 / float64(mb.n)
 	valueScale := l.cfg.ValueCoef * inv
 	entCoef := l.cfg.EntropyCoef
 
-	d := &l.dOut
-	d.Values = grow(d.Values, n)
+	d := &sh.dOut
+	d.Values = grow(d.Values, rows)
 	var dPi, logStd []float32
 	if l.gaussian {
 		d.Logits = d.Logits[:0]
-		d.Mean = zeroed(d.Mean, n*a)
+		d.Mean = zeroed(d.Mean, rows*a)
 		d.LogStd = zeroed(d.LogStd, a)
-		dPi, logStd = d.Mean, l.out.LogStd
+		dPi, logStd = d.Mean, sh.out.LogStd
 	} else {
 		d.Mean, d.LogStd = d.Mean[:0], d.LogStd[:0]
-		d.Logits = zeroed(d.Logits, n*a)
+		d.Logits = zeroed(d.Logits, rows*a)
 		dPi = d.Logits
 	}
-	pi := l.out.Logits
+	pi := sh.out.Logits
 	if l.gaussian {
-		pi = l.out.Mean
+		pi = sh.out.Mean
 	}
 
-	for i := range n {
+	for i := range rows {
+		r := lo + i // the row in mb
 		row := pi[i*a : (i+1)*a]
 		dRow := dPi[i*a : (i+1)*a]
 		var logp float64
 		if l.gaussian {
-			logp = float64(nn.GaussianLogProb(row, logStd, mb.cont[i*a:(i+1)*a]))
+			logp = float64(nn.GaussianLogProb(row, logStd, mb.cont[r*a:(r+1)*a]))
 		} else {
-			logp = float64(nn.CategoricalLogProb(row, mb.actions[i]))
+			logp = float64(nn.CategoricalLogProb(row, mb.actions[r]))
 		}
 
 		// Clipped surrogate.
-		logRatio := logp - float64(mb.oldLogp[i])
+		logRatio := logp - float64(mb.oldLogp[r])
 		ratio := math.Exp(logRatio)
-		adv := float64(mb.adv[i])
+		adv := float64(mb.adv[r])
 		surr, clipped := ratio*adv, min(max(ratio, 1-eps), 1+eps)*adv
 		var dSurr float64 // ∂surrogate/∂logp = A·ratio, or 0 where clipped
 		if surr <= clipped {
@@ -137,14 +214,14 @@ func (l *Learner) lossAndGrad(mb *samples, grad []float32) (lossTerms, error) {
 		if dSurr != 0 {
 			s := -dSurr * inv
 			if l.gaussian {
-				nn.GaussianLogProbGrad(row, logStd, mb.cont[i*a:(i+1)*a], float32(s), dRow, d.LogStd)
+				nn.GaussianLogProbGrad(row, logStd, mb.cont[r*a:(r+1)*a], float32(s), dRow, d.LogStd)
 			} else {
-				nn.CategoricalLogProbGrad(row, mb.actions[i], float32(s), dRow)
+				nn.CategoricalLogProbGrad(row, mb.actions[r], float32(s), dRow)
 			}
 		}
 
 		// Entropy bonus. A Gaussian's entropy depends only on the shared
-		// log-stds, so its gradient is added once after the loop.
+		// log-stds: lossAndGrad computes it, and shard 0 its gradient.
 		if !l.gaussian {
 			t.entropy += float64(nn.CategoricalEntropy(row))
 			if entCoef != 0 {
@@ -153,11 +230,11 @@ func (l *Learner) lossAndGrad(mb *samples, grad []float32) (lossTerms, error) {
 		}
 
 		// Value loss.
-		v, ret := float64(l.out.Values[i]), float64(mb.returns[i])
+		v, ret := float64(sh.out.Values[i]), float64(mb.returns[r])
 		diff := v - ret
 		loss, dv := 0.5*diff*diff, diff
 		if l.cfg.ClipValueLoss {
-			old := float64(mb.oldValues[i])
+			old := float64(mb.oldValues[r])
 			vc := old + min(max(v-old, -eps), eps)
 			// Where the clipped error is the larger, V is outside the clip
 			// range (inside it vc = v and both errors are equal), so the
@@ -169,25 +246,15 @@ func (l *Learner) lossAndGrad(mb *samples, grad []float32) (lossTerms, error) {
 		t.value += loss
 		d.Values[i] = float32(valueScale * dv)
 	}
-	if l.gaussian {
-		t.entropy = float64(n) * float64(nn.GaussianEntropy(logStd))
-		if entCoef != 0 {
-			nn.GaussianEntropyGrad(logStd, float32(-entCoef), d.LogStd)
-		}
+	if l.gaussian && lo == 0 && entCoef != 0 {
+		nn.GaussianEntropyGrad(logStd, float32(-entCoef), d.LogStd)
 	}
-
-	t.policy *= inv
-	t.value *= inv
-	t.entropy *= inv
-	t.approxKL *= inv
-	t.clipFrac *= inv
-	t.total = t.policy + l.cfg.ValueCoef*t.value - entCoef*t.entropy
 
 	clear(grad)
-	if err := l.net.Backward(&l.ws, n, d, grad); err != nil {
-		return t, fmt.Errorf("ppo: loss gradient: %w", err)
+	if err := l.net.Backward(&sh.ws, rows, d, grad); err != nil {
+		return fmt.Errorf("ppo: loss gradient: %w", err)
 	}
-	return t, nil
+	return nil
 }
 
 // grow returns s resliced to n elements, reallocating only if its capacity

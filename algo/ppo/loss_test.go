@@ -1,6 +1,7 @@
 package ppo
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -201,5 +202,67 @@ func TestLossGradientFiniteDifferences(t *testing.T) {
 				t.Errorf("gradient norm² %v is too small for the check to mean anything", gradNorm)
 			}
 		})
+	}
+}
+
+// TestLossThreads checks that a minibatch split over several goroutines
+// gives the loss and gradient of one goroutine, for both heads, with an
+// entropy bonus, and for minibatches too small to split. They agree to
+// float32 rounding, not bit for bit: a BLAS may sum a part's rows in
+// another order than the whole's. The clip range is wide enough that no
+// row lies near a kink of the loss, where rounding would flip a row's
+// gradient between its two sides.
+func TestLossThreads(t *testing.T) {
+	for _, head := range []nn.HeadKind{nn.Categorical, nn.Gaussian} {
+		for _, rows := range []int{8, 127, 128, 301, 1024} {
+			for _, threads := range []int{2, 3, 16} {
+				t.Run(fmt.Sprintf("%s/rows=%d/threads=%d", head, rows, threads), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(uint64(rows), 9))
+					spec := nn.Spec{ObsDim: 5, Hidden: []int{32, 32}, Activation: nn.Tanh, Head: head, ActionDim: 3}
+					cfg := DefaultConfig()
+					cfg.ClipEps, cfg.EntropyCoef = 10, 0.01
+					one, many := newLearner(t, spec, cfg), newLearner(t, spec, cfg)
+					many.SetThreads(threads)
+					mb := &samples{}
+					mb.resize(rows, spec.ObsDim, spec.ActionDim, head == nn.Gaussian)
+					for _, x := range [][]float32{mb.obs, mb.adv, mb.returns, mb.oldValues, mb.cont} {
+						fill(rng, x, 1)
+					}
+					for i := range rows {
+						mb.oldLogp[i] = float32(-1 + 0.3*rng.NormFloat64())
+					}
+					for i := range mb.actions {
+						mb.actions[i] = rng.Int32N(int32(spec.ActionDim))
+					}
+					g1, gn := make([]float32, one.Net().NumParams()), make([]float32, one.Net().NumParams())
+					t1, err := one.lossAndGrad(mb, g1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					tn, err := many.lossAndGrad(mb, gn)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, p := range [][2]float64{{t1.total, tn.total}, {t1.policy, tn.policy}, {t1.value, tn.value},
+						{t1.entropy, tn.entropy}, {t1.approxKL, tn.approxKL}, {t1.clipFrac, tn.clipFrac}} {
+						if math.Abs(p[0]-p[1]) > 1e-6*max(1, math.Abs(p[0])) {
+							t.Fatalf("loss terms %+v with one goroutine, %+v with %d", t1, tn, threads)
+						}
+					}
+					var scale float64
+					for _, g := range g1 {
+						scale = max(scale, math.Abs(float64(g)))
+					}
+					if scale == 0 {
+						t.Fatal("zero gradient")
+					}
+					for i := range g1 {
+						if math.Abs(float64(g1[i]-gn[i])) > 1e-5*scale {
+							t.Fatalf("gradient %d: %v with one goroutine, %v with %d (largest %v)", i, g1[i], gn[i], threads, scale)
+						}
+					}
+				})
+			}
+		}
 	}
 }

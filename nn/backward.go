@@ -142,11 +142,11 @@ func (m *ActorCritic) backwardChain(ws *Workspace, ls []layer, x []float32, acts
 // Narrow layers go column by column for the reason given at narrow.
 func matMulTransA(x, dy, dW []float32, batch, in, out int) {
 	if out > narrow {
-		impl.Sgemm(blas.Trans, blas.NoTrans, in, out, batch, 1, x, in, dy, out, 1, dW, out)
+		active.blas.Sgemm(blas.Trans, blas.NoTrans, in, out, batch, 1, x, in, dy, out, 1, dW, out)
 		return
 	}
 	for j := range out {
-		impl.Sgemv(blas.Trans, batch, in, 1, x, in, dy[j:], out, 1, dW[j:], out)
+		active.blas.Sgemv(blas.Trans, batch, in, 1, x, in, dy[j:], out, 1, dW[j:], out)
 	}
 }
 
@@ -155,7 +155,7 @@ func matMulTransA(x, dy, dW []float32, batch, in, out int) {
 // input. Narrow layers are a sum of out rank-one updates.
 func matMulTransB(dy, w, dx []float32, beta float32, batch, in, out int) {
 	if out > narrow {
-		impl.Sgemm(blas.NoTrans, blas.Trans, batch, in, out, 1, dy, out, w, out, beta, dx, in)
+		active.blas.Sgemm(blas.NoTrans, blas.Trans, batch, in, out, 1, dy, out, w, out, beta, dx, in)
 		return
 	}
 	switch beta {
@@ -163,9 +163,9 @@ func matMulTransB(dy, w, dx []float32, beta float32, batch, in, out int) {
 		clear(dx[:batch*in])
 	case 1:
 	default:
-		impl.Sscal(batch*in, beta, dx, 1)
+		active.blas.Sscal(batch*in, beta, dx, 1)
 	}
 	for j := range out {
-		impl.Sger(batch, in, 1, dy[j:], out, w[j:], out, dx, in)
+		active.blas.Sger(batch, in, 1, dy[j:], out, w[j:], out, dx, in)
 	}
 }

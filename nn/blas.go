@@ -1,6 +1,9 @@
 package nn
 
-import "gonum.org/v1/gonum/blas"
+import (
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
 
 // float32BLAS is the part of BLAS the network's passes use. The default is
 // OpenBLAS through cgo (blas_openblas.go), several times faster than
@@ -17,6 +20,34 @@ type float32BLAS interface {
 	Sscal(n int, alpha float32, x []float32, incX int)
 }
 
+// kernels are the numerics networks run on: a BLAS, whether it fans a large
+// product out over goroutines itself, and tanh over a slice.
+type kernels struct {
+	name string
+	blas float32BLAS
+	// fansOut: gonum runs a large Sgemm on several goroutines; matMul then
+	// hands it row slices that stay on the calling one (serialRows).
+	// OpenBLAS keeps to its thread count and takes the batch whole.
+	fansOut bool
+	tanh    func(y []float32)
+}
+
+// goKernels are gonum's pure-Go BLAS, called directly rather than through
+// blas32's package-level implementation so that another package calling
+// blas32.Use cannot change the numerics of this one, and tanh32 in Go.
+var goKernels = kernels{name: "gonum", blas: gonum.Implementation{}, fansOut: true, tanh: tanhGo}
+
+// active are the kernels in use: nativeKernels (blas_openblas.go), or
+// goKernels in a build with the tag noopenblas. The benchmarks swap it to
+// hold both against each other in one run.
+var active = nativeKernels
+
 // BLAS names the BLAS implementation this build's networks run on:
 // "openblas" or "gonum" (built with the tag noopenblas).
-func BLAS() string { return blasName }
+func BLAS() string { return active.name }
+
+func tanhGo(y []float32) {
+	for i, v := range y {
+		y[i] = tanh32(v)
+	}
+}

@@ -18,13 +18,9 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// impl is OpenBLAS (Debian's libopenblas-dev, which make deps installs).
-var impl float32BLAS = openBLAS{}
-
-// fansOut: OpenBLAS keeps to its thread count: matMul hands it the batch whole.
-const fansOut = false
-
-const blasName = "openblas"
+// nativeKernels are OpenBLAS (Debian's libopenblas-dev, which make deps
+// installs) and the vectorised tanh of tanh.c.
+var nativeKernels = kernels{name: "openblas", blas: openBLAS{}, tanh: tanhSlice}
 
 // OpenBLAS runs one thread per call unless OPENBLAS_NUM_THREADS says
 // otherwise: a process of distrl shares the machine with the other workers
@@ -113,9 +109,7 @@ const vecTanhMin = 64
 // tanhSlice sets each element of y to its tanh32.
 func tanhSlice(y []float32) {
 	if len(y) < vecTanhMin {
-		for i, v := range y {
-			y[i] = tanh32(v)
-		}
+		tanhGo(y)
 		return
 	}
 	C.distrl_tanh(ptr(y), C.size_t(len(y)))

@@ -25,15 +25,6 @@ func agree(got, want []float32, k int) error {
 	return nil
 }
 
-// normals returns n standard normal float32s from rng.
-func normals(rng *rand.Rand, n int) []float32 {
-	s := make([]float32, n)
-	for i := range s {
-		s[i] = float32(rng.NormFloat64())
-	}
-	return s
-}
-
 // TestOpenBLASAgreesWithGonum: every BLAS call the passes make, as they make
 // them (row-major, strided columns of W for the heads), at random shapes
 // including 1s and odd sizes, gives gonum's results.
@@ -95,7 +86,8 @@ func TestOpenBLASAgreesWithGonum(t *testing.T) {
 
 // TestNetworkOpenBLASAgreesWithGonum: the forward pass and the gradients
 // of whole networks (both heads, shared trunks, odd widths, batch 1) on
-// OpenBLAS are gonum's, to float32 rounding.
+// the native kernels (OpenBLAS, the vectorised tanh) are those of the
+// pure-Go kernels (gonum, tanh32), to float32 rounding.
 func TestNetworkOpenBLASAgreesWithGonum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	fill := func(n int) []float32 { return normals(rng, n) }
@@ -105,7 +97,7 @@ func TestNetworkOpenBLASAgreesWithGonum(t *testing.T) {
 		{ObsDim: 5, Hidden: []int{129}, Activation: Tanh, Head: Categorical, ActionDim: 6, SharedTrunk: true},
 		{ObsDim: 9, Hidden: []int{256, 65}, Activation: ReLU, Head: Categorical, ActionDim: 18},
 	}
-	t.Cleanup(func() { impl = openBLAS{} })
+	t.Cleanup(func() { active = nativeKernels })
 	for _, spec := range specs {
 		for _, batch := range []int{1, 3, 64, 130} {
 			m, err := NewActorCritic(spec, 9)
@@ -113,8 +105,8 @@ func TestNetworkOpenBLASAgreesWithGonum(t *testing.T) {
 				t.Fatal(err)
 			}
 			obs := fill(batch * spec.ObsDim)
-			run := func(b float32BLAS) (Output, []float32) {
-				impl = b
+			run := func(k kernels) (Output, []float32) {
+				active = k
 				var ws Workspace
 				var out Output
 				if err := m.Forward(obs, batch, &ws, &out); err != nil {
@@ -130,8 +122,8 @@ func TestNetworkOpenBLASAgreesWithGonum(t *testing.T) {
 				}
 				return out, grad
 			}
-			outG, gradG := run(gonum.Implementation{})
-			outO, gradO := run(openBLAS{})
+			outG, gradG := run(goKernels)
+			outO, gradO := run(nativeKernels)
 			widest := slices.Max(append([]int{spec.ObsDim, batch}, spec.Hidden...))
 			for _, p := range []struct {
 				what      string

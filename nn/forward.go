@@ -161,27 +161,27 @@ func serialRows(out int) int {
 func matMul(x, w, y []float32, batch, in, out int) {
 	if out > narrow {
 		rows := batch
-		if fansOut {
+		if active.fansOut {
 			if rows = serialRows(out); rows == 0 {
 				rows = batch
 			}
 		}
 		for r := 0; r < batch; r += rows {
 			n := min(rows, batch-r)
-			impl.Sgemm(blas.NoTrans, blas.NoTrans, n, out, in, 1, x[r*in:], in, w, out, 1, y[r*out:], out)
+			active.blas.Sgemm(blas.NoTrans, blas.NoTrans, n, out, in, 1, x[r*in:], in, w, out, 1, y[r*out:], out)
 		}
 		return
 	}
 	for j := range out {
 		// Column j of y += x · column j of W, both strided by out.
-		impl.Sgemv(blas.NoTrans, batch, in, 1, x, in, w[j:], out, 1, y[j:], out)
+		active.blas.Sgemv(blas.NoTrans, batch, in, 1, x, in, w[j:], out, 1, y[j:], out)
 	}
 }
 
 func activate(act Activation, y []float32) {
 	switch act {
 	case Tanh:
-		tanhSlice(y)
+		active.tanh(y)
 	case ReLU:
 		for i, v := range y {
 			y[i] = max(v, 0)

@@ -6,24 +6,24 @@ import (
 )
 
 // tanhFuncs are the two ways a forward pass computes tanh: tanh32 one value
-// at a time, and tanhSlice over a slice (vectorised C in the default build),
-// here over slices long enough to take the vector path.
+// at a time, and the native kernels' over a slice (vectorised C in the
+// default build), here over slices long enough to take the vector path.
 var tanhFuncs = []struct {
 	name string
 	f    func(x float32) float32
 }{
 	{"tanh32", tanh32},
-	{"tanhSlice", func(x float32) float32 {
+	{"native", func(x float32) float32 {
 		y := make([]float32, 2*vecTanhLen+3)
 		for i := range y {
 			y[i] = x
 		}
-		tanhSlice(y)
+		nativeKernels.tanh(y)
 		return y[len(y)-1] // the last element: the loop's remainder, if any
 	}},
 }
 
-// vecTanhLen is a slice length that takes tanhSlice's vector path.
+// vecTanhLen is a slice length that takes the vector path.
 const vecTanhLen = 256
 
 // TestTanh32 sweeps both tanh paths over a dense grid against math.Tanh
@@ -33,16 +33,16 @@ func TestTanh32(t *testing.T) {
 	const lo, hi, step = -1_000_000, 1_000_000, 1e-5
 	for _, fn := range tanhFuncs {
 		t.Run(fn.name, func(t *testing.T) {
-			// The grid goes through tanhSlice in slices, as activate does.
+			// The grid goes through the native tanh in slices, as activate does.
 			xs := make([]float32, 0, hi-lo+1)
 			for i := lo; i <= hi; i++ {
 				xs = append(xs, float32(i)*step)
 			}
 			ys := make([]float32, len(xs))
-			if fn.name == "tanhSlice" {
+			if fn.name == "native" {
 				copy(ys, xs)
 				for s := 0; s < len(ys); s += vecTanhLen + 1 { // odd lengths: remainders too
-					tanhSlice(ys[s:min(s+vecTanhLen+1, len(ys))])
+					nativeKernels.tanh(ys[s:min(s+vecTanhLen+1, len(ys))])
 				}
 			} else {
 				for i, x := range xs {

@@ -72,7 +72,7 @@ var rows = slices.Concat([]row{
 	{"pipeline, 4 actors x 8 envs vs one loop of 32 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=8 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=32 steps/s", true},
 	{"pipeline, 4 actors x 64 envs vs one loop of 256 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=64 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=256 steps/s", true},
 	{"pipeline, 4 actors x 256 envs vs one loop of 1024 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=256 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=1024 steps/s", true},
-}, pipelineBreakdown(), gpuRows(), []row{
+}, pipelineBreakdown(), kernelRows(), gpuRows(), []row{
 	// Transport: the same pipeline with inference over shared memory (the
 	// default between processes of one node), over ipc:// and over tcp on
 	// the loopback.
@@ -96,6 +96,9 @@ var rows = slices.Concat([]row{
 	{"policy worker, batch=1 vs Infer alone (rows/s)", "policyworker.BenchmarkPolicyWorker/batch=1 rows/s", "policyworker.BenchmarkPolicyInfer/batch=1 rows/s", true},
 	{"policy worker, batch=64 vs Infer alone (rows/s)", "policyworker.BenchmarkPolicyWorker/batch=64 rows/s", "policyworker.BenchmarkPolicyInfer/batch=64 rows/s", true},
 	{"policy worker, batch=512 vs Infer alone (rows/s)", "policyworker.BenchmarkPolicyWorker/batch=512 rows/s", "policyworker.BenchmarkPolicyInfer/batch=512 rows/s", true},
+	{"policy worker, batch=512, threads=2 vs threads=1 (rows/s)", "policyworker.BenchmarkPolicyWorker/threads=2/batch=512 rows/s", "policyworker.BenchmarkPolicyWorker/batch=512 rows/s", true},
+	{"policy worker, batch=4096, threads=2 vs Infer alone, threads=2 (rows/s)", "policyworker.BenchmarkPolicyWorker/threads=2/batch=4096 rows/s", "policyworker.BenchmarkPolicyInfer/threads=2/batch=4096 rows/s", true},
+	{"Infer alone, batch=4096, threads=2 vs batch=512, threads=1 (rows/s)", "policyworker.BenchmarkPolicyInfer/threads=2/batch=4096 rows/s", "policyworker.BenchmarkPolicyInfer/batch=512 rows/s", true},
 	{"policy worker, batch=1: CPU ns per row, client and worker", "policyworker.BenchmarkPolicyWorker/batch=1 cpu-ns/row", "", false},
 	{"policy worker, batch=8: CPU ns per row, client and worker", "policyworker.BenchmarkPolicyWorker/batch=8 cpu-ns/row", "", false},
 	{"policy worker, batch=64: CPU ns per row, client and worker", "policyworker.BenchmarkPolicyWorker/batch=64 cpu-ns/row", "", false},
@@ -119,6 +122,9 @@ var rows = slices.Concat([]row{
 	{"CartPole to 475: pipeline vs one process (median wall s)", "e2e.BenchmarkLearnCartPole s-to-475", "ppo.BenchmarkSolveCartPole s-to-475", false},
 	{"CartPole to 475: pipeline vs one process (median env steps)", "e2e.BenchmarkLearnCartPole steps-to-475", "ppo.BenchmarkSolveCartPole steps-to-475", false},
 	{"trainer samples/s in the pipeline vs PPO update alone", "e2e.BenchmarkLearnCartPole trainer-samples/s", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", true},
+	{"PPO update, minibatch=256 (samples/s)", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", "", true},
+	{"PPO update, minibatch=256, threads=2 vs 1 (samples/s)", "ppo.BenchmarkPPOUpdate/threads=2/minibatch=256 samples/s", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", true},
+	{"PPO update, minibatch=1024, threads=2 vs 1 (samples/s)", "ppo.BenchmarkPPOUpdate/threads=2/minibatch=1024 samples/s", "ppo.BenchmarkPPOUpdate/minibatch=1024 samples/s", true},
 	{"policy lag at the trainer, p50 (versions)", "e2e.BenchmarkLearnCartPole lag-p50", "", false},
 	{"policy lag at the trainer, p99 (versions)", "e2e.BenchmarkLearnCartPole lag-p99", "", false},
 	// Replay (package replay): a prioritized table of 1M items against the
@@ -225,6 +231,30 @@ func pipelineBreakdown() []row {
 				out = append(out, row{
 					title:    fmt.Sprintf("pipeline %dx%d: %s", actors, envs, f.title),
 					measured: fmt.Sprintf("e2e.BenchmarkPipelineActors/actors=%d/envs=%d %s", actors, envs, f.metric),
+				})
+			}
+		}
+	}
+	return out
+}
+
+// kernelRows hold package nn's native kernels (OpenBLAS and the vectorised
+// tanh) against gonum's pure-Go ones, which every build ran on before, in
+// the same run and on one core: a forward pass, and a learner's forward
+// and backward, of CartPole's MLP and a 512x512 one.
+func kernelRows() []row {
+	var out []row
+	for _, pass := range []struct{ bench, title string }{{"BenchmarkForwardKernels", "forward"}, {"BenchmarkTrainKernels", "forward+backward"}} {
+		for _, net := range []string{"cartpole", "512x512"} {
+			for _, batch := range []int{64, 512, 4096} {
+				key := func(k string) string {
+					return fmt.Sprintf("nn.%s/kernels=%s/net=%s/batch=%d rows/s", pass.bench, k, net, batch)
+				}
+				out = append(out, row{
+					title:          fmt.Sprintf("nn %s, %s MLP, batch=%d, one core: native vs gonum (rows/s)", pass.title, net, batch),
+					measured:       key("native"),
+					limit:          key("gonum"),
+					higherIsBetter: true,
 				})
 			}
 		}

@@ -1,0 +1,92 @@
+package nn
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"testing"
+)
+
+// benchKernels are the kernels held against each other in one run: this
+// build's native ones, and the pure-Go ones every build had before OpenBLAS
+// (gonum's BLAS, tanh32 a value at a time).
+var benchKernels = []struct {
+	name string
+	k    *kernels
+}{{"native", &nativeKernels}, {"gonum", &goKernels}}
+
+// benchNets are CartPole's MLP (the default policy of every CartPole
+// experiment) and a wide one, the size of a pixel task's dense layers.
+var benchNets = []struct {
+	name string
+	spec Spec
+}{
+	{"cartpole", Spec{ObsDim: 4, Hidden: []int{64, 64}, Activation: Tanh, Head: Categorical, ActionDim: 2}},
+	{"512x512", Spec{ObsDim: 64, Hidden: []int{512, 512}, Activation: Tanh, Head: Categorical, ActionDim: 6}},
+}
+
+// onOneCore runs f with GOMAXPROCS 1, so that the figures are per core:
+// gonum would otherwise spread a large product over every core.
+func onOneCore(f func()) {
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	f()
+}
+
+// BenchmarkForwardKernels is the forward pass on one core in rows/s, for
+// both networks at batch 64, 512 and 4096, on the native kernels and on
+// gonum's.
+func BenchmarkForwardKernels(b *testing.B) {
+	benchKernelsOn(b, false)
+}
+
+// BenchmarkTrainKernels is a learner's step on one core, forward and
+// backward, in rows/s, as BenchmarkForwardKernels.
+func BenchmarkTrainKernels(b *testing.B) {
+	benchKernelsOn(b, true)
+}
+
+func benchKernelsOn(b *testing.B, backward bool) {
+	for _, kc := range benchKernels {
+		for _, net := range benchNets {
+			for _, batch := range []int{64, 512, 4096} {
+				b.Run("kernels="+kc.name+"/net="+net.name+"/batch="+strconv.Itoa(batch), func(b *testing.B) {
+					active = *kc.k
+					defer func() { active = nativeKernels }()
+					m, err := NewActorCritic(net.spec, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rng := rand.New(rand.NewPCG(1, 2))
+					obs := normals(rng, batch*net.spec.ObsDim)
+					dOut := &Output{Logits: normals(rng, batch*net.spec.ActionDim), Values: normals(rng, batch)}
+					grad := make([]float32, m.NumParams())
+					var ws Workspace
+					var out Output
+					onOneCore(func() {
+						for b.Loop() {
+							if err := m.Forward(obs, batch, &ws, &out); err != nil {
+								b.Fatal(err)
+							}
+							if backward {
+								if err := m.Backward(&ws, batch, dOut, grad); err != nil {
+									b.Fatal(err)
+								}
+							}
+						}
+					})
+					b.ReportMetric(float64(b.N)*float64(batch)/b.Elapsed().Seconds(), "rows/s")
+				})
+			}
+		}
+	}
+}
+
+// normals returns n standard normal float32s from rng.
+func normals(rng *rand.Rand, n int) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(rng.NormFloat64())
+	}
+	return s
+}

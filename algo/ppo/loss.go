@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 
-
 	"github.com/distrl/distrl/nn"
 )
 

@@ -19,7 +19,7 @@ BENCH_OUT    ?= $(BIN)/bench.txt
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps deps-cuda build build-cuda bundle-gpu ptx vet-cuda test vet lint unit bench fuzz demo run clean
+.PHONY: all deps deps-cuda build build-cuda bundle-gpu bundle-cpu ptx vet-cuda test vet lint unit bench fuzz demo run clean
 
 all: build
 
@@ -57,10 +57,24 @@ build-cuda: deps deps-cuda
 # device-bundle refuses bundles over 60 MiB, and OpenBLAS alone is 36 MiB:
 # it is gzipped here (scripts/gpu-check.sh unpacks it), and the size checked.
 bundle-gpu: build-cuda
-	-../shared/tools/device-bundle -tags cuda ./policy/cuda ./e2e
-	@test -x bin/device/run || { echo "bundle-gpu: device-bundle failed"; exit 1; }
+	$(call bundle,-tags cuda ./policy/cuda ./e2e)
+
+# bin/device for the CPU measurements of a many-core machine without Go
+# (scripts/cpu-scale.sh: the pipeline from 1 to 14 actors, learning, the
+# kernels, policy workers and the PPO update; docs/performance.md).
+bundle-cpu: build
+	$(call bundle,./e2e ./nn ./policyworker ./algo/ppo)
+
+# bundle packs the packages $(1) with device-bundle, which refuses bundles
+# over 60 MiB and OpenBLAS alone is 36 MiB: the libraries it left are
+# gzipped here and the size checked again (scripts/gpu-check.sh and
+# scripts/cpu-scale.sh unpack them on the machine).
+define bundle
+	-../shared/tools/device-bundle $(1)
+	@test -x bin/device/run || { echo "bundle: device-bundle failed"; exit 1; }
 	@for f in bin/device/lib/*; do case $$f in *.gz) ;; *) [ $$(stat -c %s $$f) -lt 8000000 ] || gzip -9f $$f ;; esac; done
-	@size=$$(du -sm bin/device | cut -f1); echo "bin/device: $$size MiB"; [ $$size -le 60 ] || { echo "bundle-gpu: over 60 MiB"; exit 1; }
+	@size=$$(du -sm bin/device | cut -f1); echo "bin/device: $$size MiB"; [ $$size -le 60 ] || { echo "bundle: over 60 MiB"; exit 1; }
+endef
 
 # Regenerate the committed PTX of the CUDA kernels (needs nvcc: deps-cuda).
 ptx:

@@ -92,16 +92,21 @@ func BenchmarkPipelineActors(b *testing.B) {
 	}
 }
 
-// BenchmarkPipelinePolicies is 14 actors of 64 CartPoles (the size of a
-// 16-core machine) sharing 1, 2 or 4 policy worker processes: how far more
-// policy workers take a pipeline whose one policy worker is busy all the
-// time. On a machine of fewer cores it measures the cores, not distrl.
-func BenchmarkPipelinePolicies(b *testing.B) {
+// BenchmarkPipelineScale is cartpole-sink grown to the size of a 16-core
+// machine: 1, 2, 4, 8 and 14 actors of 64 CartPoles sharing 1, 2 or 4
+// policy worker processes (threads: auto) and a sink. On a machine of
+// fewer cores it measures the cores, not distrl.
+func BenchmarkPipelineScale(b *testing.B) {
 	c := newCluster(b)
-	for _, policies := range []int{1, 2, 4} {
-		b.Run(fmt.Sprint("policies=", policies), func(b *testing.B) {
-			benchPipeline(b, c.benchTrial(b), pipeline{actors: 14, ring: 64, policies: policies})
-		})
+	for _, actors := range []int{1, 2, 4, 8, 14} {
+		for _, policies := range []int{1, 2, 4} {
+			if policies > actors {
+				continue
+			}
+			b.Run(fmt.Sprintf("actors=%d/policies=%d", actors, policies), func(b *testing.B) {
+				benchPipeline(b, c.benchTrial(b), pipeline{actors: actors, ring: 64, policies: policies})
+			})
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"slices"
 	"testing"
 	"time"
 )
@@ -9,7 +8,7 @@ import (
 // learnBenchSeeds are the seeds BenchmarkLearnCartPole runs; it reports
 // medians, since one run's time to solve varies with the seed and with
 // scheduling.
-var learnBenchSeeds = []int64{1, 2, 3}
+var learnBenchSeeds = []int64{1, 2, 3, 4, 5}
 
 // BenchmarkLearnCartPole measures learning through the distributed
 // pipeline: a trainer, a policy worker and two actors (rings of 2), each
@@ -81,9 +80,5 @@ func medianOf(rs []learnResult, f func(learnResult) float64) float64 {
 	for i, r := range rs {
 		v[i] = f(r)
 	}
-	slices.Sort(v)
-	if len(v) == 0 {
-		return 0
-	}
-	return v[len(v)/2]
+	return median(v)
 }

@@ -16,15 +16,16 @@ import (
 )
 
 // benchCases are the batches of the policy benchmarks, on one thread
-// ("batch=N") and spread over two ("threads=2/batch=N": the policy
-// worker's threads setting, which on a 2-core machine leaves the client's
-// core to the forward pass while the client waits).
+// ("batch=N") and spread over several ("threads=T/batch=N": the policy
+// worker's threads setting; on a 2-core machine two leave the client's
+// core to the forward pass while the client waits, and 4 is what "auto"
+// gives a 16-core machine).
 var benchCases = []struct {
 	name           string
 	batch, threads int
 }{
 	{"batch=1", 1, 1}, {"batch=8", 8, 1}, {"batch=64", 64, 1}, {"batch=512", 512, 1},
-	{"threads=2/batch=512", 512, 2}, {"threads=2/batch=4096", 4096, 2},
+	{"threads=2/batch=512", 512, 2}, {"threads=2/batch=4096", 4096, 2}, {"threads=4/batch=4096", 4096, 4},
 }
 
 // BenchmarkPolicyWorker measures the full inference path for one actor:

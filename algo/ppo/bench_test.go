@@ -13,8 +13,8 @@ import (
 // environments × 128 steps of a fresh sampling policy, cut at episode
 // ends) with the default 4 epochs, at several minibatch sizes. samples/s
 // counts each sample once per update, although each epoch passes over it.
-// "threads=2/minibatch=N" spreads each minibatch over two goroutines
-// (Learner.SetThreads).
+// "threads=T/minibatch=N" spreads each minibatch over T goroutines
+// (Learner.SetThreads; 4 is what "auto" gives a 16-core machine).
 func BenchmarkPPOUpdate(b *testing.B) {
 	pol, err := policy.New(policy.Config{ObsDim: 4, ActionDim: 2, Head: nn.Categorical, Seed: 1})
 	if err != nil {
@@ -28,7 +28,7 @@ func BenchmarkPPOUpdate(b *testing.B) {
 	for _, bt := range batches {
 		n += bt.Len()
 	}
-	cases := []struct{ minibatch, threads int }{{64, 1}, {256, 1}, {1024, 1}, {256, 2}, {1024, 2}}
+	cases := []struct{ minibatch, threads int }{{64, 1}, {256, 1}, {1024, 1}, {256, 2}, {1024, 2}, {256, 4}, {1024, 4}}
 	for _, c := range cases {
 		name := "minibatch=" + strconv.Itoa(c.minibatch)
 		if c.threads > 1 {

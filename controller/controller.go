@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,6 +109,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		err := errors.New("controller: Options.Config, Scheduler, Dir and Trial are required")
 		return Result{Outcome: Failed, Reason: err.Error(), Dir: opts.Dir}, err
 	}
+	// count: auto means this machine's cores (the config's snapshot, in
+	// the trial directory, records the numbers).
+	opts.Config.ResolveCounts(runtime.NumCPU())
 	c := &Controller{
 		opts: opts, cfg: opts.Config, dir: opts.Dir, log: opts.Logger,
 		out:   &progress{out: opts.Out, tty: opts.TTY},

@@ -74,7 +74,7 @@ func CheckDevices(ctx context.Context, opts Options) error {
 		if !usesCUDA(g) {
 			continue
 		}
-		for i := range g.Count {
+		for i := range g.N() {
 			d, _ := opts.Config.WorkerConfig(typ, i)["device"].(string)
 			if _, seen := first[d]; !seen {
 				first[d] = names.WorkerName(typ, i)

@@ -20,7 +20,7 @@ func cudaConfig(t *testing.T, device string, policies int) *experiment.Config {
 		t.Fatal(err)
 	}
 	g := cfg.Workers["policy"]
-	g.Count = policies
+	g.Count = experiment.Count(policies)
 	g.Config["device"] = device
 	cfg.Workers["policy"] = g
 	return cfg

@@ -62,8 +62,8 @@ func hostedName(typ string, first, count, perProcess int) string {
 func processSpecs(typ string, g experiment.Group, dir TrialDir, args, env []string, exe string) []WorkerSpec {
 	per := g.WorkersPerProcess()
 	var out []WorkerSpec
-	for first := 0; first < g.Count; first += per {
-		n := min(per, g.Count-first)
+	for first := 0; first < g.N(); first += per {
+		n := min(per, g.N()-first)
 		ws := make([]string, n)
 		for i := range ws {
 			ws[i] = names.WorkerName(typ, first+i)

@@ -30,7 +30,7 @@ func TestProcessSpecs(t *testing.T) {
 		{"no workers", 0, 4, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := processSpecs("echo", experiment.Group{Count: tt.count, PerProcess: tt.per}, dir, []string{"--ttl", "3s"}, nil, "")
+			got := processSpecs("echo", experiment.Group{Count: experiment.Count(tt.count), PerProcess: tt.per}, dir, []string{"--ttl", "3s"}, nil, "")
 			if len(got) != len(tt.want) {
 				t.Fatalf("%d processes, want %d: %+v", len(got), len(tt.want), got)
 			}
@@ -111,7 +111,7 @@ func TestHeartbeat(t *testing.T) {
 		{30 * s, 4096, 256, s},                     // 17 processes beat, not 4096 workers
 		{30 * s, 8192, 4, 2049 * time.Millisecond}, // 2048 hosts and the policy worker
 	} {
-		groups := map[string]experiment.Group{"echo": {Count: tt.workers - 1, PerProcess: tt.perProcess}, "policy": {Count: 1}}
+		groups := map[string]experiment.Group{"echo": {Count: experiment.Count(tt.workers - 1), PerProcess: tt.perProcess}, "policy": {Count: 1}}
 		if got := heartbeat(tt.hungAfter, groups); got != tt.want {
 			t.Errorf("heartbeat(%v, %d workers) = %v, want %v", tt.hungAfter, tt.workers, got, tt.want)
 		}

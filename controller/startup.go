@@ -46,7 +46,7 @@ func (c *Controller) registerTimeout() time.Duration {
 	}
 	n := 0
 	for _, g := range c.opts.Config.Workers {
-		n += max(g.Count, 0)
+		n += g.N()
 	}
 	return registerBase + time.Duration(n)*registerPerProc
 }
@@ -67,7 +67,7 @@ func heartbeat(hungAfter time.Duration, groups map[string]experiment.Group) time
 	n := 0
 	for _, g := range groups {
 		per := g.WorkersPerProcess()
-		n += (max(g.Count, 0) + per - 1) / per
+		n += (g.N() + per - 1) / per
 	}
 	hb := min(max(hungAfter/10, 100*time.Millisecond), time.Second)
 	return max(hb, min(time.Duration(n)*time.Millisecond, hungAfter/3))
@@ -141,7 +141,7 @@ func (c *Controller) startWorkers(ctx, rctx context.Context) error {
 	// a policy worker fetches the newest parameters when it is configured,
 	// and a trainer answers only once it runs.
 	for _, typ := range c.cfg.Types() {
-		if err := c.configureAndStart(ctx, typ, 0, c.cfg.Workers[typ].Count); err != nil {
+		if err := c.configureAndStart(ctx, typ, 0, c.cfg.Workers[typ].N()); err != nil {
 			if err := c.restartUnanswered(rctx, err); err != nil {
 				return err
 			}

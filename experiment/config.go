@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
+	"reflect"
+	"strconv"
 	"slices"
 	"strings"
 	"time"
@@ -56,7 +59,9 @@ type Config struct {
 
 // Group is the workers of one type.
 type Group struct {
-	Count int `json:"count"`
+	// Count is how many: a number, or "auto" for the policy group, which
+	// ResolveCounts turns into one on the machine of the controller.
+	Count Count `json:"count"`
 	// PerProcess is how many of the group's workers one process hosts
 	// (`rlctl worker --count`): worker i runs in process i/PerProcess, the
 	// last process takes the remainder. 0 or 1: a process per worker.
@@ -68,6 +73,82 @@ type Group struct {
 	// may hold IndexPlaceholder.
 	Config map[string]any `json:"config,omitempty"`
 }
+
+// Count is a group's number of workers: an integer >= 0, or Auto.
+type Count int
+
+// Auto is count: auto, which only the policy group may give:
+// ResolveCounts replaces it by AutoPolicyWorkers. No number decodes to it.
+const Auto Count = math.MinInt
+
+// autoText is how Auto is written.
+const autoText = "auto"
+
+// String is "auto" or the number.
+func (n Count) String() string {
+	if n == Auto {
+		return autoText
+	}
+	return strconv.Itoa(int(n))
+}
+
+// MarshalJSON writes Auto as "auto", any other count as its number.
+func (n Count) MarshalJSON() ([]byte, error) {
+	if n == Auto {
+		return []byte(`"` + autoText + `"`), nil
+	}
+	return strconv.AppendInt(nil, int64(n), 10), nil
+}
+
+// UnmarshalJSON reads "auto" or an integer.
+func (n *Count) UnmarshalJSON(b []byte) error {
+	if string(b) == `"`+autoText+`"` {
+		*n = Auto
+		return nil
+	}
+	var i int
+	if err := json.Unmarshal(b, &i); err != nil {
+		// The json package adds the field's path to this error.
+		return &json.UnmarshalTypeError{Value: string(b), Type: reflect.TypeFor[Count]()}
+	}
+	*n = Count(max(i, math.MinInt+1)) // negative, as written, but never Auto
+	return nil
+}
+
+// AutoPolicyWorkers is what count: auto means for policy workers: one per
+// 4 cores of the controller's machine, and no more than there are actors
+// (actors < 0: no actor group), at least 1. Measured on 16 cores
+// (docs/performance.md), a policy worker keeps up with about 4 cores'
+// worth of actors; past one per actor, more policy workers only split the
+// batches.
+func AutoPolicyWorkers(cores, actors int) int {
+	n := cores / 4
+	if actors >= 0 {
+		n = min(n, actors)
+	}
+	return max(n, 1)
+}
+
+// ResolveCounts replaces count: auto by its number for a controller on a
+// machine of cores cores (runtime.NumCPU()); counts already numbers stay.
+// The controller calls it before it starts anything; rlctl start before
+// it prints or starts a plan.
+func (c *Config) ResolveCounts(cores int) {
+	actors := -1
+	if g, ok := c.Workers["actor"]; ok && g.Count != Auto {
+		actors = int(g.Count)
+	}
+	for typ, g := range c.Workers {
+		if g.Count == Auto {
+			g.Count = Count(AutoPolicyWorkers(cores, actors))
+			c.Workers[typ] = g
+		}
+	}
+}
+
+// N is the group's number of workers once ResolveCounts has run (an
+// unresolved Auto counts 0).
+func (g Group) N() int { return max(int(g.Count), 0) }
 
 // WorkersPerProcess is PerProcess with its default applied: at least 1.
 func (g Group) WorkersPerProcess() int { return max(g.PerProcess, 1) }
@@ -329,6 +410,8 @@ func jsonType(goType string) string {
 	switch goType {
 	case "int", "int64", "float64":
 		return "number"
+	case "experiment.Count":
+		return "integer >= 0 (or auto, for the policy group)"
 	case "experiment.Duration":
 		return "duration such as 90s or 10m"
 	case "string":

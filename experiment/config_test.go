@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,13 @@ func TestSet(t *testing.T) {
 			return reflect.DeepEqual(c.Workers["actor"].Config["hidden"], []any{int64(32), int64(32)})
 		}},
 		{"workers.sink.count=1", func(c *Config) bool { return c.Workers["sink"].Count == 1 }},
+		{"workers.policy.count=auto", func(c *Config) bool {
+			if c.Workers["policy"].Count != Auto {
+				return false
+			}
+			c.ResolveCounts(runtime.NumCPU())
+			return c.Workers["policy"].N() == AutoPolicyWorkers(runtime.NumCPU(), 2)
+		}},
 		{"workers.actor.per_process=256", func(c *Config) bool { return c.Workers["actor"].WorkersPerProcess() == 256 }},
 		{"workers.policy.config.env=CartPole-v1", func(c *Config) bool { return c.Workers["policy"].Config["env"] == "CartPole-v1" }},
 		{"stop.wall_time=90s", func(c *Config) bool { return c.Stop.WallTimeLimit() == 90*time.Second }},
@@ -277,5 +285,47 @@ func TestParseQuantity(t *testing.T) {
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("ParseQuantity(%q) = %d, %v; want %d ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}
+	}
+}
+
+func TestAutoPolicyWorkers(t *testing.T) {
+	for _, tc := range []struct{ cores, actors, want int }{
+		{1, 2, 1}, {2, 2, 1}, {4, 2, 1}, {8, 2, 2}, {16, 2, 2}, {16, 14, 4}, {16, 1, 1},
+		{16, 0, 1}, {64, 14, 14}, {64, -1, 16}, {3, -1, 1},
+	} {
+		if got := AutoPolicyWorkers(tc.cores, tc.actors); got != tc.want {
+			t.Errorf("AutoPolicyWorkers(%d cores, %d actors) = %d, want %d", tc.cores, tc.actors, got, tc.want)
+		}
+	}
+	// In a document, auto stays auto through --set (the actor count may
+	// change after it) until ResolveCounts, then the number for the cores
+	// and the actors, in the snapshot too.
+	c := parse(t, `
+name: t
+workers:
+  actor: {count: 2, config: {env: CartPole-v1}}
+  policy: {count: auto, config: {env: CartPole-v1}}
+stop: {env_steps: 100}
+`)
+	if err := c.Set("workers.actor.count=14"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(allTypes); err != nil {
+		t.Fatal(err)
+	}
+	if c.Workers["policy"].Count != Auto {
+		t.Fatalf("policy count %v before ResolveCounts, want auto", c.Workers["policy"].Count)
+	}
+	c.ResolveCounts(16)
+	if n := c.Workers["policy"].N(); n != 4 {
+		t.Errorf("policy count %d on 16 cores with 14 actors, want 4", n)
+	}
+	if y, _ := c.YAML(); !strings.Contains(string(y), "count: 4") {
+		t.Errorf("snapshot:\n%s", y)
+	}
+	err := parse(t, "name: t\nworkers:\n  sink: {count: auto}\n").Validate(allTypes)
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "workers.sink.count" || !strings.Contains(fe.Allowed, "auto is for the policy group") {
+		t.Errorf("auto sink count: %v, want a FieldError on workers.sink.count", err)
 	}
 }

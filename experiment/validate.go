@@ -58,13 +58,19 @@ func (c *Config) Validate(knownTypes []string) error {
 		if !slices.Contains(knownTypes, typ) {
 			bad(field, typ, "a worker type: "+known)
 		}
-		if g.Count < 0 {
-			bad(field+".count", g.Count, "an integer >= 0")
+		switch {
+		case g.Count == Auto && typ != "policy":
+			bad(field+".count", autoText, "an integer >= 0 (auto is for the policy group)")
+		case g.Count < 0 && g.Count != Auto:
+			bad(field+".count", int(g.Count), "an integer >= 0")
 		}
 		if g.PerProcess < 0 {
 			bad(field+".per_process", g.PerProcess, "an integer >= 0 (0 or 1: one process per worker)")
 		}
-		total += max(g.Count, 0)
+		total += g.N()
+		if g.Count == Auto {
+			total++ // at least 1
+		}
 		if g.Resources.CPUs < 0 {
 			bad(field+".resources.cpus", g.Resources.CPUs, "a number >= 0")
 		}

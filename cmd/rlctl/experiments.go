@@ -36,7 +36,7 @@ func experimentsCommand() *cli.Command {
 				}
 				var ws []string
 				for _, t := range cfg.Types() {
-					ws = append(ws, fmt.Sprintf("%d %s", cfg.Workers[t].Count, t))
+					ws = append(ws, fmt.Sprintf("%v %s", cfg.Workers[t].Count, t))
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", name, strings.Join(ws, ", "), cfg.Description)
 			}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/distrl/distrl/controller"
@@ -74,6 +75,9 @@ func runStart(c *cli.Context, args []string) error {
 	if err := cfg.Validate(types.Types()); err != nil {
 		return cli.Exit(configError(err), exitUsage)
 	}
+	// count: auto is resolved here, on the machine of the controller, before
+	// a plan is printed (--dry-run) or started.
+	cfg.ResolveCounts(runtime.NumCPU())
 	dir, err := trialDir(c, cfg.Name, args[1])
 	if err != nil {
 		return err

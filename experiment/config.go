@@ -9,8 +9,8 @@ import (
 	"math"
 	"os"
 	"reflect"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 

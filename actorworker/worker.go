@@ -235,6 +235,18 @@ func New(info worker.Info) (worker.Impl, error) {
 	return &Worker{info: info, log: info.Log()}, nil
 }
 
+// Type is the actor worker type, for a worker.Registry.
+func Type() worker.Type {
+	return worker.Type{Name: TypeName, New: New, Check: CheckConfig}
+}
+
+// CheckConfig checks actor index's configure kwargs as Configure does,
+// opening nothing but a throwaway environment (worker.Type.Check).
+func CheckConfig(args rpc.Args, index int) error {
+	_, _, err := parseConfig(args, index)
+	return err
+}
+
 // Configure builds the environments, the inference client and the sample
 // producer. A worker configured again drops what it had; a bad
 // configuration is rejected before that, leaving the worker as it was.

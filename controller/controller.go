@@ -112,6 +112,9 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 	// count: auto means this machine's cores (the config's snapshot, in
 	// the trial directory, records the numbers).
 	opts.Config.ResolveCounts(runtime.NumCPU())
+	if err := checkBounds(opts.Config); err != nil {
+		return Result{Outcome: Failed, Reason: err.Error(), Dir: opts.Dir}, err
+	}
 	c := &Controller{
 		opts: opts, cfg: opts.Config, dir: opts.Dir, log: opts.Logger,
 		out:   &progress{out: opts.Out, tty: opts.TTY},

@@ -62,6 +62,11 @@ type Options struct {
 	NameResolveSecurity etcd.Security
 	// WorkerArgs are added to every worker's flags (--log-level, --curve-keys).
 	WorkerArgs []string
+	// Types describes the worker types of the experiment: where a type
+	// keeps checkpoints (worker.Type.CheckpointDir). rlctl passes its
+	// registry. Nil: no worker gets a checkpoint directory it was not
+	// configured with.
+	Types WorkerTypes
 	// CUDABinary runs the worker groups whose configuration names a CUDA
 	// device (device: cuda:N): rlctl built with the cuda tag. Empty:
 	// DefaultCUDABinary (see there).

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -89,16 +88,7 @@ func groupSpecs(cfg *experiment.Config, dir TrialDir, args, env []string, cudaBi
 
 // workerConfig is the configure kwargs of one worker.
 func (c *Controller) workerConfig(typ string, index int) map[string]any {
-	kw := c.cfg.WorkerConfig(typ, index)
-	if _, ok := kw["checkpoint_dir"]; !ok {
-		switch typ {
-		case worker.TypeTrainer:
-			kw["checkpoint_dir"] = c.dir.Path(CheckpointsDir)
-		case worker.TypeReplay: // one directory per shard: their tables share names
-			kw["checkpoint_dir"] = filepath.Join(c.dir.Path(CheckpointsDir), names.WorkerName(typ, index))
-		}
-	}
-	return kw
+	return workerKwargs(c.cfg, c.opts.Types, typ, index, c.dir.Path(CheckpointsDir))
 }
 
 // startWorkers launches every worker process, waits for all workers to

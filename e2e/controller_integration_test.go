@@ -336,23 +336,39 @@ func TestStopCommand(t *testing.T) {
 }
 
 // A bad configuration is exit code 2 and a message naming the field; no
-// process starts.
+// process starts. A worker's configuration is checked by its type before
+// anything starts: one line naming the group's key and the worker.
 func TestStartRejectsBadConfig(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("name: bad\nworkers:\n  bogus: {count: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
-		name  string
-		args  []string
-		field string
+		name    string
+		args    []string
+		field   string
+		oneLine bool
 	}{
-		{"unknown worker type", []string{"cartpole-sink", "x", "--set", "workers.bogus.count=1"}, "workers.bogus"},
-		{"unknown type in a file", []string{bad, "x"}, "workers.bogus"},
-		{"negative count", []string{"cartpole-sink", "x", "--set", "workers.actor.count=-2"}, "workers.actor.count"},
-		{"bad duration", []string{"cartpole-sink", "x", "--set", "stop.wall_time=soon"}, "stop.wall_time"},
-		{"unknown field", []string{"cartpole-sink", "x", "--set", "stop.env_stepz=1"}, "stop.env_stepz"},
-		{"unknown experiment", []string{"no-such-experiment", "x"}, "no-such-experiment"},
+		{"typo in a worker config", []string{"cartpole-ppo", "x", "--set", "workers.actor.config.ring_sise=8"},
+			`workers.actor.config (actor/0): actor config: unknown key "ring_sise" (known: `, true},
+		{"unknown environment", []string{"cartpole-ppo", "x", "--set", "workers.policy.config.env=NoSuchEnv-v0"},
+			`workers.policy.config (policy/0): policy: config for env: api: unknown environment "NoSuchEnv-v0"`, true},
+		{"wrong type in a worker config", []string{"cartpole-sink", "x", "--set", "workers.actor.config.ring_size=x"},
+			`workers.actor.config (actor/0): actor config: key "ring_size": want an integer, got "x"`, true},
+		{"index-dependent config: the last worker", []string{"cartpole-apex", "x", "--set", "workers.actor.config.apex_actors=2"},
+			`workers.actor.config (actor/3): actor config: apex_actors 2`, true},
+		{"trainer hyperparameter", []string{"cartpole-ppo", "x", "--set", "workers.trainer.config.ppo.lr=-1"},
+			`workers.trainer.config (trainer/0): trainer config: ppo: invalid config: LR`, true},
+		{"a billion workers", []string{"cartpole-sink", "x", "--set", "workers.actor.count=1000000000"},
+			"workers.actor.count: 1000000000: the trial would have", true},
+		{"auto count on a group other than policy", []string{"cartpole-sink", "x", "--set", "workers.actor.count=auto"},
+			"workers.actor.count", false},
+		{"unknown worker type", []string{"cartpole-sink", "x", "--set", "workers.bogus.count=1"}, "workers.bogus", false},
+		{"unknown type in a file", []string{bad, "x"}, "workers.bogus", false},
+		{"negative count", []string{"cartpole-sink", "x", "--set", "workers.actor.count=-2"}, "workers.actor.count", false},
+		{"bad duration", []string{"cartpole-sink", "x", "--set", "stop.wall_time=soon"}, "stop.wall_time", false},
+		{"unknown field", []string{"cartpole-sink", "x", "--set", "stop.env_stepz=1"}, "stop.env_stepz", false},
+		{"unknown experiment", []string{"no-such-experiment", "x"}, "no-such-experiment", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -360,6 +376,9 @@ func TestStartRejectsBadConfig(t *testing.T) {
 			out, code := runRlctl(t, noNameServer, append([]string{"start"}, append(tt.args, "--workdir", work)...)...)
 			if code != 2 || !strings.Contains(out, tt.field) {
 				t.Errorf("exit %d, want 2 and a message naming %s:\n%s", code, tt.field, out)
+			}
+			if tt.oneLine && strings.Count(strings.TrimSpace(out), "\n") > 0 {
+				t.Errorf("want one line:\n%s", out)
 			}
 			if entries, _ := os.ReadDir(work); len(entries) > 0 {
 				t.Errorf("a trial directory was made for a bad configuration: %v", entries)

@@ -20,6 +20,10 @@ type Worker struct {
 // New is the worker.Factory of the echo type.
 func New(worker.Info) (worker.Impl, error) { return &Worker{}, nil }
 
+// Type is the echo worker type, for a worker.Registry. It takes any
+// configuration, so it has no check.
+func Type() worker.Type { return worker.Type{Name: TypeName, New: New} }
+
 // Configure keeps the configuration so that "config" can return it.
 func (e *Worker) Configure(_ context.Context, config rpc.Args) error {
 	if len(config.Raw()) > 0 {

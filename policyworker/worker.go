@@ -62,6 +62,21 @@ func New(info worker.Info) (worker.Impl, error) { return NewFactory(nil)(info) }
 // rlctl-cuda passes {"cuda": cuda.Opener}; rlctl passes none.
 type Devices map[string]func(ordinal int) policy.OpenBackend
 
+// NewType is the policy worker type, for a worker.Registry, with the
+// accelerators of devices (nil: the CPU alone).
+func NewType(devices Devices) worker.Type {
+	return worker.Type{Name: TypeName, New: NewFactory(devices), Check: CheckConfig}
+}
+
+// CheckConfig checks a policy worker's configure kwargs as Configure
+// does, opening nothing (worker.Type.Check). Whether this binary can run
+// a CUDA device is left to the worker (the controller starts such workers
+// with rlctl-cuda).
+func CheckConfig(args rpc.Args, _ int) error {
+	_, _, err := parseConfig(args)
+	return err
+}
+
 // NewFactory is the worker.Factory of the policy type with devices besides
 // the CPU.
 func NewFactory(devices Devices) worker.Factory {

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/replay"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
@@ -96,28 +98,39 @@ func New(info worker.Info) (worker.Impl, error) {
 	return &Worker{info: info, log: info.Log()}, nil
 }
 
-// Configure builds (or resumes) the tables and opens the server.
-func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
+// Type is the replay worker type, for a worker.Registry: each shard keeps
+// its checkpoints in a directory of its own under the trial's (their
+// tables share names).
+func Type() worker.Type {
+	return worker.Type{Name: TypeName, New: New, Check: CheckConfig,
+		CheckpointDir: func(base string, index int) string {
+			return filepath.Join(base, names.WorkerName(TypeName, index))
+		}}
+}
+
+// parseConfig decodes and checks the kwargs of "configure" for shard
+// index: the configuration with its defaults, and each table's options
+// (seeded from the shard and the clock). It opens nothing.
+func parseConfig(args rpc.Args, index int) (Config, []replay.Options, error) {
 	cfg := Config{Stream: stream.DefaultStream}
 	if err := worker.DecodeConfig(args, "replay config", &cfg); err != nil {
-		return err
+		return cfg, nil, err
 	}
 	if len(cfg.Tables) == 0 {
 		cfg.Tables = []replay.Options{{Name: "default", Alpha: 0.6, Beta: 0.4}}
 	}
 	cfg.CheckpointEvery = cmp.Or(cfg.CheckpointEvery, 30)
-	if w.info.Index > stream.MaxReplayShard {
-		return rpc.Errorf(rpc.ErrTypeBadArguments, "replay: index %d: at most %d shards", w.info.Index, stream.MaxReplayShard)
+	if index > stream.MaxReplayShard {
+		return cfg, nil, rpc.Errorf(rpc.ErrTypeBadArguments, "replay: index %d: at most %d shards", index, stream.MaxReplayShard)
 	}
-	seed := int64(w.info.Index)
+	seed := int64(index)
 	if cfg.Seed != nil {
 		seed = *cfg.Seed
 	}
 	// A fresh table's ids: shard in the top bits, then a 24-bit epoch from
 	// the clock, then a 32-bit count.
-	firstID := uint64(w.info.Index)<<stream.ReplayShardShift | (uint64(time.Now().Unix())&0xffffff)<<32
-	tables := map[string]*table{}
-	var ckpts int64
+	firstID := uint64(index)<<stream.ReplayShardShift | (uint64(time.Now().Unix())&0xffffff)<<32
+	opts := make([]replay.Options, len(cfg.Tables))
 	for i, o := range cfg.Tables {
 		o.Sampler = cmp.Or(o.Sampler, replay.Prioritized)
 		o.Remover = cmp.Or(o.Remover, replay.RemoveFIFO)
@@ -125,11 +138,34 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		o.Seed = uint64(seed)*1000 + uint64(i)
 		o.FirstID = firstID
 		if err := o.Validate(); err != nil {
-			return rpc.Errorf(rpc.ErrTypeBadArguments, "replay: table %d: %v", i, err)
+			return cfg, nil, rpc.Errorf(rpc.ErrTypeBadArguments, "replay: table %d: %v", i, err)
 		}
-		if tables[o.Name] != nil {
-			return rpc.Errorf(rpc.ErrTypeBadArguments, "replay: table %q given twice", o.Name)
+		for _, prev := range opts[:i] {
+			if prev.Name == o.Name {
+				return cfg, nil, rpc.Errorf(rpc.ErrTypeBadArguments, "replay: table %q given twice", o.Name)
+			}
 		}
+		opts[i] = o
+	}
+	return cfg, opts, nil
+}
+
+// CheckConfig checks the configure kwargs of replay shard index as
+// Configure does, opening nothing (worker.Type.Check).
+func CheckConfig(args rpc.Args, index int) error {
+	_, _, err := parseConfig(args, index)
+	return err
+}
+
+// Configure builds (or resumes) the tables and opens the server.
+func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
+	cfg, opts, err := parseConfig(args, w.info.Index)
+	if err != nil {
+		return err
+	}
+	tables := map[string]*table{}
+	var ckpts int64
+	for _, o := range opts {
 		t, n, err := w.openTable(cfg.CheckpointDir, o)
 		if err != nil {
 			return err

@@ -59,10 +59,35 @@ func New(info worker.Info) (worker.Impl, error) {
 	return &Worker{info: info, log: info.Log(), byActor: map[string]int64{}}, nil
 }
 
-// Configure opens the sample consumer; a reconfigure replaces it.
-func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
+// Type is the sink worker type, for a worker.Registry.
+func Type() worker.Type { return worker.Type{Name: TypeName, New: New, Check: CheckConfig} }
+
+// parseConfig decodes and checks the kwargs of "configure" for sink index.
+func parseConfig(args rpc.Args, index int) (Config, error) {
 	cfg := Config{Stream: stream.DefaultStream}
 	if err := worker.DecodeConfig(args, "sink config", &cfg); err != nil {
+		return cfg, err
+	}
+	if cfg.Index != nil {
+		index = *cfg.Index
+	}
+	if index < 0 {
+		return cfg, rpc.Errorf(rpc.ErrTypeBadArguments, "sink config: index %d is negative", index)
+	}
+	return cfg, nil
+}
+
+// CheckConfig checks sink index's configure kwargs as Configure does,
+// opening nothing (worker.Type.Check).
+func CheckConfig(args rpc.Args, index int) error {
+	_, err := parseConfig(args, index)
+	return err
+}
+
+// Configure opens the sample consumer; a reconfigure replaces it.
+func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
+	cfg, err := parseConfig(args, w.info.Index)
+	if err != nil {
 		return err
 	}
 	opts := stream.SampleConsumerOptions{
@@ -74,9 +99,6 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	}
 	if cfg.Host != nil {
 		opts.Host = *cfg.Host
-	}
-	if opts.Index < 0 {
-		return rpc.Errorf(rpc.ErrTypeBadArguments, "sink: index %d is negative", opts.Index)
 	}
 	// Close the old consumer first: the new one may take the same record.
 	if err := w.closeConsumer(); err != nil {

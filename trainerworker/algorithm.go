@@ -48,6 +48,29 @@ var (
 // New is the worker.Factory of the trainer type.
 func New(info worker.Info) (worker.Impl, error) { return &Worker{info: info}, nil }
 
+// Type is the trainer worker type, for a worker.Registry: a trainer keeps
+// its checkpoints in the trial's checkpoint directory.
+func Type() worker.Type {
+	return worker.Type{Name: TypeName, New: New, Check: CheckConfig,
+		CheckpointDir: func(base string, _ int) string { return base }}
+}
+
+// CheckConfig checks a trainer's configure kwargs, either algorithm's, as
+// Configure does, opening nothing but what reading the environment's
+// spaces takes (worker.Type.Check).
+func CheckConfig(args rpc.Args, _ int) error {
+	name, err := algorithmOf(args)
+	if err != nil {
+		return err
+	}
+	if name == AlgoDQN {
+		_, _, _, err = parseDQNConfig(args)
+		return err
+	}
+	_, err = parseConfig(args)
+	return err
+}
+
 // algorithmOf reads the "algorithm" key of the kwargs (default ppo).
 func algorithmOf(args rpc.Args) (string, error) {
 	raw := args.Raw()

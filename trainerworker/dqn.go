@@ -114,12 +114,15 @@ func dqnBad(format string, args ...any) error {
 	return rpc.Errorf(rpc.ErrTypeBadArguments, "trainer config (dqn): "+format, args...)
 }
 
-// Configure builds the learner (resuming from a checkpoint), the replay
-// client and the publisher, and publishes the starting version.
-func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
+// parseDQNConfig decodes and checks the kwargs of "configure" for DQN: the
+// configuration with its defaults, the learner's and the network's. It
+// opens nothing; a bad configuration is a bad_arguments *rpc.Error.
+func parseDQNConfig(args rpc.Args) (DQNConfig, dqn.Config, policy.Config, error) {
 	var cfg DQNConfig
+	var dcfg dqn.Config
+	var pc policy.Config
 	if err := worker.DecodeConfig(args, "trainer config", &cfg); err != nil {
-		return err
+		return cfg, dcfg, pc, err
 	}
 	cfg.Policy = cmp.Or(cfg.Policy, DefaultPolicy)
 	cfg.Env = cmp.Or(cfg.Env, DefaultEnv)
@@ -133,27 +136,37 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	cfg.CheckpointEvery = cmp.Or(cfg.CheckpointEvery, 500)
 	switch {
 	case cfg.BatchSize < 1 || cfg.BatchSize > stream.MaxReplayItems:
-		return dqnBad("batch_size %d: want 1..%d", cfg.BatchSize, stream.MaxReplayItems)
+		return cfg, dcfg, pc, dqnBad("batch_size %d: want 1..%d", cfg.BatchSize, stream.MaxReplayItems)
 	case cfg.InFlight < 1 || cfg.SampleTimeoutMs < 1 || cfg.PublishEvery < 1 || cfg.EvalEvery < 1 || cfg.CheckpointEvery < 1 || cfg.MaxUpdates < 0:
-		return dqnBad("in_flight %d, sample_timeout_ms %d, publish_every %d, eval_every %d, checkpoint_every %d: want >= 1; max_updates %d: want >= 0",
+		return cfg, dcfg, pc, dqnBad("in_flight %d, sample_timeout_ms %d, publish_every %d, eval_every %d, checkpoint_every %d: want >= 1; max_updates %d: want >= 0",
 			cfg.InFlight, cfg.SampleTimeoutMs, cfg.PublishEvery, cfg.EvalEvery, cfg.CheckpointEvery, cfg.MaxUpdates)
 	}
-	dcfg := dqn.DefaultConfig()
+	dcfg = dqn.DefaultConfig()
 	if err := worker.DecodeConfig(rpc.RawArgs(cfg.DQN), "trainer config: dqn", &dcfg); err != nil {
-		return err
+		return cfg, dcfg, pc, err
 	}
 	if err := dcfg.Validate(); err != nil {
-		return dqnBad("%v", err)
+		return cfg, dcfg, pc, dqnBad("%v", err)
 	}
 	if err := env.Register(); err != nil {
-		return fmt.Errorf("trainer: register the built-in environments: %w", err)
+		return cfg, dcfg, pc, fmt.Errorf("trainer: register the built-in environments: %w", err)
 	}
 	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
 	if err != nil {
-		return dqnBad("%v", err)
+		return cfg, dcfg, pc, dqnBad("%v", err)
 	}
 	pc = pc.WithShape(cfg.Hidden, cfg.Activation)
 	pc.Seed, pc.SharedTrunk = cfg.Seed, dcfg.Dueling
+	return cfg, dcfg, pc, nil
+}
+
+// Configure builds the learner (resuming from a checkpoint), the replay
+// client and the publisher, and publishes the starting version.
+func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
+	cfg, dcfg, pc, err := parseDQNConfig(args)
+	if err != nil {
+		return err
+	}
 	pol, err := policy.New(pc)
 	if err != nil {
 		return dqnBad("%v", err)

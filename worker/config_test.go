@@ -35,8 +35,9 @@ func TestDecodeConfig(t *testing.T) {
 		{"empty map", enc(map[string]any{}), defaults, ""},
 		{"some keys", enc(map[string]any{"count": 3}), config{Name: "default", Count: 3}, ""},
 		{"all keys", enc(map[string]any{"name": "x", "count": 1}), config{Name: "x", Count: 1}, ""},
-		{"misspelt key", enc(map[string]any{"cuont": 3}), config{}, "thing config: "},
-		{"wrong type", enc(map[string]any{"count": "three"}), config{}, "thing config: "},
+		{"misspelt key", enc(map[string]any{"cuont": 3}), config{}, `thing config: unknown key "cuont" (known: count, name)`},
+		{"wrong type", enc(map[string]any{"count": "three"}), config{}, `thing config: key "count": want an integer, got "three"`},
+		{"wrong type after good", enc(map[string]any{"name": "x", "count": "three"}), config{}, `thing config: key "count": `},
 		{"not a map", enc("name"), config{}, "thing config: "},
 	}
 	for _, c := range cases {

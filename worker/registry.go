@@ -4,31 +4,72 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/distrl/distrl/rpc"
 )
 
-// Registry maps worker type names to their factories: the types New can
+// Type describes a worker type to the process that runs its workers (New)
+// and to the controller that plans a trial of them (Check,
+// CheckpointDir), so that the controller needs no knowledge of any type.
+type Type struct {
+	// Name is the type's name in experiment configs and worker names.
+	Name string
+	// New makes a worker of the type.
+	New Factory
+	// Check decodes and checks the configure kwargs of worker index as the
+	// type's Configure does, without opening sockets or files, so that a
+	// bad configuration is refused before anything starts. Its error is a
+	// bad_arguments *rpc.Error saying which key and what is allowed. nil:
+	// the type's workers check their configuration when configured.
+	Check func(args rpc.Args, index int) error
+	// CheckpointDir, where set, is the directory worker index keeps its
+	// checkpoints in, under base, the trial's checkpoint directory; the
+	// controller passes it as the worker's checkpoint_dir unless the
+	// configuration names one.
+	CheckpointDir func(base string, index int) string
+}
+
+// Registry maps worker type names to their Types: the types New can
 // create. The process that runs workers builds one and passes it in
 // Options.Registry (cmd/rlctl registers the built-in types; a test
 // registers the types it runs); there is no global registry to fill from
 // init. Create one with NewRegistry; it is safe for concurrent use.
 type Registry struct {
 	mu    sync.RWMutex
-	types map[string]Factory
+	types map[string]Type
 }
 
 // NewRegistry returns an empty Registry.
-func NewRegistry() *Registry { return &Registry{types: map[string]Factory{}} }
+func NewRegistry() *Registry { return &Registry{types: map[string]Type{}} }
 
-// Register makes a worker type startable by name. A duplicate name is a
-// programming error reported as an error, not a panic.
-func (r *Registry) Register(name string, f Factory) error {
+// Add makes a worker type startable by its name. A duplicate name, or a
+// type without a name or a factory, is a programming error reported as an
+// error, not a panic.
+func (r *Registry) Add(t Type) error {
+	if t.Name == "" || t.New == nil {
+		return fmt.Errorf("worker: type %q: a name and a factory are required", t.Name)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.types[name]; dup {
-		return fmt.Errorf("worker: type %q registered twice", name)
+	if _, dup := r.types[t.Name]; dup {
+		return fmt.Errorf("worker: type %q registered twice", t.Name)
 	}
-	r.types[name] = f
+	r.types[t.Name] = t
 	return nil
+}
+
+// Register adds a type that has a factory and nothing else (no early
+// configuration check, no checkpoints), as tests and examples define.
+func (r *Registry) Register(name string, f Factory) error {
+	return r.Add(Type{Name: name, New: f})
+}
+
+// Lookup returns the type registered under name.
+func (r *Registry) Lookup(name string) (Type, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.types[name]
+	return t, ok
 }
 
 // Types lists the registered worker types, sorted.
@@ -39,13 +80,13 @@ func (r *Registry) Types() []string {
 }
 
 func (r *Registry) lookup(name string) (Factory, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	f, ok := r.types[name]
+	t, ok := r.Lookup(name)
 	if !ok {
+		r.mu.RLock()
+		defer r.mu.RUnlock()
 		return nil, fmt.Errorf("worker: unknown type %q (known: %v)", name, r.names())
 	}
-	return f, nil
+	return t.New, nil
 }
 
 // names expects r.mu held.

@@ -82,6 +82,11 @@ func runStart(c *cli.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Each worker type checks its workers' configuration (the first and
+	// the last of each group) before anything starts, --dry-run included.
+	if err := controller.CheckWorkers(cfg, types, dir.Path(controller.CheckpointsDir)); err != nil {
+		return cli.Exit("invalid worker configuration: "+err.Error(), exitUsage)
+	}
 	log, err := logger(c)
 	if err != nil {
 		return err
@@ -108,7 +113,7 @@ func runStart(c *cli.Context, args []string) error {
 		Out: os.Stdout, TTY: controller.IsTerminal(os.Stdout), Logger: log,
 		RegisterTimeout: c.Duration("register-timeout"), OrphanTimeout: c.Duration("orphan-timeout"),
 		HungAfter: c.Duration("hung-after"), WorkerTTL: c.Duration("worker-ttl"),
-		CUDABinary: c.String("cuda-binary"),
+		CUDABinary: c.String("cuda-binary"), Types: types,
 	}
 	switch s := c.String("scheduler"); s {
 	case "local":

@@ -24,15 +24,15 @@ import (
 // builtinTypes is the registry of every built-in worker type.
 func builtinTypes() (*worker.Registry, error) {
 	reg := worker.NewRegistry()
-	for name, f := range map[string]worker.Factory{
-		echoworker.TypeName:    echoworker.New,
-		sinkworker.TypeName:    sinkworker.New,
-		policyworker.TypeName:  policyworker.NewFactory(accel.policy),
-		actorworker.TypeName:   actorworker.New,
-		trainerworker.TypeName: trainerworker.New,
-		replayworker.TypeName:  replayworker.New,
+	for _, t := range []worker.Type{
+		echoworker.Type(),
+		sinkworker.Type(),
+		policyworker.NewType(accel.policy),
+		actorworker.Type(),
+		trainerworker.Type(),
+		replayworker.Type(),
 	} {
-		if err := reg.Register(name, f); err != nil {
+		if err := reg.Add(t); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,118 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/distrl/distrl/experiment"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/worker"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// WorkerTypes finds a worker type's description by name: what the
+// controller knows of a type (its configuration check, its checkpoint
+// directory) comes from there, never from the type's name.
+// *worker.Registry is one.
+type WorkerTypes interface {
+	Lookup(name string) (worker.Type, bool)
+}
+
+// The bounds of a trial, checked before anything starts (CheckWorkers):
+// past them a controller would spend its memory planning rather than fail
+// in a line. 4096 processes is twice what a 16-core machine with 128 GiB
+// runs (each is a Go runtime with its ZeroMQ threads); hosted workers
+// (per_process) reach MaxWorkers in a few hundred processes.
+const (
+	MaxWorkers   = 65536
+	MaxProcesses = 4096
+)
+
+// WorkerConfigError is a worker's configuration refused before the trial
+// started: by its type's check, or a count past the bounds.
+type WorkerConfigError struct {
+	Field  string // "workers.actor.config", "workers.actor.count"
+	Worker string // the worker whose configuration failed, or ""
+	Err    error
+}
+
+func (e *WorkerConfigError) Error() string {
+	msg := e.Err.Error()
+	if re, ok := errors.AsType[*rpc.Error](e.Err); ok {
+		msg = re.Message // a check's bad_arguments: the type is the field's
+	}
+	if e.Worker == "" {
+		return e.Field + ": " + msg
+	}
+	return fmt.Sprintf("%s (%s): %s", e.Field, e.Worker, msg)
+}
+
+func (e *WorkerConfigError) Unwrap() error { return e.Err }
+
+// workerKwargs is the configure kwargs of worker index of typ: the
+// experiment's, with the checkpoint directory under checkpoints where the
+// type keeps checkpoints and the configuration names none.
+func workerKwargs(cfg *experiment.Config, types WorkerTypes, typ string, index int, checkpoints string) map[string]any {
+	kw := cfg.WorkerConfig(typ, index)
+	if types == nil {
+		return kw
+	}
+	if t, ok := types.Lookup(typ); ok && t.CheckpointDir != nil {
+		if _, given := kw["checkpoint_dir"]; !given {
+			kw["checkpoint_dir"] = t.CheckpointDir(checkpoints, index)
+		}
+	}
+	return kw
+}
+
+// CheckWorkers refuses, before anything starts, a trial whose counts pass
+// MaxWorkers or MaxProcesses, or one of whose worker configurations its
+// type's check refuses: the first and the last worker of each group (the
+// configuration may depend on the index) are checked as they would be
+// configured. cfg is validated, its counts resolved (ResolveCounts), and
+// every type in types. The error is a *WorkerConfigError.
+func CheckWorkers(cfg *experiment.Config, types WorkerTypes, checkpoints string) error {
+	if err := checkBounds(cfg); err != nil {
+		return err
+	}
+	for _, typ := range cfg.Types() {
+		t, ok := types.Lookup(typ)
+		if !ok || t.Check == nil {
+			continue
+		}
+		indices := []int{0, cfg.Workers[typ].N() - 1}
+		switch indices[1] {
+		case -1:
+			indices = nil
+		case 0:
+			indices = indices[:1]
+		}
+		for _, index := range indices {
+			raw, err := msgpack.Marshal(workerKwargs(cfg, types, typ, index, checkpoints))
+			if err == nil {
+				err = t.Check(rpc.RawArgs(raw), index)
+			}
+			if err != nil {
+				return &WorkerConfigError{Field: "workers." + typ + ".config", Worker: names.WorkerName(typ, index), Err: err}
+			}
+		}
+	}
+	return nil
+}
+
+// checkBounds refuses counts past MaxWorkers or MaxProcesses.
+func checkBounds(cfg *experiment.Config) error {
+	workers, procs := 0, 0
+	for _, typ := range cfg.Types() {
+		g := cfg.Workers[typ]
+		workers += g.N()
+		procs += (g.N() + g.WorkersPerProcess() - 1) / g.WorkersPerProcess()
+		if workers > MaxWorkers || procs > MaxProcesses {
+			return &WorkerConfigError{Field: "workers." + typ + ".count",
+				Err: fmt.Errorf("%v: the trial would have %d or more workers in %d or more processes; at most %d workers in %d processes (per_process hosts several in one)",
+					g.Count, workers, procs, MaxWorkers, MaxProcesses)}
+		}
+	}
+	return nil
+}

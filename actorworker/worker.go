@@ -19,11 +19,12 @@ import (
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
 )
 
 // TypeName is the worker type name ("actor/0", "actor/1", ...).
-const TypeName = worker.TypeActor
+const TypeName = member.TypeActor
 
 // Defaults of Config.
 const (
@@ -218,7 +219,7 @@ type Worker struct {
 	// samplesFlushed is when gathered sample batches were last sent.
 	samplesFlushed time.Time
 
-	recent     [worker.ReturnWindow]api.EpisodeStat
+	recent     [member.ReturnWindow]api.EpisodeStat
 	recentNext int
 	recentLen  int
 }
@@ -237,7 +238,7 @@ func New(info worker.Info) (worker.Impl, error) {
 
 // Type is the actor worker type, for a worker.Registry.
 func Type() worker.Type {
-	return worker.Type{Name: TypeName, New: New, Check: CheckConfig}
+	return worker.Type{Name: TypeName, New: New, Spec: member.Spec{Check: CheckConfig}}
 }
 
 // CheckConfig checks actor index's configure kwargs as Configure does,
@@ -581,8 +582,8 @@ func (w *Worker) totals() TargetStats {
 
 func (w *Worker) addEpisode(e api.EpisodeStat) {
 	w.recent[w.recentNext] = e
-	w.recentNext = (w.recentNext + 1) % worker.ReturnWindow
-	w.recentLen = min(w.recentLen+1, worker.ReturnWindow)
+	w.recentNext = (w.recentNext + 1) % member.ReturnWindow
+	w.recentLen = min(w.recentLen+1, member.ReturnWindow)
 }
 
 // Stats reports the actor's counters. mean_return and mean_length are over
@@ -611,10 +612,10 @@ func (w *Worker) Stats() map[string]any {
 		ring = w.ring.Len()
 	}
 	out := map[string]any{
-		worker.StatEnvSteps:   s.EnvSteps,
+		member.StatEnvSteps:   s.EnvSteps,
 		"agent_steps":         s.AgentSteps,
-		worker.StatEpisodes:   s.Episodes,
-		worker.StatMeanReturn: ret,
+		member.StatEpisodes:   s.Episodes,
+		member.StatMeanReturn: ret,
 		"mean_length":         length,
 		"batches_sent":        s.BatchesSent,
 		"steps_per_s":         rate,

@@ -27,6 +27,8 @@ import (
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -45,7 +47,7 @@ func ctxT(t testing.TB) context.Context { return workertest.Ctx(t, 20*time.Secon
 // cluster is workers running in-process, driven through a control panel.
 type cluster struct {
 	repo  nameresolve.Repository
-	panel *worker.ControlPanel
+	panel *panel.ControlPanel
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -72,14 +74,14 @@ func (c *cluster) request(t *testing.T, name, cmd string, kwargs any) {
 // run configures and starts a worker.
 func (c *cluster) run(t *testing.T, name string, cfg map[string]any) {
 	t.Helper()
-	c.request(t, name, worker.CmdConfigure, cfg)
-	c.request(t, name, worker.CmdStart, nil)
+	c.request(t, name, member.CmdConfigure, cfg)
+	c.request(t, name, member.CmdStart, nil)
 }
 
-func (c *cluster) status(t *testing.T, name string) worker.Status {
+func (c *cluster) status(t *testing.T, name string) member.Status {
 	t.Helper()
-	var s worker.Status
-	if err := c.panel.Request(ctxT(t), name, worker.CmdStatus, nil, &s); err != nil {
+	var s member.Status
+	if err := c.panel.Request(ctxT(t), name, member.CmdStatus, nil, &s); err != nil {
 		t.Fatalf("status %s: %v", name, err)
 	}
 	return s
@@ -88,7 +90,7 @@ func (c *cluster) status(t *testing.T, name string) worker.Status {
 func (c *cluster) stats(t *testing.T, name string) map[string]any {
 	t.Helper()
 	var s map[string]any
-	if err := c.panel.Request(ctxT(t), name, worker.CmdStats, nil, &s); err != nil {
+	if err := c.panel.Request(ctxT(t), name, member.CmdStats, nil, &s); err != nil {
 		t.Fatalf("stats %s: %v", name, err)
 	}
 	return s
@@ -145,11 +147,11 @@ func waitFor(t *testing.T, what string, cond func() bool, consumers ...*consumer
 	})
 }
 
-func (c *cluster) waitState(t *testing.T, name string, want worker.State, consumers ...*consumer) {
+func (c *cluster) waitState(t *testing.T, name string, want member.State, consumers ...*consumer) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("%s to be %s", name, want), func() bool {
 		s := c.status(t, name)
-		if s.State == worker.StateError {
+		if s.State == member.StateError {
 			t.Fatalf("%s failed: %s", name, s.Error)
 		}
 		return s.State == want
@@ -190,7 +192,7 @@ func TestActorCompletes(t *testing.T) {
 			}
 			name := cl.start(t, actorworker.TypeName, 0)
 			cl.run(t, name, c.cfg)
-			cl.waitState(t, name, worker.StateCompleted, cons...)
+			cl.waitState(t, name, member.StateCompleted, cons...)
 			st := cl.stats(t, name)
 			if got, want := statInt(t, st, "env_steps"), int64(c.cfg["max_env_steps"].(int)); got != want {
 				t.Errorf("env_steps %d, want max_env_steps %d", got, want)
@@ -256,19 +258,19 @@ func TestConfigureRejects(t *testing.T) {
 	name := cl.start(t, actorworker.TypeName, 0)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := cl.panel.Request(ctxT(t), name, worker.CmdConfigure, c.cfg, nil)
+			err := cl.panel.Request(ctxT(t), name, member.CmdConfigure, c.cfg, nil)
 			var re *rpc.Error
 			if !errors.As(err, &re) || re.Type != rpc.ErrTypeBadArguments {
 				t.Fatalf("configure %v: %v, want a %s error", c.cfg, err, rpc.ErrTypeBadArguments)
 			}
-			if s := cl.status(t, name); s.State != worker.StateReady {
-				t.Fatalf("state %s after a bad config, want %s", s.State, worker.StateReady)
+			if s := cl.status(t, name); s.State != member.StateReady {
+				t.Fatalf("state %s after a bad config, want %s", s.State, member.StateReady)
 			}
 		})
 	}
 	// The worker is still usable.
 	cl.run(t, name, map[string]any{"inference": "inline", "sample_stream": "null", "max_env_steps": 50})
-	cl.waitState(t, name, worker.StateCompleted)
+	cl.waitState(t, name, member.StateCompleted)
 }
 
 // TestBackpressureOverStream: with no trainer the actor stops after one
@@ -290,7 +292,7 @@ func TestBackpressureOverStream(t *testing.T) {
 		t.Fatalf("no back-pressure counted: %v", st)
 	}
 	cons := newConsumer(t, cl.repo, "late")
-	cl.waitState(t, name, worker.StateCompleted, cons)
+	cl.waitState(t, name, member.StateCompleted, cons)
 	if s := cl.status(t, name); s.Warning != "" {
 		t.Errorf("warning %q after the consumer appeared", s.Warning)
 	}
@@ -322,7 +324,7 @@ func TestPolicyWorkerLate(t *testing.T) {
 	}
 	pw := cl.start(t, policyworker.TypeName, 0)
 	cl.run(t, pw, map[string]any{"env": env.CartPoleName})
-	cl.waitState(t, actor, worker.StateCompleted)
+	cl.waitState(t, actor, member.StateCompleted)
 	if got := statInt(t, cl.stats(t, actor), "env_steps"); got != 200 {
 		t.Errorf("env_steps %d, want 200", got)
 	}
@@ -361,8 +363,8 @@ func TestInlineMatchesRemote(t *testing.T) {
 			remote := cl.start(t, actorworker.TypeName, 1)
 			cl.run(t, remote, with(map[string]any{"inference": "remote", "sample_stream": "remote",
 				"ring_size": 1, "sample_steps": 16, "max_env_steps": 300}))
-			cl.waitState(t, inline, worker.StateCompleted, inlineC, remoteC)
-			cl.waitState(t, remote, worker.StateCompleted, inlineC, remoteC)
+			cl.waitState(t, inline, member.StateCompleted, inlineC, remoteC)
+			cl.waitState(t, remote, member.StateCompleted, inlineC, remoteC)
 			for _, x := range []struct {
 				name string
 				c    *consumer
@@ -499,12 +501,12 @@ func TestActorPythonEnvFails(t *testing.T) {
 			name := cl.start(t, actorworker.TypeName, 0)
 			cl.run(t, name, map[string]any{"inference": "inline", "sample_stream": "null", "env": pyenv.Name, "ring_size": 2,
 				"env_config": map[string]any{"python": pytest.Python(t), "module": "badenvs", "factory": c.factory, "path": []any{testdata}}})
-			var s worker.Status
-			waitFor(t, "ERROR", func() bool { s = cl.status(t, name); return s.State == worker.StateError })
+			var s member.Status
+			waitFor(t, "ERROR", func() bool { s = cl.status(t, name); return s.State == member.StateError })
 			if !strings.Contains(s.Error, c.want) {
 				t.Errorf("error %q does not say %q", s.Error, c.want)
 			}
-			if err := cl.panel.Request(ctxT(t), name, worker.CmdExit, nil, nil); err != nil {
+			if err := cl.panel.Request(ctxT(t), name, member.CmdExit, nil, nil); err != nil {
 				t.Logf("exit: %v", err)
 			}
 			waitFor(t, "no environment host", func() bool { return len(envHosts(t)) == 0 })
@@ -536,8 +538,8 @@ func TestPythonActorMatchesGo(t *testing.T) {
 	pyActor := cl.start(t, actorworker.TypeName, 1)
 	cl.run(t, pyActor, with(map[string]any{"sample_stream": "py", "env": pyenv.Name,
 		"env_config": map[string]any{"python": py, "module": "distrl.examples.cartpole", "kwargs": map[string]any{"max_episode_steps": 9}}}))
-	cl.waitState(t, goActor, worker.StateCompleted, goC, pyC)
-	cl.waitState(t, pyActor, worker.StateCompleted, goC, pyC)
+	cl.waitState(t, goActor, member.StateCompleted, goC, pyC)
+	cl.waitState(t, pyActor, member.StateCompleted, goC, pyC)
 	for _, x := range []struct {
 		name string
 		c    *consumer

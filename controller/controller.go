@@ -16,7 +16,8 @@ import (
 	"github.com/distrl/distrl/nameresolve/etcdserver"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 // process is one worker process of the trial, hosting one worker or many
@@ -25,7 +26,7 @@ import (
 type process struct {
 	spec    WorkerSpec
 	handle  Handle
-	members []*member // by index
+	members []*trialWorker // by index
 	// restarts counts this process's restarts against max_restarts: a
 	// restart of a host is one, however many of its workers failed.
 	restarts   int
@@ -34,13 +35,13 @@ type process struct {
 	finished bool
 }
 
-// member is one worker of the trial as the controller sees it.
-type member struct {
+// trialWorker is one worker of the trial as the controller sees it.
+type trialWorker struct {
 	name      string
 	typ       string
 	index     int
 	proc      *process
-	lastState worker.State
+	lastState member.State
 	lastStats map[string]any
 	base      counters
 }
@@ -80,13 +81,13 @@ type Controller struct {
 	// that found the trial alive must leave them to the one running it.
 	owner    bool
 	endpoint string
-	panel    *worker.ControlPanel
+	panel    *panel.ControlPanel
 	ctl      *rpc.Server
 	metrics  *os.File
 
-	procs   []*process // in start order
-	members []*member  // in start order
-	byName  map[string]*member
+	procs   []*process     // in start order
+	members []*trialWorker // in start order
+	byName  map[string]*trialWorker
 
 	exited    chan exitEvent
 	restarted chan restartResult
@@ -120,7 +121,7 @@ func Run(ctx context.Context, opts Options) (Result, error) {
 		out:   &progress{out: opts.Out, tty: opts.TTY},
 		trial: names.NewTrial(opts.Config.Name, opts.Trial),
 		began: time.Now(), stopReq: make(chan stopRequest, 1), quit: make(chan struct{}),
-		byName: map[string]*member{},
+		byName: map[string]*trialWorker{},
 	}
 	return c.run(ctx)
 }

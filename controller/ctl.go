@@ -10,7 +10,7 @@ import (
 
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/rpc"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // serveCtl runs the controller's own server and records: the trial's
@@ -23,13 +23,13 @@ func (c *Controller) serveCtl(ctx context.Context) error {
 	}
 	srv.Route(CtlName, mux) // panels name the member they ask
 	c.ctl = srv
-	status := worker.ProcessStatus(CtlName, worker.StateRunning, srv.Addr(), time.Now())
-	member := worker.MemberCommands{
-		Status: func() worker.Status { return status },
+	status := member.ProcessStatus(CtlName, member.StateRunning, srv.Addr(), time.Now())
+	std := member.Commands{
+		Status: func() member.Status { return status },
 		Stats:  c.lastMetrics,
-		Stop: func(final worker.State) worker.Status {
+		Stop: func(final member.State) member.Status {
 			req := stopRequest{outcome: Completed, reason: "stopped by request"}
-			if final == worker.StateInterrupted {
+			if final == member.StateInterrupted {
 				req = stopRequest{outcome: Interrupted, reason: "interrupted by request"}
 			}
 			select {
@@ -39,7 +39,7 @@ func (c *Controller) serveCtl(ctx context.Context) error {
 			return status
 		},
 	}
-	if err := member.Register(mux); err != nil {
+	if err := std.Register(mux); err != nil {
 		return fmt.Errorf("controller: server: %w", err)
 	}
 	go func() {

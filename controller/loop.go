@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // loop monitors the running trial until it ends and says how. Restarts
@@ -60,7 +60,7 @@ func (c *Controller) onExit(ctx context.Context, ev exitEvent) error {
 	if ev.handle != p.handle || p.restarting || p.finished {
 		return nil // an old process of one that was restarted since
 	}
-	if !slices.ContainsFunc(p.members, func(m *member) bool { return m.lastState != worker.StateCompleted }) {
+	if !slices.ContainsFunc(p.members, func(m *trialWorker) bool { return m.lastState != member.StateCompleted }) {
 		p.finished = true
 		c.out.event("%s exited after completing its work", p.spec.Name)
 		return nil
@@ -81,11 +81,11 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 		c.log.Warn("worker states not read", "err", err)
 		return "", nil
 	}
-	byName := make(map[string]worker.Status, len(statuses))
+	byName := make(map[string]member.Status, len(statuses))
 	for _, s := range statuses {
 		byName[s.Name] = s
 	}
-	var hung []*member
+	var hung []*trialWorker
 	for _, m := range c.members {
 		p := m.proc
 		if p.restarting || p.finished {
@@ -93,20 +93,20 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 		}
 		st, ok := byName[m.name]
 		if !ok {
-			st = worker.Status{Name: m.name, State: worker.StateLost, Error: "no name records"}
+			st = member.Status{Name: m.name, State: member.StateLost, Error: "no name records"}
 		}
 		// A record another process of the same name wrote (the one before
 		// a restart) says nothing about the current one.
 		if st.PID != 0 && p.handle.PID() != 0 && st.PID != p.handle.PID() {
 			continue
 		}
-		if st.State == worker.StateHung {
+		if st.State == member.StateHung {
 			hung = append(hung, m) // pinged below, all at once
 			continue
 		}
 		m.lastState = st.State
 		switch st.State {
-		case worker.StateLost, worker.StateError:
+		case member.StateLost, member.StateError:
 			if err := c.failure(ctx, p, failureReason(m, st), false); err != nil {
 				return "", err
 			}
@@ -120,7 +120,7 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 			if answered[m.name] || m.proc.restarting {
 				continue
 			}
-			m.lastState = worker.StateHung
+			m.lastState = member.StateHung
 			st := byName[m.name]
 			// A hung loop would not answer interrupt: kill it at once.
 			if err := c.failure(ctx, m.proc, failureReason(m, st), true); err != nil {
@@ -128,13 +128,13 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	finishers := worker.TypeTrainer
-	if _, ok := c.cfg.Workers[worker.TypeTrainer]; !ok {
-		finishers = worker.TypeActor
+	finishers := member.TypeTrainer
+	if _, ok := c.cfg.Workers[member.TypeTrainer]; !ok {
+		finishers = member.TypeActor
 	}
 	group := c.group(finishers)
-	if len(group) > 0 && !slices.ContainsFunc(group, func(m *member) bool {
-		return !m.proc.finished && m.lastState != worker.StateCompleted
+	if len(group) > 0 && !slices.ContainsFunc(group, func(m *trialWorker) bool {
+		return !m.proc.finished && m.lastState != member.StateCompleted
 	}) {
 		return fmt.Sprintf("every %s completed", finishers), nil
 	}
@@ -143,7 +143,7 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 
 // failureReason says why m's process is restarted: the state, its error,
 // and which worker when the process hosts several.
-func failureReason(m *member, st worker.Status) string {
+func failureReason(m *trialWorker, st member.Status) string {
 	reason := string(st.State)
 	if st.Error != "" {
 		reason += ": " + st.Error
@@ -160,7 +160,7 @@ func (c *Controller) answering(ctx context.Context, ws []string) map[string]bool
 	pctx, cancel := context.WithTimeout(ctx, max(c.opts.HungAfter/10, time.Second))
 	defer cancel()
 	out := map[string]bool{}
-	for _, r := range c.panel.GroupRequest(pctx, ws, worker.CmdPing, nil) {
+	for _, r := range c.panel.GroupRequest(pctx, ws, member.CmdPing, nil) {
 		if r.Err == nil {
 			out[r.Worker] = true
 		}
@@ -235,7 +235,7 @@ func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle, k
 		} else {
 			// Alive but failed or lost: ask it to go, then make it.
 			ictx, cancel := context.WithTimeout(ctx, interruptTimeout)
-			c.panel.GroupRequest(ictx, spec.Workers, worker.CmdInterrupt, nil)
+			c.panel.GroupRequest(ictx, spec.Workers, member.CmdInterrupt, nil)
 			cancel()
 			select {
 			case <-old.Done():
@@ -300,7 +300,7 @@ func (c *Controller) collect(ctx context.Context) *Metrics {
 	}
 	qctx, cancel := context.WithTimeout(ctx, min(statsTimeout, c.cfg.MetricsEvery()))
 	defer cancel()
-	for _, r := range c.panel.GroupRequest(qctx, ask, worker.CmdStats, nil) {
+	for _, r := range c.panel.GroupRequest(qctx, ask, member.CmdStats, nil) {
 		var st map[string]any
 		if err := r.Decode(&st); err != nil {
 			continue // keep the last figures: totals must not drop for a missed reply
@@ -308,7 +308,7 @@ func (c *Controller) collect(ctx context.Context) *Metrics {
 		m := c.byName[r.Worker]
 		m.lastStats = st
 		if s, ok := st["state"].(string); ok {
-			m.lastState = worker.State(s)
+			m.lastState = member.State(s)
 		}
 	}
 	samples := make([]sample, 0, len(c.members))
@@ -321,7 +321,7 @@ func (c *Controller) collect(ctx context.Context) *Metrics {
 		case m.proc.finished:
 			state = "EXITED"
 		}
-		if m.lastState == worker.StateRunning && !m.proc.restarting {
+		if m.lastState == member.StateRunning && !m.proc.restarting {
 			running++
 		}
 		samples = append(samples, sample{name: m.name, typ: m.typ, state: state, stats: m.lastStats, base: m.base})
@@ -349,7 +349,7 @@ func (c *Controller) stopCondition(m *Metrics) string {
 	if stop.EnvSteps > 0 && m.EnvSteps >= stop.EnvSteps {
 		return fmt.Sprintf("%d env steps reached (limit %d)", m.EnvSteps, stop.EnvSteps)
 	}
-	if t := stop.TargetReturn; t != nil && m.MeanReturn != nil && m.ReturnEpisodes >= worker.ReturnWindow && *m.MeanReturn >= *t {
+	if t := stop.TargetReturn; t != nil && m.MeanReturn != nil && m.ReturnEpisodes >= member.ReturnWindow && *m.MeanReturn >= *t {
 		return fmt.Sprintf("mean return %.1f reached the target %g", *m.MeanReturn, *t)
 	}
 	return ""

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // Metrics is one line of metrics.jsonl: the trial at one moment.
@@ -45,15 +45,15 @@ type Metrics struct {
 // keyStats are the statistics of each worker type worth a line in
 // metrics.jsonl; a type not listed keeps every numeric statistic.
 var keyStats = map[string][]string{
-	worker.TypeActor: {worker.StatEnvSteps, worker.StatEpisodes, worker.StatMeanReturn, "steps_per_s",
+	member.TypeActor: {member.StatEnvSteps, member.StatEpisodes, member.StatMeanReturn, "steps_per_s",
 		"inference_failures", "backpressure", "version_last"},
-	worker.TypePolicy: {worker.StatVersion, "batches", "rows", "mean_batch", "rows_per_s", "infer_ms_p50"},
-	worker.TypeSink:   {"batches", "steps", worker.StatEpisodes, "mean_episode_return"},
-	worker.TypeTrainer: {worker.StatVersion, "updates", "samples_trained", "train_samples_per_s", "buffer_steps",
-		worker.StatEpisodes, worker.StatMeanReturn, worker.StatPolicyLag, "policy_loss", "value_loss", "entropy",
+	member.TypePolicy: {member.StatVersion, "batches", "rows", "mean_batch", "rows_per_s", "infer_ms_p50"},
+	member.TypeSink:   {"batches", "steps", member.StatEpisodes, "mean_episode_return"},
+	member.TypeTrainer: {member.StatVersion, "updates", "samples_trained", "train_samples_per_s", "buffer_steps",
+		member.StatEpisodes, member.StatMeanReturn, member.StatPolicyLag, "policy_loss", "value_loss", "entropy",
 		"approx_kl", "dropped_stale", "checkpoints", "loss", "mean_q", "priorities_sent", "sample_errors"},
-	worker.TypeEcho: {"echoes"},
-	worker.TypeReplay: {"size", "inserts", "samples", "inserts_per_s", "samples_per_s", "samples_per_insert",
+	member.TypeEcho: {"echoes"},
+	member.TypeReplay: {"size", "inserts", "samples", "inserts_per_s", "samples_per_s", "samples_per_insert",
 		"evictions", "priority_updates", "limiter_waits", "limiter_timeouts"},
 }
 
@@ -146,8 +146,8 @@ type sample struct {
 type counters struct{ envSteps, episodes int64 }
 
 func (s sample) counters() counters {
-	st, _ := number(s.stats[worker.StatEnvSteps])
-	ep, _ := number(s.stats[worker.StatEpisodes])
+	st, _ := number(s.stats[member.StatEnvSteps])
+	ep, _ := number(s.stats[member.StatEpisodes])
 	return counters{envSteps: int64(st), episodes: int64(ep)}
 }
 
@@ -157,7 +157,7 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 	m := &Metrics{Time: now, ElapsedS: elapsed.Seconds(), Restarts: restarts, Workers: make(map[string]map[string]any, len(samples))}
 	var retSum, retWeight float64
 	var trainerReturn, lag *float64
-	trainerEpisodes := int64(worker.ReturnWindow) // if the trainer does not say
+	trainerEpisodes := int64(member.ReturnWindow) // if the trainer does not say
 	var trainerVersion, policyVersion *int64
 	var replaySize, replayInserts, replaySamples float64
 	replays := 0
@@ -166,30 +166,30 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 		w["state"] = s.state
 		m.Workers[s.name] = w
 		switch s.typ {
-		case worker.TypeActor:
+		case member.TypeActor:
 			c := s.counters()
 			m.EnvSteps += s.base.envSteps + c.envSteps
 			m.Episodes += s.base.episodes + c.episodes
-			if r, ok := number(s.stats[worker.StatMeanReturn]); ok && c.episodes > 0 {
-				weight := float64(min(c.episodes, worker.ReturnWindow))
+			if r, ok := number(s.stats[member.StatMeanReturn]); ok && c.episodes > 0 {
+				weight := float64(min(c.episodes, member.ReturnWindow))
 				retSum += r * weight
 				retWeight += weight
 			}
-		case worker.TypeTrainer:
-			if r, ok := number(s.stats[worker.StatMeanReturn]); ok {
+		case member.TypeTrainer:
+			if r, ok := number(s.stats[member.StatMeanReturn]); ok {
 				trainerReturn = &r
 			}
-			if e, ok := number(s.stats[worker.StatEpisodes]); ok {
-				trainerEpisodes = min(int64(e), worker.ReturnWindow)
+			if e, ok := number(s.stats[member.StatEpisodes]); ok {
+				trainerEpisodes = min(int64(e), member.ReturnWindow)
 			}
-			if l, ok := number(s.stats[worker.StatPolicyLag]); ok {
+			if l, ok := number(s.stats[member.StatPolicyLag]); ok {
 				lag = &l
 			}
-			if v, ok := number(s.stats[worker.StatVersion]); ok {
+			if v, ok := number(s.stats[member.StatVersion]); ok {
 				vi := int64(v)
 				trainerVersion = &vi
 			}
-		case worker.TypeReplay:
+		case member.TypeReplay:
 			size, ok1 := number(s.stats["size"])
 			ins, ok2 := number(s.stats["inserts"])
 			smp, ok3 := number(s.stats["samples"])
@@ -197,8 +197,8 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 				replays++
 				replaySize, replayInserts, replaySamples = replaySize+size, replayInserts+ins, replaySamples+smp
 			}
-		case worker.TypePolicy:
-			if v, ok := number(s.stats[worker.StatVersion]); ok && (policyVersion == nil || int64(v) > *policyVersion) {
+		case member.TypePolicy:
+			if v, ok := number(s.stats[member.StatVersion]); ok && (policyVersion == nil || int64(v) > *policyVersion) {
 				vi := int64(v)
 				policyVersion = &vi
 			}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/experiment"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 func TestAggregate(t *testing.T) {
@@ -58,7 +58,7 @@ func TestAggregate(t *testing.T) {
 				{name: "policy/0", typ: "policy", stats: map[string]any{"version": int64(3)}},
 				{name: "trainer/0", typ: "trainer", stats: map[string]any{"version": int64(7), "mean_return": 99.5, "policy_lag": 0.5}},
 			},
-			steps: 10, episodes: 30, ret: 99.5, retEps: worker.ReturnWindow, version: 7, stepsPerS: 5,
+			steps: 10, episodes: 30, ret: 99.5, retEps: member.ReturnWindow, version: 7, stepsPerS: 5,
 		},
 		{
 			name: "the newest policy version without a trainer",

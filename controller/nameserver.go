@@ -11,7 +11,7 @@ import (
 
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/etcdserver"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 // openNameResolve connects to the configured etcd, or runs an embedded one
@@ -161,7 +161,7 @@ func anyAnswers(ctx context.Context, endpoints []string) bool {
 // clearStaleRecords refuses a trial whose workers are alive and clears the
 // records a dead run left behind.
 func (c *Controller) clearStaleRecords(ctx context.Context) error {
-	c.panel = worker.NewControlPanel(c.repo, c.trial, c.panelOptions())
+	c.panel = panel.New(c.repo, c.trial, c.panelOptions())
 	ctx, cancel := context.WithTimeout(ctx, shutdownTimeout)
 	defer cancel()
 	ws, err := c.panel.Workers(ctx)
@@ -184,8 +184,8 @@ func (c *Controller) clearStaleRecords(ctx context.Context) error {
 	return nil
 }
 
-func (c *Controller) panelOptions() worker.PanelOptions {
-	opts := worker.PanelOptions{HungAfter: c.opts.HungAfter}
+func (c *Controller) panelOptions() panel.Options {
+	opts := panel.Options{HungAfter: c.opts.HungAfter}
 	if c.opts.Curve != nil {
 		opts.Curve = c.opts.Curve.ClientKeys()
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/rpc"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 // Defaults of Options.
@@ -94,7 +94,7 @@ type Options struct {
 	// WorkerTTL is the workers' --ttl; DefaultWorkerTTL if zero.
 	WorkerTTL time.Duration
 	// HungAfter is how long a worker's loop may go without turning before
-	// the worker counts as HUNG and is restarted: worker.DefaultHungAfter
+	// the worker counts as HUNG and is restarted: panel.DefaultHungAfter
 	// if zero, negative: never. Workers beat every HungAfter/10 (at most
 	// every second, at least every 100 ms; a trial of more than 1000
 	// workers beats every 1 ms per worker, at most HungAfter/3).
@@ -123,7 +123,7 @@ func (o *Options) setDefaults() {
 		o.WorkerTTL = DefaultWorkerTTL
 	}
 	if o.HungAfter == 0 {
-		o.HungAfter = worker.DefaultHungAfter
+		o.HungAfter = panel.DefaultHungAfter
 	}
 	if o.MonitorInterval <= 0 {
 		o.MonitorInterval = DefaultMonitorInterval

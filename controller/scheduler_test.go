@@ -10,7 +10,7 @@ import (
 
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/rpc"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 func TestProcessSpecs(t *testing.T) {
@@ -119,7 +119,7 @@ func TestHeartbeat(t *testing.T) {
 }
 
 func TestConfigureErrorRefused(t *testing.T) {
-	unanswered := fmt.Errorf("echo/1 configure: %w", worker.ErrWorkerNotFound)
+	unanswered := fmt.Errorf("echo/1 configure: %w", panel.ErrWorkerNotFound)
 	refused := fmt.Errorf("echo/2 configure: %w", rpc.Errorf(rpc.ErrTypeBadArguments, "no such key"))
 	for _, tt := range []struct {
 		failures map[string]error

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // shutdown stops the trial: workers are told to exit (completed) or
@@ -76,9 +76,9 @@ func (c *Controller) shutdown(outcome Outcome, reason string) Result {
 // stopWorkers tells every worker to stop, waits up to StopGrace, then has
 // the scheduler signal and kill what is left.
 func (c *Controller) stopWorkers(outcome Outcome) {
-	cmd := worker.CmdInterrupt
+	cmd := member.CmdInterrupt
 	if outcome == Completed {
-		cmd = worker.CmdExit
+		cmd = member.CmdExit
 	}
 	// Reverse start order: producers stop before the consumers they feed.
 	types := c.cfg.Types()

@@ -13,7 +13,7 @@ import (
 
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/nameresolve/names"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // workerArgs are the flags every worker of the trial gets.
@@ -180,7 +180,7 @@ func (c *Controller) restartingProcs() int {
 func (c *Controller) addProcess(spec WorkerSpec, h Handle) {
 	p := &process{spec: spec, handle: h}
 	for i, name := range spec.Workers {
-		m := &member{name: name, typ: spec.Type, index: spec.Index + i, proc: p}
+		m := &trialWorker{name: name, typ: spec.Type, index: spec.Index + i, proc: p}
 		p.members = append(p.members, m)
 		c.members = append(c.members, m)
 		c.byName[name] = m
@@ -190,8 +190,8 @@ func (c *Controller) addProcess(spec WorkerSpec, h Handle) {
 }
 
 // group lists the members of one type, by index.
-func (c *Controller) group(typ string) []*member {
-	var out []*member
+func (c *Controller) group(typ string) []*trialWorker {
+	var out []*trialWorker
 	for _, m := range c.members {
 		if m.typ == typ {
 			out = append(out, m)
@@ -285,17 +285,17 @@ func (c *Controller) configureAndStart(ctx context.Context, typ string, first, n
 		ws[i] = names.WorkerName(typ, first+i)
 		kwargs[i] = c.workerConfig(typ, first+i)
 	}
-	err := c.requestEach(ctx, ws, worker.CmdConfigure, kwargs)
+	err := c.requestEach(ctx, ws, member.CmdConfigure, kwargs)
 	var ce *ConfigureError
 	if err == nil {
-		return c.requestGroup(ctx, ws, worker.CmdStart, nil)
+		return c.requestGroup(ctx, ws, member.CmdStart, nil)
 	}
 	if !errors.As(err, &ce) || ce.Refused() {
 		return err
 	}
 	ws = slices.DeleteFunc(ws, func(w string) bool { return ce.Failures[w] != nil })
 	var se *ConfigureError
-	if err := c.requestGroup(ctx, ws, worker.CmdStart, nil); errors.As(err, &se) {
+	if err := c.requestGroup(ctx, ws, member.CmdStart, nil); errors.As(err, &se) {
 		for w, e := range se.Failures {
 			ce.Failures[w] = e // it names its command
 		}
@@ -333,7 +333,7 @@ func (c *Controller) requestEach(ctx context.Context, ws []string, cmd string, k
 }
 
 // memberNames are the names of ms.
-func memberNames(ms []*member) []string {
+func memberNames(ms []*trialWorker) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
 		out[i] = m.name

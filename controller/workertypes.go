@@ -7,7 +7,7 @@ import (
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -16,7 +16,7 @@ import (
 // directory) comes from there, never from the type's name.
 // *worker.Registry is one.
 type WorkerTypes interface {
-	Lookup(name string) (worker.Type, bool)
+	Spec(name string) (member.Spec, bool)
 }
 
 // The bounds of a trial, checked before anything starts (CheckWorkers):
@@ -58,7 +58,7 @@ func workerKwargs(cfg *experiment.Config, types WorkerTypes, typ string, index i
 	if types == nil {
 		return kw
 	}
-	if t, ok := types.Lookup(typ); ok && t.CheckpointDir != nil {
+	if t, ok := types.Spec(typ); ok && t.CheckpointDir != nil {
 		if _, given := kw["checkpoint_dir"]; !given {
 			kw["checkpoint_dir"] = t.CheckpointDir(checkpoints, index)
 		}
@@ -77,7 +77,7 @@ func CheckWorkers(cfg *experiment.Config, types WorkerTypes, checkpoints string)
 		return err
 	}
 	for _, typ := range cfg.Types() {
-		t, ok := types.Lookup(typ)
+		t, ok := types.Spec(typ)
 		if !ok || t.Check == nil {
 			continue
 		}

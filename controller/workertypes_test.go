@@ -10,6 +10,8 @@ import (
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
+
+	"github.com/distrl/distrl/worker/member"
 )
 
 // TestCheckWorkers: counts past the bounds are refused before any check;
@@ -33,8 +35,8 @@ func TestCheckWorkers(t *testing.T) {
 	}
 	types := worker.NewRegistry()
 	for _, typ := range []worker.Type{
-		{Name: "actor", New: nil, Check: check("actor")},
-		{Name: "trainer", Check: check("trainer"), CheckpointDir: func(base string, i int) string { return fmt.Sprintf("%s/t%d", base, i) }},
+		{Name: "actor", Spec: member.Spec{Check: check("actor")}},
+		{Name: "trainer", Spec: member.Spec{Check: check("trainer"), CheckpointDir: func(base string, i int) string { return fmt.Sprintf("%s/t%d", base, i) }}},
 		{Name: "echo"},
 	} {
 		typ.New = func(worker.Info) (worker.Impl, error) { return nil, errors.New("not made here") }

@@ -16,7 +16,8 @@ import (
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/policy"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 // End-to-end benchmarks of the data plane: real `rlctl worker` processes
@@ -246,8 +247,8 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 		serverKw = append(serverKw, kw)
 	}
 	serverKw = append(serverKw, map[string]any{"stream": "default"})
-	mustGroup(b, panel.GroupRequestEach(ctx, servers, worker.CmdConfigure, serverKw))
-	mustGroup(b, panel.GroupRequest(ctx, servers, worker.CmdStart, nil))
+	mustGroup(b, panel.GroupRequestEach(ctx, servers, member.CmdConfigure, serverKw))
+	mustGroup(b, panel.GroupRequest(ctx, servers, member.CmdStart, nil))
 	kwargs := make([]any, actors)
 	for i := range kwargs {
 		kw := map[string]any{
@@ -258,13 +259,13 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 		}
 		kwargs[i] = kw
 	}
-	mustGroup(b, panel.GroupRequestEach(ctx, actorNames, worker.CmdConfigure, kwargs))
-	mustGroup(b, panel.GroupRequest(ctx, actorNames, worker.CmdStart, nil))
+	mustGroup(b, panel.GroupRequestEach(ctx, actorNames, member.CmdConfigure, kwargs))
+	mustGroup(b, panel.GroupRequest(ctx, actorNames, member.CmdStart, nil))
 
 	stats := func() (map[string]pipelineStats, time.Time) {
 		at := time.Now()
 		out := map[string]pipelineStats{}
-		for _, r := range panel.GroupRequest(ctx, all, worker.CmdStats, nil) {
+		for _, r := range panel.GroupRequest(ctx, all, member.CmdStats, nil) {
 			var s pipelineStats
 			if err := r.Decode(&s); err != nil {
 				b.Fatalf("%s stats: %v", r.Worker, err)
@@ -386,7 +387,7 @@ func procsCPU(b *testing.B, procs []*proc) []time.Duration {
 }
 
 // mustGroup fails the benchmark if any worker of a group request failed.
-func mustGroup(b *testing.B, results []worker.Result) {
+func mustGroup(b *testing.B, results []panel.Result) {
 	b.Helper()
 	for _, r := range results {
 		if r.Err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // waitRegistered waits until every named worker answers ping through rlctl.
@@ -68,12 +69,12 @@ func TestEndToEndEchoWorkers(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("code %d: %s", code, errOut)
 		}
-		var got map[string]worker.Status
+		var got map[string]member.Status
 		if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 3 {
 			t.Fatalf("group reply %q: %v", out, err)
 		}
 		for name, st := range got {
-			if st.State != worker.StateConfigured {
+			if st.State != member.StateConfigured {
 				t.Fatalf("%s: %+v", name, st)
 			}
 		}
@@ -85,8 +86,8 @@ func TestEndToEndEchoWorkers(t *testing.T) {
 			t.Fatalf("AutoConnect = %v, %v", names, err)
 		}
 		for _, r := range panel.GroupRequest(ctxFor(t, 10*time.Second), names, "start", nil) {
-			var st worker.Status
-			if err := r.Decode(&st); err != nil || st.State != worker.StateRunning {
+			var st member.Status
+			if err := r.Decode(&st); err != nil || st.State != member.StateRunning {
 				t.Fatalf("%s start: %+v %v", r.Worker, st, err)
 			}
 		}
@@ -120,7 +121,7 @@ func TestEndToEndEchoWorkers(t *testing.T) {
 			t.Fatalf("echo/1 exit code %d after SIGTERM", code)
 		}
 		st, err := c.panel().WorkerStatus(ctxFor(t, 5*time.Second), "echo/1")
-		if err != nil || st.State != worker.StateInterrupted || st.Address != "" {
+		if err != nil || st.State != member.StateInterrupted || st.Address != "" {
 			t.Fatalf("after SIGTERM: %+v %v", st, err)
 		}
 	})
@@ -155,7 +156,7 @@ func TestKilledWorkerIsLost(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.State != worker.StateLost {
+		if st.State != member.StateLost {
 			return fmt.Errorf("state %s", st.State)
 		}
 		return nil
@@ -251,7 +252,7 @@ func TestWorkerHostCount(t *testing.T) {
 	if err := panel.Connect(ctx, names...); err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range []string{worker.CmdConfigure, worker.CmdStart} {
+	for _, cmd := range []string{member.CmdConfigure, member.CmdStart} {
 		for _, r := range panel.GroupRequest(ctx, names, cmd, map[string]any{"n": 1}) {
 			if r.Err != nil {
 				t.Fatalf("%s: %v", cmd, r.Err)
@@ -274,7 +275,7 @@ func TestWorkerHostCount(t *testing.T) {
 	}
 	for _, name := range names {
 		st, err := panel.WorkerStatus(ctx, name)
-		if err != nil || st.State != worker.StateInterrupted || st.Address != "" {
+		if err != nil || st.State != member.StateInterrupted || st.Address != "" {
 			t.Fatalf("%s after SIGTERM: %+v %v", name, st, err)
 		}
 	}

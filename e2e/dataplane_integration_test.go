@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 // actorStats are the actor figures the data-plane tests read.
@@ -30,7 +31,7 @@ type sinkSummary struct {
 }
 
 // request sends one command through the panel, failing the test on error.
-func request(t testing.TB, panel *worker.ControlPanel, name, cmd string, kwargs, reply any) {
+func request(t testing.TB, panel *panel.ControlPanel, name, cmd string, kwargs, reply any) {
 	t.Helper()
 	if err := panel.Request(ctxFor(t, 10*time.Second), name, cmd, kwargs, reply); err != nil {
 		t.Fatalf("%s %s: %v", name, cmd, err)
@@ -38,7 +39,7 @@ func request(t testing.TB, panel *worker.ControlPanel, name, cmd string, kwargs,
 }
 
 // configureAndStart configures each worker with its kwargs, then starts them in the order given.
-func configureAndStart(t testing.TB, panel *worker.ControlPanel, order []string, configs map[string]map[string]any) {
+func configureAndStart(t testing.TB, panel *panel.ControlPanel, order []string, configs map[string]map[string]any) {
 	t.Helper()
 	for _, name := range order {
 		request(t, panel, name, "configure", configs[name], nil)
@@ -76,7 +77,7 @@ func TestDataPlaneProcesses(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if st.State != worker.StateCompleted {
+			if st.State != member.StateCompleted {
 				return fmt.Errorf("state %s %s", st.State, st.Error)
 			}
 			return nil
@@ -155,7 +156,7 @@ func TestActorSurvivesPolicyWorkerLoss(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.State != worker.StateRunning || st.Warning == "" {
+		if st.State != member.StateRunning || st.Warning == "" {
 			return fmt.Errorf("actor status %+v", st)
 		}
 		return nil
@@ -171,7 +172,7 @@ func TestActorSurvivesPolicyWorkerLoss(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.State != worker.StateLost {
+		if st.State != member.StateLost {
 			return fmt.Errorf("policy/0 %s", st.State)
 		}
 		return nil
@@ -185,7 +186,7 @@ func TestActorSurvivesPolicyWorkerLoss(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.State != worker.StateRunning || st.Warning != "" {
+		if st.State != member.StateRunning || st.Warning != "" {
 			return fmt.Errorf("actor status %+v", st)
 		}
 		return nil

@@ -18,7 +18,7 @@ import (
 	"github.com/distrl/distrl/internal/slurmtest"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -250,9 +250,9 @@ func (c *cluster) repo() *etcd.Repository {
 }
 
 // panel opens a control panel on the cluster's etcd from the test process.
-func (c *cluster) panel() *worker.ControlPanel {
+func (c *cluster) panel() *panel.ControlPanel {
 	c.t.Helper()
-	p := worker.NewControlPanel(c.repo(), c.trial, worker.PanelOptions{})
+	p := panel.New(c.repo(), c.trial, panel.Options{})
 	c.t.Cleanup(func() { p.Close() })
 	return p
 }

@@ -10,7 +10,8 @@ import (
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/trainerworker"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 // trainerStats are the trainer figures the learning tests read.
@@ -67,18 +68,18 @@ func learningConfigs(seed int64, actors []string, extra map[string]any) map[stri
 // trainer publishes its parameters at configure but answers fetches only
 // once running, and a policy worker fetches the newest parameters when it
 // is configured.
-func startInOrder(t testing.TB, panel *worker.ControlPanel, order []string, configs map[string]map[string]any) {
+func startInOrder(t testing.TB, panel *panel.ControlPanel, order []string, configs map[string]map[string]any) {
 	t.Helper()
 	for _, name := range order {
 		configureAndStart(t, panel, []string{name}, configs)
 	}
 }
 
-func trainerStatsOf(t testing.TB, panel *worker.ControlPanel) trainerStats {
+func trainerStatsOf(t testing.TB, panel *panel.ControlPanel) trainerStats {
 	t.Helper()
 	var s trainerStats
 	request(t, panel, "trainer/0", "stats", nil, &s)
-	if s.State != string(worker.StateRunning) && s.State != string(worker.StateCompleted) {
+	if s.State != string(member.StateRunning) && s.State != string(member.StateCompleted) {
 		st, _ := panel.WorkerStatus(ctxFor(t, 5*time.Second), "trainer/0")
 		t.Fatalf("trainer %s: %s", s.State, st.Error)
 	}
@@ -86,7 +87,7 @@ func trainerStatsOf(t testing.TB, panel *worker.ControlPanel) trainerStats {
 }
 
 // envSteps sums the actors' env_steps.
-func envSteps(t testing.TB, panel *worker.ControlPanel, actors []string) int64 {
+func envSteps(t testing.TB, panel *panel.ControlPanel, actors []string) int64 {
 	t.Helper()
 	var n int64
 	for _, a := range actors {
@@ -106,7 +107,7 @@ type learnResult struct {
 
 // learnUntilSolved polls the trainer until its mean return reaches the
 // solved bar, failing after limit.
-func learnUntilSolved(t testing.TB, panel *worker.ControlPanel, actors []string, begin time.Time, limit time.Duration) learnResult {
+func learnUntilSolved(t testing.TB, panel *panel.ControlPanel, actors []string, begin time.Time, limit time.Duration) learnResult {
 	t.Helper()
 	for {
 		s := trainerStatsOf(t, panel)
@@ -227,7 +228,7 @@ func TestTrainerResumesAfterKill(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if st.State != worker.StateLost {
+		if st.State != member.StateLost {
 			return fmt.Errorf("trainer/0 %s", st.State)
 		}
 		return nil

@@ -5,11 +5,12 @@ import (
 
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TypeName is the worker type name ("echo/0", "echo/1", ...).
-const TypeName = worker.TypeEcho
+const TypeName = member.TypeEcho
 
 // Worker is the echo worker type.
 type Worker struct {

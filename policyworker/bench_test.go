@@ -13,6 +13,7 @@ import (
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // benchCases are the batches of the policy benchmarks, on one thread
@@ -42,8 +43,8 @@ func BenchmarkPolicyWorker(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			repo := workertest.Repo(b)
 			f := startWorker(b, repo, 0, worker.DefaultIdleWait, slog.New(slog.DiscardHandler))
-			f.do(b, worker.CmdConfigure, map[string]any{"env": env.CartPoleName, "max_batch": n, "threads": bc.threads}, nil)
-			f.do(b, worker.CmdStart, nil, nil)
+			f.do(b, member.CmdConfigure, map[string]any{"env": env.CartPoleName, "max_batch": n, "threads": bc.threads}, nil)
+			f.do(b, member.CmdStart, nil, nil)
 			c := newClient(b, repo, 4, 5*time.Second)
 			w := newWaiter(c)
 			obs := cartPoleObs(1, n)

@@ -14,6 +14,7 @@ import (
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 func TestParseDevice(t *testing.T) {
@@ -79,7 +80,7 @@ func TestDeviceBackend(t *testing.T) {
 	f := &fixture{repo: repo, panel: workertest.Panel(t, repo, testTrial), name: r.Name()}
 
 	// A device that fails to open fails configure with its error, named.
-	err := f.panel.Request(ctxT(t), f.name, worker.CmdConfigure, map[string]any{"env": env.CartPoleName, "device": "cuda:7"}, nil)
+	err := f.panel.Request(ctxT(t), f.name, member.CmdConfigure, map[string]any{"env": env.CartPoleName, "device": "cuda:7"}, nil)
 	var re *rpc.Error
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "cuda:7") {
 		t.Fatalf("configure on a missing device: %v, want a remote error naming cuda:7", err)
@@ -93,12 +94,12 @@ func TestDeviceBackend(t *testing.T) {
 		t.Fatalf("opened %d backends on ordinal %d and closed %d, want 2 on 1 and 1 closed", opened.Load(), ordinal.Load(), closed.Load())
 	}
 	// It serves the policy's answers.
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 	c := newClient(t, f.repo, 4, 5*time.Second)
 	obs := cartPoleObs(7, 8)
 	checkAnswers(t, mustRoundTrip(t, c, newWaiter(c), obs), localAnswers(t, cartPoleConfig(t, 2), 0, nil, obs))
 	// Exiting closes the backend in use.
-	f.do(t, worker.CmdExit, nil, nil)
+	f.do(t, member.CmdExit, nil, nil)
 	deadline := time.Now().Add(5 * time.Second)
 	for closed.Load() != 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)

@@ -19,6 +19,8 @@ import (
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 	zmq "github.com/pebbe/zmq4"
 	"golang.org/x/sys/unix"
 )
@@ -44,7 +46,7 @@ func testLogger(t testing.TB) *slog.Logger { return workertest.Logger(t, slog.Le
 // connected to it.
 type fixture struct {
 	repo  nameresolve.Repository
-	panel *worker.ControlPanel
+	panel *panel.ControlPanel
 	name  string
 }
 
@@ -74,17 +76,17 @@ func (f *fixture) do(t testing.TB, cmd string, kwargs, reply any) {
 	}
 }
 
-func (f *fixture) state(t testing.TB) worker.State {
+func (f *fixture) state(t testing.TB) member.State {
 	t.Helper()
-	var s worker.Status
-	f.do(t, worker.CmdStatus, nil, &s)
+	var s member.Status
+	f.do(t, member.CmdStatus, nil, &s)
 	return s.State
 }
 
 func (f *fixture) stats(t testing.TB) map[string]any {
 	t.Helper()
 	var s map[string]any
-	f.do(t, worker.CmdStats, nil, &s)
+	f.do(t, member.CmdStats, nil, &s)
 	return s
 }
 

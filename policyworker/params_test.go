@@ -13,7 +13,7 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policyworker"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -126,7 +126,7 @@ func TestFollowsPublishedParams(t *testing.T) {
 	f.configure(t, map[string]any{
 		"env": env.CartPoleName, "seed": 3, "deterministic": true, "param_cache_dir": t.TempDir(),
 	})
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 	n := numParams(t, cartPoleConfig(t, 3))
 
 	for v := int64(1); v <= 2; v++ {
@@ -185,7 +185,7 @@ func TestFollowParamsOff(t *testing.T) {
 	pub.put(t, 1, randomParams(n, 1))
 	f := startWorker(t, repo, 0, 10*time.Millisecond, testLogger(t))
 	f.configure(t, map[string]any{"env": env.CartPoleName, "seed": 3, "follow_params": false})
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 	pub.put(t, 2, randomParams(n, 2))
 	time.Sleep(100 * time.Millisecond)
 	st := f.stats(t)
@@ -205,15 +205,15 @@ func TestPublishedParamsThatDoNotFit(t *testing.T) {
 	pub := startPublisher(t, repo)
 	f := startWorker(t, repo, 0, 10*time.Millisecond, testLogger(t))
 	f.configure(t, map[string]any{"env": env.CartPoleName, "seed": 3, "deterministic": true, "param_cache_dir": t.TempDir()})
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 	pub.put(t, 1, randomParams(10, 1))
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var s worker.Status
-		f.do(t, worker.CmdStatus, nil, &s)
+		var s member.Status
+		f.do(t, member.CmdStatus, nil, &s)
 		if strings.Contains(s.Warning, "version 1 not loaded") {
-			if s.State != worker.StateRunning {
-				t.Errorf("state %s, want %s", s.State, worker.StateRunning)
+			if s.State != member.StateRunning {
+				t.Errorf("state %s, want %s", s.State, member.StateRunning)
 			}
 			break
 		}

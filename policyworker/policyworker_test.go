@@ -18,12 +18,13 @@ import (
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // configure sends "configure" and fails the test on error.
 func (f *fixture) configure(t *testing.T, cfg map[string]any) {
 	t.Helper()
-	f.do(t, worker.CmdConfigure, cfg, nil)
+	f.do(t, member.CmdConfigure, cfg, nil)
 }
 
 // checkAnswers compares remote results with a local policy's answers for
@@ -51,7 +52,7 @@ func near(a, b float32) bool { return math.Abs(float64(a-b)) <= 1e-5*(1+math.Abs
 func TestServesLocalPolicyAnswers(t *testing.T) {
 	f := newFixture(t)
 	f.configure(t, map[string]any{"env": env.CartPoleName, "seed": 3, "deterministic": true})
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 	c := newClient(t, f.repo, 4, 5*time.Second)
 	w := newWaiter(c)
 
@@ -86,7 +87,7 @@ func TestExplicitGaussianConfig(t *testing.T) {
 	f.configure(t, map[string]any{
 		"obs_dim": 3, "action_dim": 2, "head": "gaussian", "hidden": []int{8}, "activation": "relu", "seed": 4,
 	})
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 	c := newClient(t, f.repo, 3, 5*time.Second)
 	res := mustRoundTrip(t, c, newWaiter(c), [][]float32{{1, 2, 3}, {0, 0, 0}})
 	for i, r := range res {
@@ -131,12 +132,12 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 	f := newFixture(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := f.panel.Request(ctxT(t), f.name, worker.CmdConfigure, tt.cfg, nil)
+			err := f.panel.Request(ctxT(t), f.name, member.CmdConfigure, tt.cfg, nil)
 			if !errors.Is(err, rpc.ErrBadArguments) {
 				t.Errorf("configure: got %v, want bad_arguments", err)
 			}
-			if s := f.state(t); s != worker.StateReady {
-				t.Errorf("state %s after a rejected configure, want %s", s, worker.StateReady)
+			if s := f.state(t); s != member.StateReady {
+				t.Errorf("state %s after a rejected configure, want %s", s, member.StateReady)
 			}
 		})
 	}
@@ -149,12 +150,12 @@ func TestReconfigure(t *testing.T) {
 		Version: 9, Params: flat(make([]float32, numParams(t, cartPoleConfig(t, 1)))),
 	}, nil)
 	// A rejected reconfigure keeps the running configuration...
-	if err := f.panel.Request(ctxT(t), f.name, worker.CmdConfigure, map[string]any{"env": "nope"}, nil); err == nil {
+	if err := f.panel.Request(ctxT(t), f.name, member.CmdConfigure, map[string]any{"env": "nope"}, nil); err == nil {
 		t.Fatal("bad reconfigure accepted")
 	}
 	// ... and a good one starts over: new seed, version 0, new endpoint.
 	f.configure(t, map[string]any{"env": env.CartPoleName, "seed": 2, "deterministic": true, "max_batch": 64})
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 	c := newClient(t, f.repo, 4, 5*time.Second)
 	obs := cartPoleObs(7, 8)
 	checkAnswers(t, mustRoundTrip(t, c, newWaiter(c), obs), localAnswers(t, cartPoleConfig(t, 2), 0, nil, obs))
@@ -174,7 +175,7 @@ func flat(p []float32) api.Tensor[float32] { return api.Tensor[float32]{Shape: [
 func TestLoadAndGetParams(t *testing.T) {
 	f := newFixture(t)
 	f.configure(t, map[string]any{"env": env.CartPoleName, "seed": 3, "deterministic": true})
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 	c := newClient(t, f.repo, 4, 5*time.Second)
 	w := newWaiter(c)
 
@@ -215,8 +216,8 @@ func TestLoadAndGetParams(t *testing.T) {
 			if !errors.Is(err, rpc.ErrBadArguments) {
 				t.Fatalf("load_params: got %v, want bad_arguments", err)
 			}
-			if s := f.state(t); s != worker.StateRunning {
-				t.Fatalf("state %s after a rejected load_params, want %s", s, worker.StateRunning)
+			if s := f.state(t); s != member.StateRunning {
+				t.Fatalf("state %s after a rejected load_params, want %s", s, member.StateRunning)
 			}
 			var still policyworker.Params
 			f.do(t, policyworker.CmdGetParams, nil, &still)
@@ -239,8 +240,8 @@ func TestParamsCommandsNeedConfigure(t *testing.T) {
 			t.Errorf("%s before configure: got %v, want %s", cmd, err, worker.ErrTypeBadState)
 		}
 	}
-	if s := f.state(t); s != worker.StateReady {
-		t.Errorf("state %s, want %s", s, worker.StateReady)
+	if s := f.state(t); s != member.StateReady {
+		t.Errorf("state %s, want %s", s, member.StateReady)
 	}
 }
 
@@ -250,8 +251,8 @@ func TestParamsCommandsNeedConfigure(t *testing.T) {
 func TestBatchesAcrossClients(t *testing.T) {
 	f := newFixture(t)
 	f.configure(t, map[string]any{"env": env.CartPoleName, "seed": 5, "deterministic": true})
-	f.do(t, worker.CmdStart, nil, nil)
-	f.do(t, worker.CmdPause, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
+	f.do(t, member.CmdPause, nil, nil)
 
 	const clients = 4
 	obs := cartPoleObs(9, clients)
@@ -282,7 +283,7 @@ func TestBatchesAcrossClients(t *testing.T) {
 	// Sent is not yet received; give the loopback connections a moment to
 	// deliver. (Should one be late, mean_batch is still > 1.)
 	time.Sleep(200 * time.Millisecond)
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 
 	want := localAnswers(t, cartPoleConfig(t, 5), 0, nil, obs)
 	for i, c := range cs {
@@ -321,7 +322,7 @@ func TestBatchesAcrossClients(t *testing.T) {
 func TestBadObservationDoesNotStopWorker(t *testing.T) {
 	f := newFixture(t)
 	f.configure(t, map[string]any{"env": env.CartPoleName})
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 	c := newClient(t, f.repo, 4, 300*time.Millisecond)
 	w := newWaiter(c)
 
@@ -330,17 +331,17 @@ func TestBadObservationDoesNotStopWorker(t *testing.T) {
 	if !errors.Is(errs[0], stream.ErrInferenceFailed) {
 		t.Fatalf("NaN observation: got %v, want ErrInferenceFailed", errs[0])
 	}
-	var s worker.Status
-	f.do(t, worker.CmdStatus, nil, &s)
-	if s.State != worker.StateRunning || !strings.Contains(s.Warning, "dropped") {
+	var s member.Status
+	f.do(t, member.CmdStatus, nil, &s)
+	if s.State != member.StateRunning || !strings.Contains(s.Warning, "dropped") {
 		t.Fatalf("status %s, warning %q; want RUNNING with a warning about the dropped batch", s.State, s.Warning)
 	}
 	if e := num(t, f.stats(t), "infer_errors"); e != 1 {
 		t.Errorf("infer_errors = %v, want 1", e)
 	}
 	mustRoundTrip(t, c, w, cartPoleObs(1, 2))
-	var after worker.Status // fresh: an empty warning is omitted on the wire
-	f.do(t, worker.CmdStatus, nil, &after)
+	var after member.Status // fresh: an empty warning is omitted on the wire
+	f.do(t, member.CmdStatus, nil, &after)
 	if after.Warning != "" {
 		t.Errorf("warning %q after a served batch, want none", after.Warning)
 	}
@@ -352,7 +353,7 @@ func TestBadObservationDoesNotStopWorker(t *testing.T) {
 func TestIdleWorkerWakesOnRequest(t *testing.T) {
 	f := startWorker(t, workertest.Repo(t), 0, 30*time.Second, testLogger(t))
 	f.configure(t, map[string]any{"env": env.CartPoleName})
-	f.do(t, worker.CmdStart, nil, nil)
+	f.do(t, member.CmdStart, nil, nil)
 	c := newClient(t, f.repo, 4, 5*time.Second)
 	w := newWaiter(c)
 	mustRoundTrip(t, c, w, cartPoleObs(1, 1)) // connects and warms up

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // window is how many recent batches the latency percentile and the
@@ -83,7 +83,7 @@ func (w *Worker) Stats() map[string]any {
 		}
 	}
 	if w.policy != nil {
-		out[worker.StatVersion] = w.policy.Version()
+		out[member.StatVersion] = w.policy.Version()
 		out["num_params"] = w.policy.NumParams()
 	}
 	if w.server != nil {

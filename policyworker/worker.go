@@ -13,11 +13,12 @@ import (
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
 )
 
 // TypeName is the worker type name ("policy/0", "policy/1", ...).
-const TypeName = worker.TypePolicy
+const TypeName = member.TypePolicy
 
 // Worker is the policy worker type. Like every worker.Impl, all its methods
 // run on the worker's loop goroutine.
@@ -65,7 +66,7 @@ type Devices map[string]func(ordinal int) policy.OpenBackend
 // NewType is the policy worker type, for a worker.Registry, with the
 // accelerators of devices (nil: the CPU alone).
 func NewType(devices Devices) worker.Type {
-	return worker.Type{Name: TypeName, New: NewFactory(devices), Check: CheckConfig}
+	return worker.Type{Name: TypeName, New: NewFactory(devices), Spec: member.Spec{Check: CheckConfig}}
 }
 
 // CheckConfig checks a policy worker's configure kwargs as Configure

@@ -15,11 +15,12 @@ import (
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
 )
 
 // TypeName is the worker type name ("replay/0", ...).
-const TypeName = worker.TypeReplay
+const TypeName = member.TypeReplay
 
 const (
 	requestsPerPoll = 256
@@ -102,10 +103,10 @@ func New(info worker.Info) (worker.Impl, error) {
 // its checkpoints in a directory of its own under the trial's (their
 // tables share names).
 func Type() worker.Type {
-	return worker.Type{Name: TypeName, New: New, Check: CheckConfig,
+	return worker.Type{Name: TypeName, New: New, Spec: member.Spec{Check: CheckConfig,
 		CheckpointDir: func(base string, index int) string {
 			return filepath.Join(base, names.WorkerName(TypeName, index))
-		}}
+		}}}
 }
 
 // parseConfig decodes and checks the kwargs of "configure" for shard

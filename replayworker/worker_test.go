@@ -17,6 +17,7 @@ import (
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -30,7 +31,7 @@ func ctxT(t testing.TB) context.Context { return workertest.Ctx(t, 20*time.Secon
 // startReplay runs replay worker index, configured with one table "t"
 // (prioritized, alpha 1, beta 0.5, min size 4) and started. The idle wait
 // is far longer than the test: requests must wake it.
-func startReplay(t testing.TB, repo nameresolve.Repository, panel *worker.ControlPanel, index int, ckptDir string) *workertest.Running {
+func startReplay(t testing.TB, repo nameresolve.Repository, panel *panel.ControlPanel, index int, ckptDir string) *workertest.Running {
 	t.Helper()
 	r := workertest.Start(t, worker.Options{Trial: testTrial, Registry: testTypes, Type: replayworker.TypeName,
 		Index: index, Host: "127.0.0.1", Repo: repo, IdleWait: time.Minute, Logger: workertest.Logger(t, slog.LevelInfo)})
@@ -108,7 +109,7 @@ type stats struct {
 	SamplesPerInsert float64 `msgpack:"samples_per_insert"`
 }
 
-func getStats(t *testing.T, panel *worker.ControlPanel, index int) stats {
+func getStats(t *testing.T, panel *panel.ControlPanel, index int) stats {
 	t.Helper()
 	var s stats
 	if err := panel.Request(ctxT(t), names.WorkerName(replayworker.TypeName, index), "stats", nil, &s); err != nil {

@@ -10,11 +10,12 @@ import (
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
 )
 
 // TypeName is the worker type name ("sink/0", "sink/1", ...).
-const TypeName = worker.TypeSink
+const TypeName = member.TypeSink
 
 const (
 	// batchesPerPoll bounds one Poll, so requests to the worker are
@@ -41,8 +42,8 @@ type Worker struct {
 
 	batches, steps, episodes int64
 	returnSum                float64 // of every finished episode
-	recent                   [worker.ReturnWindow]float32
-	nRecent                  int // episodes in recent, at most worker.ReturnWindow
+	recent                   [member.ReturnWindow]float32
+	nRecent                  int // episodes in recent, at most member.ReturnWindow
 	byActor                  map[string]int64
 	// Counters of consumers closed by a reconfigure, so the figures
 	// cover the worker's whole life.
@@ -60,7 +61,9 @@ func New(info worker.Info) (worker.Impl, error) {
 }
 
 // Type is the sink worker type, for a worker.Registry.
-func Type() worker.Type { return worker.Type{Name: TypeName, New: New, Check: CheckConfig} }
+func Type() worker.Type {
+	return worker.Type{Name: TypeName, New: New, Spec: member.Spec{Check: CheckConfig}}
+}
 
 // parseConfig decodes and checks the kwargs of "configure" for sink index.
 func parseConfig(args rpc.Args, index int) (Config, error) {
@@ -127,7 +130,7 @@ func (w *Worker) Poll(context.Context) (worker.PollResult, error) {
 		for _, e := range b.Episodes {
 			w.episodes++
 			w.returnSum += float64(e.Return)
-			w.recent[w.nRecent%worker.ReturnWindow] = e.Return
+			w.recent[w.nRecent%member.ReturnWindow] = e.Return
 			w.nRecent++
 		}
 		res.Samples += n
@@ -157,7 +160,7 @@ func (w *Worker) Stats() map[string]any {
 		bytes += st.Bytes
 	}
 	var mean float64
-	if k := min(w.nRecent, worker.ReturnWindow); k > 0 {
+	if k := min(w.nRecent, member.ReturnWindow); k > 0 {
 		for _, r := range w.recent[:k] {
 			mean += float64(r)
 		}
@@ -166,7 +169,7 @@ func (w *Worker) Stats() map[string]any {
 	return map[string]any{
 		"batches":             w.batches,
 		"steps":               w.steps,
-		worker.StatEpisodes:   w.episodes,
+		member.StatEpisodes:   w.episodes,
 		"returns_sum":         w.returnSum,
 		"mean_episode_return": mean,
 		"by_actor":            maps.Clone(w.byActor),

@@ -11,6 +11,8 @@ import (
 	"github.com/distrl/distrl/worker"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/distrl/distrl/worker/member"
 )
 
 // Algorithms a trainer runs: the "algorithm" key of its configuration.
@@ -51,8 +53,8 @@ func New(info worker.Info) (worker.Impl, error) { return &Worker{info: info}, ni
 // Type is the trainer worker type, for a worker.Registry: a trainer keeps
 // its checkpoints in the trial's checkpoint directory.
 func Type() worker.Type {
-	return worker.Type{Name: TypeName, New: New, Check: CheckConfig,
-		CheckpointDir: func(base string, _ int) string { return base }}
+	return worker.Type{Name: TypeName, New: New, Spec: member.Spec{Check: CheckConfig,
+		CheckpointDir: func(base string, _ int) string { return base }}}
 }
 
 // CheckConfig checks a trainer's configure kwargs, either algorithm's, as

@@ -24,6 +24,7 @@ import (
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -184,7 +185,7 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	w.hash = configHash(cfg.Policy, learner.Spec()) + fmt.Sprintf("-dueling=%v", dcfg.Dueling)
 	w.version, w.trained, w.resumed = 0, 0, -1
 	w.inflight = map[int64]int{}
-	w.returns, w.rate, w.episodes, w.since = newRing(worker.ReturnWindow), rateRing{}, 0, time.Time{}
+	w.returns, w.rate, w.episodes, w.since = newRing(member.ReturnWindow), rateRing{}, 0, time.Time{}
 	clear(w.warnings)
 	if cfg.CheckpointDir != "" {
 		if err := w.restore(); err != nil {
@@ -467,9 +468,9 @@ func (w *dqnTrainer) Warning() string {
 // Stats of the DQN trainer.
 func (w *dqnTrainer) Stats() map[string]any {
 	out := map[string]any{
-		worker.StatVersion: w.version, "updates": w.version, "samples_trained": w.trained,
+		member.StatVersion: w.version, "updates": w.version, "samples_trained": w.trained,
 		"train_samples_per_s": w.rate.perSecond(time.Now()), "loss": w.lastStat.Loss, "mean_q": w.lastStat.MeanQ,
-		"mean_td": w.lastStat.MeanTD, "grad_norm": w.lastStat.GradNorm, worker.StatEpisodes: w.episodes,
+		"mean_td": w.lastStat.MeanTD, "grad_norm": w.lastStat.GradNorm, member.StatEpisodes: w.episodes,
 		"sample_errors": w.sampleErrors, "update_errors": w.updateErrors, "priorities_sent": w.prioritySent,
 		"checkpoints": w.checkpoints, "checkpoint_failures": w.ckptFailures, "resumed_from": w.resumed,
 	}
@@ -477,7 +478,7 @@ func (w *dqnTrainer) Stats() map[string]any {
 		out["replay_shards"] = len(w.client.Shards())
 	}
 	if w.returns.count > 0 {
-		out[worker.StatMeanReturn] = w.returns.mean()
+		out[member.StatMeanReturn] = w.returns.mean()
 	}
 	if math.IsNaN(w.lastStat.Loss) {
 		out["loss"] = nil

@@ -21,6 +21,8 @@ import (
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 // testTypes are the worker types these tests run.
@@ -40,7 +42,7 @@ func testLogger(t testing.TB) *slog.Logger { return workertest.Logger(t, slog.Le
 // driven through a control panel.
 type cluster struct {
 	repo  nameresolve.Repository
-	panel *worker.ControlPanel
+	panel *panel.ControlPanel
 }
 
 func newCluster(t testing.TB) *cluster {
@@ -68,14 +70,14 @@ func (c *cluster) request(t testing.TB, name, cmd string, kwargs, reply any) {
 // run configures and starts a worker.
 func (c *cluster) run(t testing.TB, name string, cfg map[string]any) {
 	t.Helper()
-	c.request(t, name, worker.CmdConfigure, cfg, nil)
-	c.request(t, name, worker.CmdStart, nil, nil)
+	c.request(t, name, member.CmdConfigure, cfg, nil)
+	c.request(t, name, member.CmdStart, nil, nil)
 }
 
-func (c *cluster) status(t testing.TB, name string) worker.Status {
+func (c *cluster) status(t testing.TB, name string) member.Status {
 	t.Helper()
-	var s worker.Status
-	c.request(t, name, worker.CmdStatus, nil, &s)
+	var s member.Status
+	c.request(t, name, member.CmdStatus, nil, &s)
 	return s
 }
 
@@ -110,7 +112,7 @@ type trainerStats struct {
 func (c *cluster) trainerStats(t testing.TB, name string) trainerStats {
 	t.Helper()
 	var s trainerStats
-	c.request(t, name, worker.CmdStats, nil, &s)
+	c.request(t, name, member.CmdStats, nil, &s)
 	return s
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/trainerworker"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // learnTarget is the mean return (last 20 episodes, the trainer's figure)
@@ -65,7 +65,7 @@ func TestLearnsCartPole(t *testing.T) {
 	var s trainerStats
 	eventually.NoError(t, 5*time.Minute, fmt.Sprintf("mean return %v", target), func() error {
 		s = c.trainerStats(t, "trainer/0")
-		if st := c.status(t, "trainer/0"); st.State != worker.StateRunning {
+		if st := c.status(t, "trainer/0"); st.State != member.StateRunning {
 			t.Fatalf("trainer %s: %s", st.State, st.Error)
 		}
 		if s.Updates > maxUpdates {
@@ -79,11 +79,11 @@ func TestLearnsCartPole(t *testing.T) {
 	var a struct {
 		EnvSteps int64 `msgpack:"env_steps"`
 	}
-	c.request(t, "actor/0", worker.CmdStats, nil, &a)
+	c.request(t, "actor/0", member.CmdStats, nil, &a)
 	var p struct {
 		Version int64 `msgpack:"version"`
 	}
-	c.request(t, "policy/0", worker.CmdStats, nil, &p)
+	c.request(t, "policy/0", member.CmdStats, nil, &p)
 	t.Logf("mean return %.1f after %.1fs, %d env steps, %d updates (%d steps trained, %d stale batches dropped); lag p50 %v p99 %v; policy worker at version %d",
 		*s.MeanReturn, time.Since(begin).Seconds(), a.EnvSteps, s.Updates, s.Trained, s.DroppedStale, deref(s.LagP50), deref(s.LagP99), p.Version)
 	if p.Version < s.Version-2 {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/algo/ppo"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // Windows of the statistics.
@@ -43,7 +43,7 @@ type counters struct {
 }
 
 func newCounters() counters {
-	return counters{lags: newRing(lagWindow), returns: newRing(worker.ReturnWindow)}
+	return counters{lags: newRing(lagWindow), returns: newRing(member.ReturnWindow)}
 }
 
 // ring holds the last len(buf) values added.
@@ -117,12 +117,12 @@ func (w *ppoTrainer) Stats() map[string]any {
 	s := &w.st
 	out := map[string]any{
 		"policy":              w.set.cfg.Policy,
-		worker.StatVersion:    w.version,
+		member.StatVersion:    w.version,
 		"updates":             s.updates,
 		"samples_trained":     s.trained,
 		"train_samples_per_s": s.rate.perSecond(time.Now()),
 		"buffer_steps":        w.bufLen,
-		worker.StatEpisodes:   s.episodes,
+		member.StatEpisodes:   s.episodes,
 		"dropped_stale":       s.droppedStale,
 		"dropped_future":      s.droppedFuture,
 		"dropped_steps":       s.droppedSteps,
@@ -135,10 +135,10 @@ func (w *ppoTrainer) Stats() map[string]any {
 		"max_staleness":       w.set.staleness,
 	}
 	if s.returns.count > 0 {
-		out[worker.StatMeanReturn] = s.returns.mean()
+		out[member.StatMeanReturn] = s.returns.mean()
 	}
 	if lags := s.lags.values(); len(lags) > 0 {
-		out[worker.StatPolicyLag] = s.lags.mean()
+		out[member.StatPolicyLag] = s.lags.mean()
 		out["policy_lag_p50"] = percentile(lags, 50)
 		out["policy_lag_p99"] = percentile(lags, 99)
 	}

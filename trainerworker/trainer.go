@@ -17,11 +17,12 @@ import (
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
 )
 
 // TypeName is the worker type name ("trainer/0", ...).
-const TypeName = worker.TypeTrainer
+const TypeName = member.TypeTrainer
 
 const (
 	// batchesPerPoll and fetchesPerPoll bound one Poll's intake, so that

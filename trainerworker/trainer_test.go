@@ -18,7 +18,7 @@ import (
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/trainerworker"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 func TestConfigureRejectsBadConfig(t *testing.T) {
@@ -54,12 +54,12 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 	tr := c.start(t, trainerworker.TypeName, 0)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := c.panel.Request(workertest.Ctx(t, 10*time.Second), tr.Name(), worker.CmdConfigure, tt.cfg, nil)
+			err := c.panel.Request(workertest.Ctx(t, 10*time.Second), tr.Name(), member.CmdConfigure, tt.cfg, nil)
 			if !errors.Is(err, rpc.ErrBadArguments) {
 				t.Errorf("configure: got %v, want bad_arguments", err)
 			}
-			if s := c.status(t, tr.Name()); s.State != worker.StateReady {
-				t.Errorf("state %s after a rejected configure, want %s", s.State, worker.StateReady)
+			if s := c.status(t, tr.Name()); s.State != member.StateReady {
+				t.Errorf("state %s after a rejected configure, want %s", s.State, member.StateReady)
 			}
 		})
 	}
@@ -71,9 +71,9 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 func TestPublishesVersionZeroAtConfigure(t *testing.T) {
 	c := newCluster(t)
 	tr := c.start(t, trainerworker.TypeName, 0)
-	c.request(t, tr.Name(), worker.CmdConfigure, map[string]any{"seed": 7}, nil)
+	c.request(t, tr.Name(), member.CmdConfigure, map[string]any{"seed": 7}, nil)
 	// The publisher answers fetches from Poll, that is once started.
-	c.request(t, tr.Name(), worker.CmdStart, nil, nil)
+	c.request(t, tr.Name(), member.CmdStart, nil, nil)
 	p := fetchVersion(t, newSubscriber(t, c.repo), 0)
 	cfg, err := policy.ConfigForEnv(env.CartPoleName, nil)
 	if err != nil {
@@ -222,7 +222,7 @@ func TestRejectsUnusableBatches(t *testing.T) {
 		}
 		return nil
 	})
-	if st := c.status(t, tr.Name()); st.State != worker.StateRunning {
+	if st := c.status(t, tr.Name()); st.State != member.StateRunning {
 		t.Fatalf("state %s: %s", st.State, st.Error)
 	}
 }
@@ -246,7 +246,7 @@ func TestMaxUpdatesCompletes(t *testing.T) {
 		})
 	}
 	eventually.NoError(t, 10*time.Second, "COMPLETED", func() error {
-		if s := c.status(t, tr.Name()); s.State != worker.StateCompleted {
+		if s := c.status(t, tr.Name()); s.State != member.StateCompleted {
 			return fmt.Errorf("state %s", s.State)
 		}
 		return nil
@@ -394,7 +394,7 @@ func TestCheckpointMismatchRefused(t *testing.T) {
 	}
 
 	tr = c.start(t, trainerworker.TypeName, 0)
-	err := c.panel.Request(workertest.Ctx(t, 10*time.Second), tr.Name(), worker.CmdConfigure,
+	err := c.panel.Request(workertest.Ctx(t, 10*time.Second), tr.Name(), member.CmdConfigure,
 		map[string]any{"hidden": []int{16}, "checkpoint_dir": dir}, nil)
 	if !errors.Is(err, rpc.ErrBadArguments) || !strings.Contains(err.Error(), "does not match") {
 		t.Fatalf("configure with another architecture: %v, want bad_arguments about the mismatch", err)

@@ -10,18 +10,8 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/rpc"
-)
 
-// Standard commands every worker answers.
-const (
-	CmdPing      = "ping"
-	CmdConfigure = "configure"
-	CmdStart     = "start"
-	CmdPause     = "pause"
-	CmdExit      = "exit"
-	CmdInterrupt = "interrupt"
-	CmdStatus    = "status"
-	CmdStats     = "stats"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // counters are the base figures of the "stats" reply.
@@ -37,52 +27,24 @@ type counters struct {
 	spunWaits int64
 }
 
-// MemberCommands are the standard commands of every member of a trial:
-// ping, status, stats, exit and interrupt. The worker base answers them for
-// each worker, and the controller for its "ctl" member. The functions run
-// on the goroutine that serves the requests.
-type MemberCommands struct {
-	// Status is the reply of "status".
-	Status func() Status
-	// Stats is the reply of "stats".
-	Stats func() any
-	// Stop ends the member in final (StateCompleted for "exit",
-	// StateInterrupted for "interrupt") and returns the reply.
-	Stop func(final State) Status
-}
-
-// Register installs the commands on mux.
-func (m MemberCommands) Register(mux *rpc.Mux) error {
-	stop := func(final State) rpc.Handler {
-		return func(context.Context, rpc.Args) (any, error) { return m.Stop(final), nil }
-	}
-	return mux.HandleAll(map[string]rpc.Handler{
-		CmdPing:      func(context.Context, rpc.Args) (any, error) { return "pong", nil },
-		CmdStatus:    func(context.Context, rpc.Args) (any, error) { return m.Status(), nil },
-		CmdStats:     func(context.Context, rpc.Args) (any, error) { return m.Stats(), nil },
-		CmdExit:      stop(StateCompleted),
-		CmdInterrupt: stop(StateInterrupted),
-	})
-}
-
 // commands fills mux, the worker's command table: the member commands, the
 // lifecycle commands and the type's own.
 func (w *Worker) commands(mux *rpc.Mux) error {
-	member := MemberCommands{
+	std := member.Commands{
 		Status: w.currentStatus,
 		Stats:  func() any { return w.statsReply() },
-		Stop: func(final State) Status {
+		Stop: func(final member.State) member.Status {
 			w.exit(final)
 			return w.exitStatus()
 		},
 	}
-	if err := member.Register(mux); err != nil {
+	if err := std.Register(mux); err != nil {
 		return fmt.Errorf("worker %s: %w", w.name, err)
 	}
 	if err := mux.HandleAll(map[string]rpc.Handler{
-		CmdConfigure: w.handleConfigure,
-		CmdStart:     w.transition(StateRunning, StateConfigured, StatePaused),
-		CmdPause:     w.transition(StatePaused, StateRunning),
+		member.CmdConfigure: w.handleConfigure,
+		member.CmdStart:     w.transition(member.StateRunning, member.StateConfigured, member.StatePaused),
+		member.CmdPause:     w.transition(member.StatePaused, member.StateRunning),
 	}); err != nil {
 		return fmt.Errorf("worker %s: %w", w.name, err)
 	}
@@ -98,14 +60,14 @@ func (w *Worker) commands(mux *rpc.Mux) error {
 	return nil
 }
 
-func (w *Worker) exitStatus() Status {
+func (w *Worker) exitStatus() member.Status {
 	s := w.currentStatus()
 	s.State = w.exitState
 	return s
 }
 
 func (w *Worker) handleConfigure(ctx context.Context, args rpc.Args) (any, error) {
-	if err := w.allowed(CmdConfigure, StateReady, StateConfigured); err != nil {
+	if err := w.allowed(member.CmdConfigure, member.StateReady, member.StateConfigured); err != nil {
 		return nil, err
 	}
 	// Configure may have replaced the type's sockets, even when it failed
@@ -118,13 +80,13 @@ func (w *Worker) handleConfigure(ctx context.Context, args rpc.Args) (any, error
 		w.fail(fmt.Errorf("configure: %w", err))
 		return nil, err
 	}
-	w.setState(StateConfigured)
+	w.setState(member.StateConfigured)
 	return w.currentStatus(), nil
 }
 
 // transition is a command that moves the worker to `to` from one of `from`.
-func (w *Worker) transition(to State, from ...State) rpc.Handler {
-	cmd := map[State]string{StateRunning: CmdStart, StatePaused: CmdPause}[to]
+func (w *Worker) transition(to member.State, from ...member.State) rpc.Handler {
+	cmd := map[member.State]string{member.StateRunning: member.CmdStart, member.StatePaused: member.CmdPause}[to]
 	return func(ctx context.Context, _ rpc.Args) (any, error) {
 		if err := w.allowed(cmd, from...); err != nil {
 			return nil, err
@@ -134,7 +96,7 @@ func (w *Worker) transition(to State, from ...State) rpc.Handler {
 	}
 }
 
-func (w *Worker) allowed(cmd string, from ...State) error {
+func (w *Worker) allowed(cmd string, from ...member.State) error {
 	if w.exiting {
 		return rpc.Errorf(ErrTypeBadState, "%s: worker %s is exiting", cmd, w.name)
 	}

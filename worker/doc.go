@@ -1,5 +1,7 @@
-// Package worker is the worker base every distrl worker process runs on, and
-// the ControlPanel that drives workers from outside.
+// Package worker is the worker base every distrl worker process runs on:
+// the server side of a trial's members. Its contract with the rest (states,
+// records, command names, stats keys) is package worker/member; the client
+// that drives workers from outside is package worker/panel.
 //
 // A Worker binds an rpc.Server, registers "name -> host:port" in name
 // resolve on a lease it keeps alive, and runs one loop: answer the requests
@@ -18,11 +20,13 @@
 //
 //	READY -> CONFIGURED -> RUNNING <-> PAUSED -> COMPLETED | ERROR | INTERRUPTED
 //
-// LOST is never a worker's own state: it is what a ControlPanel concludes
-// when the worker's address lease is gone.
+// LOST and HUNG are never a worker's own states: a panel concludes them
+// when the worker's address lease is gone or its loop's heartbeat stale.
 //
 // A worker type implements Impl (impl.go) in a package of its own
-// (echoworker, sinkworker, policyworker, actorworker, trainerworker); its
-// Factory goes into a Registry that the process passes to New, so that
-// `rlctl worker --type T` can start any of them.
+// (echoworker, sinkworker, policyworker, actorworker, trainerworker,
+// replayworker) and describes itself as a Type (its factory, and the
+// member.Spec a controller plans with); the Types go into a Registry that
+// the process passes to New, so that `rlctl worker --type T` can start any
+// of them. DecodeConfig and Threads serve the types' configurations.
 package worker

@@ -14,6 +14,8 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 	zmq "github.com/pebbe/zmq4"
 	"golang.org/x/sys/unix"
 )
@@ -304,7 +306,7 @@ func TestInputLeftUnreadIsNotSleptOn(t *testing.T) {
 // pullFrom configures worker name with config (whose pull_addr is where it
 // pulls from), starts it, and returns a PUSH socket connected to its
 // pull_addr, closed when the test ends.
-func pullFrom(t *testing.T, panel *worker.ControlPanel, name string, config map[string]any) *zmq.Socket {
+func pullFrom(t *testing.T, panel *panel.ControlPanel, name string, config map[string]any) *zmq.Socket {
 	t.Helper()
 	ctx := ctxT(t)
 	if err := panel.Request(ctx, name, "configure", config, nil); err != nil {
@@ -372,7 +374,7 @@ func TestIdleLoopDoesNotSpin(t *testing.T) {
 				return true
 			})
 			loops := func() int64 {
-				var st worker.Status
+				var st member.Status
 				if err := panel.Request(ctx, names[0], "status", nil, &st); err != nil {
 					t.Fatal(err)
 				}

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
+
+	"github.com/distrl/distrl/worker/member"
 )
 
 // newParallel bounds the workers NewHosted creates at once: each waits for
@@ -46,26 +47,6 @@ type host struct {
 	users int // workers not shut down yet; the last one closes srv
 }
 
-// LoopRecord is the value of a loop record (names.Trial.Loop): the
-// heartbeat of the loop that runs a process's workers. Their status
-// records name it (Status.Loop); only the loop itself advances it, every
-// Options.Heartbeat, unlike the address lease that the etcd client's own
-// goroutine keeps alive.
-type LoopRecord struct {
-	Loops       int64  `json:"loops"`
-	HeartbeatMs int64  `json:"heartbeat_ms"`
-	Workers     int    `json:"workers"`
-	Host        string `json:"host,omitempty"`
-	PID         int    `json:"pid,omitempty"`
-}
-
-// parseLoopRecord reads a loop record.
-func parseLoopRecord(v string) (LoopRecord, error) {
-	var r LoopRecord
-	err := json.Unmarshal([]byte(v), &r)
-	return r, err
-}
-
 // turn counts a turn of the loop and, every Options.Heartbeat, publishes
 // it: a loop stuck in a poll or a handler stops doing so.
 func (h *host) turn(now time.Time) {
@@ -75,10 +56,9 @@ func (h *host) turn(now time.Time) {
 	}
 	h.beat = now
 	hostname, _ := os.Hostname()
-	b, _ := json.Marshal(LoopRecord{ // ints and strings always marshal
+	h.loop.publish(member.LoopRecord{
 		Loops: h.turns, HeartbeatMs: now.UnixMilli(), Workers: h.size, Host: hostname, PID: os.Getpid(),
-	})
-	h.loop.publish(string(b))
+	}.Record())
 }
 
 // open reports whether a worker of h has not shut down yet.
@@ -154,7 +134,7 @@ func NewHosted(ctx context.Context, opts Options, count int) ([]*Worker, error) 
 	if err := errors.Join(errs...); err != nil {
 		for _, w := range workers {
 			if w != nil {
-				w.exit(StateInterrupted)
+				w.exit(member.StateInterrupted)
 				w.shutdown()
 			}
 		}

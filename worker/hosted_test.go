@@ -15,6 +15,8 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 // Hosted workers share one address; each request names its worker, and
@@ -38,8 +40,8 @@ func TestHostedWorkersShareOneAddress(t *testing.T) {
 			t.Fatalf("%s registered at %q, %v; want the host's %s", n, a, err, addr)
 		}
 	}
-	for i, r := range panel.GroupRequest(ctx, names, worker.CmdStatus, nil) {
-		var st worker.Status
+	for i, r := range panel.GroupRequest(ctx, names, member.CmdStatus, nil) {
+		var st member.Status
 		if err := r.Decode(&st); err != nil || st.Name != names[i] || st.Loop != names[0] {
 			t.Fatalf("%s answered %+v, %v", names[i], st, err)
 		}
@@ -50,18 +52,18 @@ func TestHostedWorkersShareOneAddress(t *testing.T) {
 	}
 	defer c.Close()
 	for _, target := range []string{"", "echo/99"} {
-		if err := c.RequestTo(ctx, target, worker.CmdPing, nil, nil); !errors.Is(err, rpc.ErrUnknownWorker) {
+		if err := c.RequestTo(ctx, target, member.CmdPing, nil, nil); !errors.Is(err, rpc.ErrUnknownWorker) {
 			t.Errorf("ping naming %q: %v, want unknown_worker", target, err)
 		}
 	}
-	if err := panel.Request(ctx, names[3], worker.CmdExit, nil, nil); err != nil {
+	if err := panel.Request(ctx, names[3], member.CmdExit, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, panel, names[3], worker.StateCompleted)
-	if err := c.RequestTo(ctx, names[3], worker.CmdPing, nil, nil); !errors.Is(err, rpc.ErrUnknownWorker) {
+	workertest.WaitState(t, panel, names[3], member.StateCompleted)
+	if err := c.RequestTo(ctx, names[3], member.CmdPing, nil, nil); !errors.Is(err, rpc.ErrUnknownWorker) {
 		t.Errorf("ping to the exited %s: %v, want unknown_worker", names[3], err)
 	}
-	if err := c.RequestTo(ctx, names[4], worker.CmdPing, nil, nil); err != nil {
+	if err := c.RequestTo(ctx, names[4], member.CmdPing, nil, nil); err != nil {
 		t.Errorf("ping to %s after %s exited: %v", names[4], names[3], err)
 	}
 	// The status writer puts the record asynchronously, after the
@@ -89,7 +91,7 @@ func TestHostedStuckLoopIsHung(t *testing.T) {
 		IdleWait: 10 * time.Millisecond, Heartbeat: 20 * time.Millisecond, Logger: workertest.Logger(t, slog.LevelInfo),
 	}, 3)
 	const bound = 300 * time.Millisecond
-	panel := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{HungAfter: bound})
+	panel := panel.New(repo, testTrial, panel.Options{HungAfter: bound})
 	t.Cleanup(func() { panel.Close() })
 	release := make(chan struct{})
 	hangs.Store("hosted", release)
@@ -101,25 +103,25 @@ func TestHostedStuckLoopIsHung(t *testing.T) {
 		if i == 1 {
 			kw = map[string]any{"hang": "hosted", "signal": "hosted"}
 		}
-		if err := panel.Request(ctx, name, worker.CmdConfigure, kw, nil); err != nil {
+		if err := panel.Request(ctx, name, member.CmdConfigure, kw, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, r := range panel.GroupRequest(ctx, names, worker.CmdStart, nil) {
+	for _, r := range panel.GroupRequest(ctx, names, member.CmdStart, nil) {
 		if r.Err != nil {
 			t.Fatal(r.Err)
 		}
 	}
-	received(t, polling, "the poll hangs")
+	workertest.Received(t, polling, "the poll hangs")
 	for _, name := range names {
-		st := waitState(t, panel, name, worker.StateHung)
+		st := workertest.WaitState(t, panel, name, member.StateHung)
 		if !strings.Contains(st.Error, "the loop has not turned for") {
 			t.Errorf("%s: %+v", name, st)
 		}
 	}
 	close(release)
 	for _, name := range names {
-		waitState(t, panel, name, worker.StateRunning)
+		workertest.WaitState(t, panel, name, member.StateRunning)
 	}
 }
 
@@ -160,7 +162,7 @@ func TestHostedHeartbeatIsOneRecord(t *testing.T) {
 	}, 64)
 	panel := workertest.Panel(t, repo, testTrial)
 	ctx := ctxT(t)
-	for _, cmd := range []string{worker.CmdConfigure, worker.CmdStart} {
+	for _, cmd := range []string{member.CmdConfigure, member.CmdStart} {
 		for _, r := range panel.GroupRequest(ctx, names, cmd, nil) {
 			if r.Err != nil {
 				t.Fatal(r.Err)
@@ -168,7 +170,7 @@ func TestHostedHeartbeatIsOneRecord(t *testing.T) {
 		}
 	}
 	for _, name := range names {
-		waitState(t, panel, name, worker.StateRunning)
+		workertest.WaitState(t, panel, name, member.StateRunning)
 	}
 	status, loop := repo.count(testTrial.StatusPrefix()), repo.count(testTrial.LoopPrefix())
 	begin := time.Now()

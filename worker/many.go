@@ -10,6 +10,8 @@ import (
 
 	zmq "github.com/pebbe/zmq4"
 	"golang.org/x/sys/unix"
+
+	"github.com/distrl/distrl/worker/member"
 )
 
 // RunMany runs workers in the calling goroutine, with one wait (poll(2))
@@ -65,7 +67,7 @@ func RunMany(ctx context.Context, workers []*Worker) error {
 		}
 		if err := r.wait(busy, idleWait); err != nil {
 			for _, w := range r.live {
-				w.exit(StateError)
+				w.exit(member.StateError)
 			}
 			r.errs = append(r.errs, err)
 			r.dropExited()
@@ -119,7 +121,7 @@ func (r *runner) serve(ctx context.Context) (busy bool) {
 			r.errs = append(r.errs, fmt.Errorf("worker host %s: serve: %w", h.loopID, err))
 			for _, w := range r.live {
 				if w.host == h {
-					w.exit(StateError)
+					w.exit(member.StateError)
 				}
 			}
 		}
@@ -217,7 +219,7 @@ func (r *runner) woke(idleWait time.Duration) {
 	if now.Sub(r.swept) >= idleWait {
 		r.swept = now
 		for i, w := range r.live {
-			if w.state == StateRunning {
+			if w.state == member.StateRunning {
 				r.due[i] = true
 			}
 		}
@@ -296,7 +298,7 @@ func (r *runner) socketInput() (bool, error) {
 func (r *runner) armWaiters() bool {
 	ready := false
 	for i, w := range r.live {
-		if !r.due[i] && w.watched != nil && w.state == StateRunning && !w.prepareWait() {
+		if !r.due[i] && w.watched != nil && w.state == member.StateRunning && !w.prepareWait() {
 			r.due[i], ready = true, true
 		}
 	}

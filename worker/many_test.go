@@ -11,6 +11,7 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // startMany hosts n workers of typ in this process (NewHosted: one
@@ -75,7 +76,7 @@ func TestRunManyServesAGroup(t *testing.T) {
 		}
 	}
 	for _, name := range names {
-		if st := waitState(t, panel, name, worker.StateRunning); st.State != worker.StateRunning {
+		if st := workertest.WaitState(t, panel, name, member.StateRunning); st.State != member.StateRunning {
 			t.Fatalf("%s: %+v", name, st)
 		}
 	}
@@ -83,7 +84,7 @@ func TestRunManyServesAGroup(t *testing.T) {
 	if err := panel.Request(ctx, names[0], "exit", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, panel, names[0], worker.StateCompleted)
+	workertest.WaitState(t, panel, names[0], member.StateCompleted)
 	for _, r := range panel.GroupRequest(ctx, names[1:], "ping", nil) {
 		if r.Err != nil {
 			t.Fatal(r.Err)
@@ -99,7 +100,7 @@ func TestRunManyServesAGroup(t *testing.T) {
 		t.Fatal("RunMany did not return after cancel")
 	}
 	for _, name := range names[1:] {
-		waitState(t, panel, name, worker.StateInterrupted)
+		workertest.WaitState(t, panel, name, member.StateInterrupted)
 	}
 }
 
@@ -125,7 +126,7 @@ func TestRunManyReportsAFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitState(t, panel, names[1], worker.StateError)
+	workertest.WaitState(t, panel, names[1], member.StateError)
 	for _, name := range []string{names[0], names[2]} {
 		var pong string
 		if err := panel.Request(ctx, name, "ping", nil, &pong); err != nil {

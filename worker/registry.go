@@ -5,28 +5,18 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/worker/member"
 )
 
 // Type describes a worker type to the process that runs its workers (New)
-// and to the controller that plans a trial of them (Check,
-// CheckpointDir), so that the controller needs no knowledge of any type.
+// and, through its member.Spec, to the controller that plans a trial of
+// them, so that the controller needs no knowledge of any type.
 type Type struct {
 	// Name is the type's name in experiment configs and worker names.
 	Name string
 	// New makes a worker of the type.
 	New Factory
-	// Check decodes and checks the configure kwargs of worker index as the
-	// type's Configure does, without opening sockets or files, so that a
-	// bad configuration is refused before anything starts. Its error is a
-	// bad_arguments *rpc.Error saying which key and what is allowed. nil:
-	// the type's workers check their configuration when configured.
-	Check func(args rpc.Args, index int) error
-	// CheckpointDir, where set, is the directory worker index keeps its
-	// checkpoints in, under base, the trial's checkpoint directory; the
-	// controller passes it as the worker's checkpoint_dir unless the
-	// configuration names one.
-	CheckpointDir func(base string, index int) string
+	member.Spec
 }
 
 // Registry maps worker type names to their Types: the types New can
@@ -70,6 +60,13 @@ func (r *Registry) Lookup(name string) (Type, bool) {
 	defer r.mu.RUnlock()
 	t, ok := r.types[name]
 	return t, ok
+}
+
+// Spec returns the member.Spec of the type registered under name: what a
+// controller needs of it.
+func (r *Registry) Spec(name string) (member.Spec, bool) {
+	t, ok := r.Lookup(name)
+	return t.Spec, ok
 }
 
 // Types lists the registered worker types, sorted.

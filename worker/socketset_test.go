@@ -9,6 +9,7 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -102,11 +103,11 @@ func TestSocketSetChangesInPoll(t *testing.T) {
 	if float64(swaps) < 1.5*(sweeps+1) {
 		t.Fatalf("%d swaps in %.1f sweep intervals: the new sockets did not wake the worker", swaps, sweeps)
 	}
-	var st worker.Status
+	var st member.Status
 	if err := panel.Request(ctxT(t), w.Name(), "status", nil, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.State != worker.StateRunning {
+	if st.State != member.StateRunning {
 		t.Fatalf("state %s (%s), want RUNNING", st.State, st.Error)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
+
+	"github.com/distrl/distrl/worker/member"
 )
 
 // ErrTypeBadState is the rpc error type of a command that the worker's
@@ -112,7 +114,7 @@ type Worker struct {
 	mux  *rpc.Mux
 	log  *slog.Logger
 
-	state     State
+	state     member.State
 	errMsg    string
 	warning   string
 	watched   []*zmq.Socket // nil: not watching (not RUNNING, or nothing to watch)
@@ -131,7 +133,7 @@ type Worker struct {
 	socketsVersion uint64
 	served         uint64
 	exiting        bool
-	exitState      State
+	exitState      member.State
 
 	status *recordWriter
 	stats  counters
@@ -148,7 +150,7 @@ func newWorker(ctx context.Context, opts Options, factory Factory, h *host) (*Wo
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: %w", name, err)
 	}
-	w := &Worker{opts: opts, name: name, impl: impl, host: h, log: log, state: StateReady}
+	w := &Worker{opts: opts, name: name, impl: impl, host: h, log: log, state: member.StateReady}
 	w.stats.start = time.Now()
 	w.stats.stateChanged = w.stats.start
 	// A worker alone on its server also answers requests that name no
@@ -213,7 +215,7 @@ func (w *Worker) Run(ctx context.Context) error { return RunMany(ctx, []*Worker{
 // its type has work due at a time of its own (Deadliner).
 func (w *Worker) waitFor(now time.Time) time.Duration {
 	d, ok := w.impl.(Deadliner)
-	if !ok || w.state != StateRunning {
+	if !ok || w.state != member.StateRunning {
 		return w.opts.IdleWait
 	}
 	if w.dueAt.IsZero() {
@@ -224,7 +226,7 @@ func (w *Worker) waitFor(now time.Time) time.Duration {
 
 // deadlineDue reports whether a Deadliner's own deadline has come.
 func (w *Worker) deadlineDue(now time.Time) bool {
-	return w.state == StateRunning && !w.dueAt.IsZero() && !now.Before(w.dueAt)
+	return w.state == member.StateRunning && !w.dueAt.IsZero() && !now.Before(w.dueAt)
 }
 
 // step is one turn of the worker in its loop, after the loop answered
@@ -232,11 +234,11 @@ func (w *Worker) deadlineDue(now time.Time) bool {
 // do, so the loop may wait on the sockets.
 func (w *Worker) step(ctx context.Context) (idle bool) {
 	if ctx.Err() != nil {
-		w.exit(StateInterrupted)
+		w.exit(member.StateInterrupted)
 		return false
 	}
 	idle = true
-	if w.state == StateRunning && !w.exiting {
+	if w.state == member.StateRunning && !w.exiting {
 		idle = w.poll(ctx).idle()
 	}
 	// The commands answered before this step (configure, start, pause) and
@@ -258,7 +260,7 @@ func (w *Worker) requested() bool {
 
 // result is Run's error once the loop is over.
 func (w *Worker) result() error {
-	if w.state == StateError {
+	if w.state == member.StateError {
 		return fmt.Errorf("worker %s: %w: %s", w.name, ErrFailed, w.errMsg)
 	}
 	return nil
@@ -288,7 +290,7 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 	case err != nil:
 		w.fail(fmt.Errorf("poll: %w", err))
 	case res.Done:
-		w.setState(StateCompleted)
+		w.setState(member.StateCompleted)
 	}
 	return res
 }
@@ -371,7 +373,7 @@ func (w *Worker) watch() {
 func (w *Worker) syncWatched() error {
 	so, isOwner := w.impl.(SocketOwner)
 	fw, isWaiter := w.impl.(FdWaiter)
-	want := (isOwner || isWaiter) && w.state == StateRunning && !w.exiting
+	want := (isOwner || isWaiter) && w.state == member.StateRunning && !w.exiting
 	if ss, ok := w.impl.(SocketSetter); ok && want {
 		if v := ss.SocketsVersion(); v != w.socketsVersion {
 			w.socketsVersion, w.rewatch = v, true
@@ -408,10 +410,10 @@ func (w *Worker) syncWatched() error {
 func (w *Worker) fail(err error) {
 	w.log.Error("worker error", "err", err)
 	w.errMsg = err.Error()
-	w.setState(StateError)
+	w.setState(member.StateError)
 }
 
-func (w *Worker) setState(s State) {
+func (w *Worker) setState(s member.State) {
 	if w.state == s {
 		return
 	}
@@ -423,18 +425,18 @@ func (w *Worker) setState(s State) {
 
 // exit ends the loop in state final, unless the worker already failed or
 // completed: those outcomes are kept.
-func (w *Worker) exit(final State) {
+func (w *Worker) exit(final member.State) {
 	w.exiting = true
 	switch w.state {
-	case StateError, StateCompleted:
+	case member.StateError, member.StateCompleted:
 		w.exitState = w.state
 	default:
 		w.exitState = final
 	}
 }
 
-func (w *Worker) currentStatus() Status {
-	s := ProcessStatus(w.name, w.state, w.Addr(), w.stats.stateChanged)
+func (w *Worker) currentStatus() member.Status {
+	s := member.ProcessStatus(w.name, w.state, w.Addr(), w.stats.stateChanged)
 	s.Error, s.Warning = w.errMsg, w.warning
 	s.Loop, s.Loops = w.host.loopID, w.host.turns
 	if !w.host.beat.IsZero() {
@@ -447,7 +449,7 @@ func (w *Worker) currentStatus() Status {
 // trial is cleared), removes the address record and releases everything.
 func (w *Worker) shutdown() {
 	if !w.exiting {
-		w.exit(StateInterrupted)
+		w.exit(member.StateInterrupted)
 	}
 	w.state = w.exitState
 	w.stats.stateChanged = time.Now()

@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/echoworker"
-	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -63,19 +64,6 @@ func pollSignal(t *testing.T, name string) chan struct{} {
 	pollSignals.Store(name, ch)
 	t.Cleanup(func() { pollSignals.Delete(name) })
 	return ch
-}
-
-// received waits for a value on ch.
-func received(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	eventually.True(t, 10*time.Second, what, func() bool {
-		select {
-		case <-ch:
-			return true
-		default:
-			return false
-		}
-	})
 }
 
 func (s *scripted) signal() {
@@ -198,7 +186,7 @@ func TestLifecycleCommands(t *testing.T) {
 	type step struct {
 		cmd       string
 		kwargs    any
-		wantState worker.State // of the reply, when no error
+		wantState member.State // of the reply, when no error
 		wantErr   string       // rpc error type
 	}
 	cases := []struct {
@@ -206,45 +194,45 @@ func TestLifecycleCommands(t *testing.T) {
 		steps []step
 	}{
 		{"happy path", []step{
-			{cmd: "configure", wantState: worker.StateConfigured},
-			{cmd: "start", wantState: worker.StateRunning},
-			{cmd: "pause", wantState: worker.StatePaused},
-			{cmd: "start", wantState: worker.StateRunning},
-			{cmd: "exit", wantState: worker.StateCompleted},
+			{cmd: "configure", wantState: member.StateConfigured},
+			{cmd: "start", wantState: member.StateRunning},
+			{cmd: "pause", wantState: member.StatePaused},
+			{cmd: "start", wantState: member.StateRunning},
+			{cmd: "exit", wantState: member.StateCompleted},
 		}},
 		{"start before configure", []step{
 			{cmd: "start", wantErr: worker.ErrTypeBadState},
 			{cmd: "pause", wantErr: worker.ErrTypeBadState},
-			{cmd: "configure", wantState: worker.StateConfigured},
-			{cmd: "configure", wantState: worker.StateConfigured}, // reconfigure
-			{cmd: "start", wantState: worker.StateRunning},
+			{cmd: "configure", wantState: member.StateConfigured},
+			{cmd: "configure", wantState: member.StateConfigured}, // reconfigure
+			{cmd: "start", wantState: member.StateRunning},
 			{cmd: "configure", wantErr: worker.ErrTypeBadState},
 		}},
 		{"bad config is the caller's fault", []step{
 			{cmd: "configure", kwargs: map[string]any{"fail_after": "soon"}, wantErr: rpc.ErrTypeBadArguments},
-			{cmd: "status", wantState: worker.StateReady},
-			{cmd: "configure", wantState: worker.StateConfigured},
+			{cmd: "status", wantState: member.StateReady},
+			{cmd: "configure", wantState: member.StateConfigured},
 		}},
 		{"rejected config is an error", []step{
 			{cmd: "configure", kwargs: map[string]any{"reject_config": true}, wantErr: rpc.ErrTypeHandlerError},
-			{cmd: "status", wantState: worker.StateError},
+			{cmd: "status", wantState: member.StateError},
 			{cmd: "start", wantErr: worker.ErrTypeBadState},
 		}},
 		{"interrupt", []step{
-			{cmd: "configure", wantState: worker.StateConfigured},
-			{cmd: "interrupt", wantState: worker.StateInterrupted},
+			{cmd: "configure", wantState: member.StateConfigured},
+			{cmd: "interrupt", wantState: member.StateInterrupted},
 		}},
 		{"unknown command keeps worker", []step{
 			{cmd: "fly", wantErr: rpc.ErrTypeUnknownCommand},
-			{cmd: "status", wantState: worker.StateReady},
+			{cmd: "status", wantState: member.StateReady},
 		}},
 		{"wrong argument type", []step{
 			{cmd: "typed", kwargs: map[string]any{"n": "two"}, wantErr: rpc.ErrTypeBadArguments},
-			{cmd: "status", wantState: worker.StateReady},
+			{cmd: "status", wantState: member.StateReady},
 		}},
 		{"handler panic moves to ERROR", []step{
 			{cmd: "boom", wantErr: rpc.ErrTypeHandlerPanic},
-			{cmd: "status", wantState: worker.StateError},
+			{cmd: "status", wantState: member.StateError},
 		}},
 	}
 	for i, c := range cases {
@@ -254,7 +242,7 @@ func TestLifecycleCommands(t *testing.T) {
 			panel := workertest.Panel(t, repo, testTrial)
 			name := names.WorkerName("scripted", i)
 			for j, s := range c.steps {
-				var st worker.Status
+				var st member.Status
 				err := panel.Request(ctxT(t), name, s.cmd, s.kwargs, &st)
 				if s.wantErr != "" {
 					var re *rpc.Error
@@ -274,31 +262,17 @@ func TestLifecycleCommands(t *testing.T) {
 	}
 }
 
-// waitState polls the worker's status until it is want.
-func waitState(t *testing.T, panel *worker.ControlPanel, name string, want worker.State) worker.Status {
-	t.Helper()
-	var st worker.Status
-	eventually.NoError(t, 10*time.Second, name+" to be "+string(want), func() (err error) {
-		st, err = panel.WorkerStatus(ctxT(t), name)
-		if err == nil && st.State != want {
-			err = fmt.Errorf("status %+v", st)
-		}
-		return err
-	})
-	return st
-}
-
 func TestPollOutcomes(t *testing.T) {
 	cases := []struct {
 		name      string
 		config    map[string]any
-		wantState worker.State
+		wantState member.State
 		wantError string
 		wantRun   error
 	}{
-		{"poll error", map[string]any{"fail_after": 3}, worker.StateError, "environment exploded", worker.ErrFailed},
-		{"poll panic", map[string]any{"panic_after": 2}, worker.StateError, "scripted panic", worker.ErrFailed},
-		{"done", map[string]any{"done_after": 5}, worker.StateCompleted, "", nil},
+		{"poll error", map[string]any{"fail_after": 3}, member.StateError, "environment exploded", worker.ErrFailed},
+		{"poll panic", map[string]any{"panic_after": 2}, member.StateError, "scripted panic", worker.ErrFailed},
+		{"done", map[string]any{"done_after": 5}, member.StateCompleted, "", nil},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -314,7 +288,7 @@ func TestPollOutcomes(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			st := waitState(t, panel, name, c.wantState)
+			st := workertest.WaitState(t, panel, name, c.wantState)
 			if !strings.Contains(st.Error, c.wantError) {
 				t.Fatalf("status error %q, want it to mention %q", st.Error, c.wantError)
 			}
@@ -329,7 +303,7 @@ func TestPollOutcomes(t *testing.T) {
 			if err := r.Wait(t, 10*time.Second); !errors.Is(err, c.wantRun) && (err != nil || c.wantRun != nil) {
 				t.Fatalf("Run = %v, want %v", err, c.wantRun)
 			}
-			st = waitState(t, panel, name, c.wantState) // final record keeps the outcome
+			st = workertest.WaitState(t, panel, name, c.wantState) // final record keeps the outcome
 			if st.Address != "" {
 				if _, err := repo.Get(ctxT(t), testTrial.Worker(name)); !errors.Is(err, nameresolve.ErrNotFound) {
 					t.Fatalf("address record still there after exit: %v", err)
@@ -402,7 +376,7 @@ func TestCancelInterrupts(t *testing.T) {
 	if err := r.Wait(t, 10*time.Second); err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
-	st := waitState(t, panel, r.Name(), worker.StateInterrupted)
+	st := workertest.WaitState(t, panel, r.Name(), member.StateInterrupted)
 	if st.PID != os.Getpid() {
 		t.Fatalf("status pid %d", st.PID)
 	}
@@ -435,8 +409,8 @@ func TestIdleWorkerWakesOnItsSockets(t *testing.T) {
 	// The loop polls once more in the iteration that answered "start"; the
 	// next poll finds no request either and is followed by the idle wait.
 	// What is pushed after it can only be read if the socket wakes the wait.
-	received(t, polled, "the poll after start")
-	received(t, polled, "the poll before the idle wait")
+	workertest.Received(t, polled, "the poll after start")
+	workertest.Received(t, polled, "the poll before the idle wait")
 	if _, err := push.Send("work", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -468,12 +442,12 @@ func TestShutdownDuringPollIsNotFailure(t *testing.T) {
 	if err := panel.Request(ctx, r.Name(), "start", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	received(t, blocked, "the blocking poll")
+	workertest.Received(t, blocked, "the blocking poll")
 	r.Cancel()
 	if err := r.Wait(t, 10*time.Second); err != nil {
 		t.Fatalf("Run after a cancel during poll: %v", err)
 	}
-	waitState(t, panel, r.Name(), worker.StateInterrupted)
+	workertest.WaitState(t, panel, r.Name(), member.StateInterrupted)
 }
 
 // A loop stuck in a poll keeps its address record (the lease is the etcd
@@ -486,7 +460,7 @@ func TestStuckLoopIsHung(t *testing.T) {
 		IdleWait: 10 * time.Millisecond, Heartbeat: 20 * time.Millisecond, Logger: workertest.Logger(t, slog.LevelInfo),
 	})
 	const bound = 300 * time.Millisecond
-	panel := worker.NewControlPanel(repo, testTrial, worker.PanelOptions{HungAfter: bound})
+	panel := panel.New(repo, testTrial, panel.Options{HungAfter: bound})
 	t.Cleanup(func() { panel.Close() })
 	release := make(chan struct{})
 	hangs.Store("stuck", release)
@@ -499,16 +473,16 @@ func TestStuckLoopIsHung(t *testing.T) {
 	if err := panel.Request(ctx, r.Name(), "start", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	received(t, polling, "the poll hangs")
+	workertest.Received(t, polling, "the poll hangs")
 	stuck := time.Now()
-	st := waitState(t, panel, r.Name(), worker.StateHung)
+	st := workertest.WaitState(t, panel, r.Name(), member.StateHung)
 	t.Logf("HUNG reported %v after the loop stuck (bound %v)", time.Since(stuck).Round(time.Millisecond), bound)
 	if st.Address == "" || !strings.Contains(st.Error, "RUNNING but the loop has not turned for") {
 		t.Errorf("HUNG status: %+v", st)
 	}
-	if all, err := panel.Workers(ctx); err != nil || len(all) != 1 || all[0].State != worker.StateHung {
+	if all, err := panel.Workers(ctx); err != nil || len(all) != 1 || all[0].State != member.StateHung {
 		t.Errorf("Workers: %+v, %v", all, err)
 	}
 	close(release)
-	waitState(t, panel, r.Name(), worker.StateRunning)
+	workertest.WaitState(t, panel, r.Name(), member.StateRunning)
 }

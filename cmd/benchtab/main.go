@@ -26,13 +26,13 @@ type row struct {
 var rows = slices.Concat([]row{
 	// The panel names its workers in an embedded etcd, as users run it; the
 	// in-memory name resolve of unit tests is the second row.
-	{"control-panel request, etcd, vs raw REQ/REP (round trips/s)", "worker.BenchmarkPanelRequest/etcd ops/s", "rpc.BenchmarkRawREQREP req/s", true},
-	{"control-panel request, in-memory name resolve, vs raw REQ/REP (round trips/s)", "worker.BenchmarkPanelRequest/memory ops/s", "rpc.BenchmarkRawREQREP req/s", true},
+	{"control-panel request, etcd, vs raw REQ/REP (round trips/s)", "panel.BenchmarkPanelRequest/etcd ops/s", "rpc.BenchmarkRawREQREP req/s", true},
+	{"control-panel request, in-memory name resolve, vs raw REQ/REP (round trips/s)", "panel.BenchmarkPanelRequest/memory ops/s", "rpc.BenchmarkRawREQREP req/s", true},
 	{"rpc client request vs raw REQ/REP (round trips/s)", "rpc.BenchmarkClientRequest req/s", "rpc.BenchmarkRawREQREP req/s", true},
 	{"shared-memory channel round trip (doorbells) vs raw REQ/REP (round trips/s)", "shm.BenchmarkChannelRoundTrip req/s", "rpc.BenchmarkRawREQREP req/s", true},
 	{"rpc Do, 64 in flight vs raw DEALER/ROUTER pipelined (req/s)", "rpc.BenchmarkDo64 req/s", "rpc.BenchmarkRawDealerRouterPipelined req/s", true},
-	{"group request to 64 workers vs 64 sequential (median ms)", "worker.BenchmarkGroupRequest/64 p50-ms", "worker.BenchmarkSequentialRequests/64 p50-ms", false},
-	{"group request to 256 workers vs 256 sequential (median ms)", "worker.BenchmarkGroupRequest/256 p50-ms", "worker.BenchmarkSequentialRequests/256 p50-ms", false},
+	{"group request to 64 workers vs 64 sequential (median ms)", "panel.BenchmarkGroupRequest/64 p50-ms", "panel.BenchmarkSequentialRequests/64 p50-ms", false},
+	{"group request to 256 workers vs 256 sequential (median ms)", "panel.BenchmarkGroupRequest/256 p50-ms", "panel.BenchmarkSequentialRequests/256 p50-ms", false},
 	{"group request to 64 workers in one host process vs raw pipelined DEALER/ROUTER (req/s)", "e2e.BenchmarkGroupRequestHosted/workers=64 req/s", "rpc.BenchmarkRawDealerRouterPipelined req/s", true},
 	{"group request to 64 workers in one host process (median ms)", "e2e.BenchmarkGroupRequestHosted/workers=64 p50-ms", "", false},
 	{"group request to 256 workers in one host process vs raw pipelined DEALER/ROUTER (req/s)", "e2e.BenchmarkGroupRequestHosted/workers=256 req/s", "rpc.BenchmarkRawDealerRouterPipelined req/s", true},

@@ -13,7 +13,7 @@ const sample = `goos: linux
 pkg: github.com/distrl/distrl/rpc
 BenchmarkRawREQREP-2   	   10000	    100000 ns/op	     10000 req/s	        95.0 p50-us
 BenchmarkClientRequest-2	   10000	    125000 ns/op	      8000 req/s
-pkg: github.com/distrl/distrl/worker
+pkg: github.com/distrl/distrl/worker/panel
 BenchmarkGroupRequest/64-2      	     200	   2419648 ns/op	         2.0 p50-ms
 BenchmarkSequentialRequests/64-2	     200	   3248013 ns/op	         3.0 p50-ms
 pkg: github.com/distrl/distrl/e2e
@@ -28,10 +28,10 @@ func TestParseAndWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]float64{
-		"rpc.BenchmarkRawREQREP req/s":           10000,
-		"rpc.BenchmarkRawREQREP p50-us":          95,
-		"worker.BenchmarkGroupRequest/64 p50-ms": 2,
-		"rpc.BenchmarkClientRequest ns/op":       125000,
+		"rpc.BenchmarkRawREQREP req/s":          10000,
+		"rpc.BenchmarkRawREQREP p50-us":         95,
+		"panel.BenchmarkGroupRequest/64 p50-ms": 2,
+		"rpc.BenchmarkClientRequest ns/op":      125000,
 		// A pipeline benchmark reports no ns/op; its metrics start at once.
 		"e2e.BenchmarkPipeline/ring=8 steps/s":          37163,
 		"e2e.BenchmarkPipeline/ring=8 rows/infer":       8,

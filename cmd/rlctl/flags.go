@@ -15,7 +15,7 @@ import (
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
 	"github.com/urfave/cli/v2"
 )
 
@@ -262,12 +262,12 @@ func openSession(c *cli.Context) (*session, error) {
 }
 
 // panel returns a control panel for the session's trial; close it before the session.
-func (s *session) panel() *worker.ControlPanel {
-	var opts worker.PanelOptions
+func (s *session) panel() *panel.ControlPanel {
+	var opts panel.Options
 	if s.curve != nil {
 		opts.Curve = s.curve.ClientKeys()
 	}
-	return worker.NewControlPanel(s.repo, s.trial, opts)
+	return panel.New(s.repo, s.trial, opts)
 }
 
 func (s *session) Close() error { return s.repo.Close() }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/rpc"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
 	"github.com/urfave/cli/v2"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -66,7 +66,7 @@ func runRequest(c *cli.Context) error {
 }
 
 // groupRequest sends command to every worker whose name matches pattern.
-func groupRequest(ctx context.Context, panel *worker.ControlPanel, pattern, command string, kwargs map[string]any) error {
+func groupRequest(ctx context.Context, panel *panel.ControlPanel, pattern, command string, kwargs map[string]any) error {
 	if _, err := path.Match(pattern, ""); err != nil {
 		return cli.Exit(fmt.Sprintf("worker pattern %q: %v", pattern, err), 2)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
 	"github.com/urfave/cli/v2"
 )
 
@@ -44,7 +45,7 @@ func startCommand() *cli.Command {
 			&cli.StringFlag{Name: "time", Usage: "slurm: the workers' time limit (sbatch --time), such as 2:00:00"},
 			&cli.StringSliceFlag{Name: "sbatch-arg", Usage: "slurm: one more sbatch option for every worker script (repeatable): --sbatch-arg=--qos=high"},
 			&cli.DurationFlag{Name: "register-timeout", Usage: "how long workers may take to register (default 30s + 250ms per worker; raise it where slurm jobs queue)"},
-			&cli.DurationFlag{Name: "hung-after", Value: worker.DefaultHungAfter, Usage: "a worker whose loop has not turned this long is HUNG: killed and restarted (negative: never)"},
+			&cli.DurationFlag{Name: "hung-after", Value: panel.DefaultHungAfter, Usage: "a worker whose loop has not turned this long is HUNG: killed and restarted (negative: never)"},
 			&cli.DurationFlag{Name: "worker-ttl", Value: controller.DefaultWorkerTTL, Usage: "the workers' address lease: how long a killed or stopped process stays registered"},
 			&cli.DurationFlag{Name: "orphan-timeout", Value: controller.DefaultOrphanTimeout, Usage: "workers interrupt themselves when the controller's record has been gone this long (negative: never)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "slurm: write and print the sbatch scripts, submit nothing"},

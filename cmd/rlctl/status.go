@@ -13,7 +13,8 @@ import (
 	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 	"github.com/urfave/cli/v2"
 )
 
@@ -86,7 +87,7 @@ func workerTable(ctx context.Context, cfg etcd.Config, trial names.Trial) error 
 		return nil
 	}
 	defer repo.Close()
-	panel := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
+	panel := panel.New(repo, trial, panel.Options{})
 	defer panel.Close()
 	ws, err := panel.Workers(ctx)
 	if err != nil {
@@ -105,7 +106,7 @@ func workerTable(ctx context.Context, cfg etcd.Config, trial names.Trial) error 
 	sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
 	defer scancel()
 	stats := map[string]map[string]any{}
-	for _, r := range panel.GroupRequest(sctx, live, worker.CmdStats, nil) {
+	for _, r := range panel.GroupRequest(sctx, live, member.CmdStats, nil) {
 		var st map[string]any
 		if r.Decode(&st) == nil {
 			typ, _, _ := names.ParseWorkerName(r.Worker)

@@ -11,7 +11,8 @@ import (
 	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 	"github.com/urfave/cli/v2"
 )
 
@@ -114,7 +115,7 @@ func runStop(c *cli.Context, args []string) error {
 func interruptTrial(ctx context.Context, repo *etcd.Repository, trial names.Trial) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	panel := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
+	panel := panel.New(repo, trial, panel.Options{})
 	defer panel.Close()
 	live, err := panel.AutoConnect(ctx)
 	if err != nil {
@@ -128,7 +129,7 @@ func interruptTrial(ctx context.Context, repo *etcd.Repository, trial names.Tria
 		}
 	}
 	n := 0
-	for _, r := range panel.GroupRequest(ctx, targets, worker.CmdInterrupt, nil) {
+	for _, r := range panel.GroupRequest(ctx, targets, member.CmdInterrupt, nil) {
 		if r.Err == nil {
 			n++
 		}

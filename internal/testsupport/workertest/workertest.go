@@ -12,6 +12,11 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
+
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+
+	"github.com/distrl/distrl/worker/member"
 )
 
 // Registry is a registry of the given worker types, for a test package's
@@ -60,8 +65,8 @@ func Ctx(t testing.TB, d time.Duration) context.Context {
 
 // Panel is a control panel for trial's workers on repo, closed when the
 // test ends.
-func Panel(t testing.TB, repo nameresolve.Repository, trial names.Trial) *worker.ControlPanel {
-	p := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
+func Panel(t testing.TB, repo nameresolve.Repository, trial names.Trial) *panel.ControlPanel {
+	p := panel.New(repo, trial, panel.Options{})
 	t.Cleanup(func() { p.Close() })
 	return p
 }
@@ -142,4 +147,32 @@ func (r *Running) Wait(t testing.TB, d time.Duration) error {
 		t.Fatalf("worker %s did not exit within %v", r.Name(), d)
 		return nil
 	}
+}
+
+// Received waits up to 10 s for a value on ch.
+func Received(t testing.TB, ch <-chan struct{}, what string) {
+	t.Helper()
+	eventually.True(t, 10*time.Second, what, func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+}
+
+// WaitState waits up to 10 s for cp to report worker name in state want,
+// and returns its status.
+func WaitState(t testing.TB, cp *panel.ControlPanel, name string, want member.State) member.Status {
+	t.Helper()
+	var st member.Status
+	eventually.NoError(t, 10*time.Second, name+" to be "+string(want), func() (err error) {
+		st, err = cp.WorkerStatus(Ctx(t, 10*time.Second), name)
+		if err == nil && st.State != want {
+			err = fmt.Errorf("status %+v", st)
+		}
+		return err
+	})
+	return st
 }

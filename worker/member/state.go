@@ -1,4 +1,4 @@
-package worker
+package member
 
 import (
 	"encoding/json"
@@ -84,9 +84,9 @@ func (s Status) Record() string {
 	return string(b)
 }
 
-// parseStatusRecord reads a status record; one without a state a worker
+// ParseStatusRecord reads a status record; one without a state a worker
 // writes is an error (anyone who can write to etcd can write there).
-func parseStatusRecord(v string) (Status, error) {
+func ParseStatusRecord(v string) (Status, error) {
 	var s Status
 	if err := json.Unmarshal([]byte(v), &s); err != nil {
 		return s, err
@@ -95,4 +95,30 @@ func parseStatusRecord(v string) (Status, error) {
 		return s, fmt.Errorf("state %q is not a worker's", s.State)
 	}
 	return s, nil
+}
+
+// LoopRecord is the value of a loop record (names.Trial.Loop): the
+// heartbeat of the loop that runs a process's workers. Their status
+// records name it (Status.Loop); only the loop itself advances it, every
+// Options.Heartbeat, unlike the address lease that the etcd client's own
+// goroutine keeps alive.
+type LoopRecord struct {
+	Loops       int64  `json:"loops"`
+	HeartbeatMs int64  `json:"heartbeat_ms"`
+	Workers     int    `json:"workers"`
+	Host        string `json:"host,omitempty"`
+	PID         int    `json:"pid,omitempty"`
+}
+
+// Record is r as stored under names.Trial.Loop: JSON.
+func (r LoopRecord) Record() string {
+	b, _ := json.Marshal(r) // ints and strings always marshal
+	return string(b)
+}
+
+// ParseLoopRecord reads a loop record.
+func ParseLoopRecord(v string) (LoopRecord, error) {
+	var r LoopRecord
+	err := json.Unmarshal([]byte(v), &r)
+	return r, err
 }

@@ -1,4 +1,4 @@
-package worker_test
+package panel_test
 
 import (
 	"context"
@@ -12,7 +12,8 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
-	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 type echoArgs struct {
@@ -32,18 +33,18 @@ func startEchoes(t *testing.T, repo nameresolve.Repository, n int) []string {
 func TestPanelRequests(t *testing.T) {
 	repo := workertest.Repo(t)
 	workers := startEchoes(t, repo, 4)
-	panel := workertest.Panel(t, repo, testTrial)
+	cp := workertest.Panel(t, repo, testTrial)
 	ctx := ctxT(t)
 
 	t.Run("AutoConnect", func(t *testing.T) {
-		got, err := panel.AutoConnect(ctx)
+		got, err := cp.AutoConnect(ctx)
 		if err != nil || len(got) != 4 || got[0] != "echo/0" || got[3] != "echo/3" {
 			t.Fatalf("AutoConnect = %v, %v", got, err)
 		}
 	})
 	t.Run("Request", func(t *testing.T) {
 		var got echoArgs
-		if err := panel.Request(ctx, "echo/1", "echo", echoArgs{Msg: "hi", N: 7}, &got); err != nil {
+		if err := cp.Request(ctx, "echo/1", "echo", echoArgs{Msg: "hi", N: 7}, &got); err != nil {
 			t.Fatal(err)
 		}
 		if got != (echoArgs{Msg: "hi", N: 7}) {
@@ -51,9 +52,9 @@ func TestPanelRequests(t *testing.T) {
 		}
 	})
 	t.Run("AsyncRequest", func(t *testing.T) {
-		futures := make([]*worker.Future, len(workers))
+		futures := make([]*panel.Future, len(workers))
 		for i, w := range workers {
-			futures[i] = panel.AsyncRequest(ctx, w, "echo", echoArgs{N: i})
+			futures[i] = cp.AsyncRequest(ctx, w, "echo", echoArgs{N: i})
 		}
 		for i, f := range futures {
 			var got echoArgs
@@ -76,7 +77,7 @@ func TestPanelRequests(t *testing.T) {
 		for i := range kw {
 			kw[i] = echoArgs{N: 10 * i}
 		}
-		for i, r := range panel.GroupRequestEach(ctx, workers, "echo", kw) {
+		for i, r := range cp.GroupRequestEach(ctx, workers, "echo", kw) {
 			var got echoArgs
 			if err := r.Decode(&got); err != nil || got.N != 10*i || r.Worker != workers[i] {
 				t.Fatalf("result %d: %+v %+v %v", i, r, got, err)
@@ -85,8 +86,8 @@ func TestPanelRequests(t *testing.T) {
 	})
 	t.Run("GroupRequest with a missing worker", func(t *testing.T) {
 		group := append([]string{"echo/9"}, workers...)
-		res := panel.GroupRequest(ctx, group, "ping", nil)
-		if !errors.Is(res[0].Err, worker.ErrWorkerNotFound) {
+		res := cp.GroupRequest(ctx, group, "ping", nil)
+		if !errors.Is(res[0].Err, panel.ErrWorkerNotFound) {
 			t.Fatalf("missing worker: %v", res[0].Err)
 		}
 		for _, r := range res[1:] {
@@ -97,19 +98,19 @@ func TestPanelRequests(t *testing.T) {
 		}
 	})
 	t.Run("GroupRequestEach length mismatch", func(t *testing.T) {
-		for _, r := range panel.GroupRequestEach(ctx, workers, "echo", []any{1}) {
+		for _, r := range cp.GroupRequestEach(ctx, workers, "echo", []any{1}) {
 			if r.Err == nil {
 				t.Fatal("want an error for mismatched kwargs")
 			}
 		}
 	})
 	t.Run("Workers", func(t *testing.T) {
-		list, err := panel.Workers(ctx)
+		list, err := cp.Workers(ctx)
 		if err != nil || len(list) != 4 {
 			t.Fatalf("Workers = %v, %v", list, err)
 		}
 		for _, s := range list {
-			if s.State != worker.StateReady || s.Address == "" {
+			if s.State != member.StateReady || s.Address == "" {
 				t.Fatalf("worker %+v", s)
 			}
 		}
@@ -133,17 +134,17 @@ func (w waitSignal) Wait(ctx context.Context, key string) (string, error) {
 func TestPanelConnectWaits(t *testing.T) {
 	repo := workertest.Repo(t)
 	waiting := make(chan struct{}, 1)
-	panel := workertest.Panel(t, waitSignal{Memory: repo, waiting: waiting}, testTrial)
+	cp := workertest.Panel(t, waitSignal{Memory: repo, waiting: waiting}, testTrial)
 	done := make(chan error, 1)
-	go func() { done <- panel.Connect(ctxT(t), "echo/0") }()
-	received(t, waiting, "Connect waiting for the address")
+	go func() { done <- cp.Connect(ctxT(t), "echo/0") }()
+	workertest.Received(t, waiting, "Connect waiting for the address")
 	startEchoes(t, repo, 1)
 	if err := <-done; err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := panel.Connect(ctx, "echo/5"); !errors.Is(err, context.DeadlineExceeded) {
+	if err := cp.Connect(ctx, "echo/5"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Connect to absent worker: %v", err)
 	}
 }
@@ -151,22 +152,22 @@ func TestPanelConnectWaits(t *testing.T) {
 func TestWorkerStatusLost(t *testing.T) {
 	repo := workertest.Repo(t)
 	name := startEchoes(t, repo, 1)[0]
-	panel := workertest.Panel(t, repo, testTrial)
+	cp := workertest.Panel(t, repo, testTrial)
 	ctx := ctxT(t)
-	if err := panel.Request(ctx, name, "configure", nil, nil); err != nil {
+	if err := cp.Request(ctx, name, "configure", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, panel, name, worker.StateConfigured)
+	workertest.WaitState(t, cp, name, member.StateConfigured)
 	// The memory backend never expires leases: removing the address record is
-	// what an expired lease looks like to the panel.
+	// what an expired lease looks like to the cp.
 	if err := repo.Delete(ctx, names.Trial(testTrial).Worker(name)); err != nil {
 		t.Fatal(err)
 	}
-	st := waitState(t, panel, name, worker.StateLost)
+	st := workertest.WaitState(t, cp, name, member.StateLost)
 	if st.Error == "" {
 		t.Fatal("LOST status should say why")
 	}
-	if _, err := panel.WorkerStatus(ctx, "echo/42"); !errors.Is(err, worker.ErrWorkerNotFound) {
+	if _, err := cp.WorkerStatus(ctx, "echo/42"); !errors.Is(err, panel.ErrWorkerNotFound) {
 		t.Fatalf("status of unknown worker: %v", err)
 	}
 }
@@ -184,10 +185,10 @@ func (noWatch) Watch(context.Context, string) (<-chan nameresolve.Event, error) 
 // the connection to its old address: every request resolves the name.
 func TestPanelFollowsMovedWorker(t *testing.T) {
 	mem := workertest.Repo(t)
-	panel := workertest.Panel(t, noWatch{mem}, testTrial)
+	cp := workertest.Panel(t, noWatch{mem}, testTrial)
 	first := startWorker(t, mem, echoworker.TypeName, 0)
 	ctx := ctxT(t)
-	if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
+	if err := cp.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	first.Cancel()
@@ -196,7 +197,7 @@ func TestPanelFollowsMovedWorker(t *testing.T) {
 	if second.W.Addr() == first.W.Addr() {
 		t.Skip("the new worker got the old port; nothing moved")
 	}
-	if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
+	if err := cp.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
 		t.Fatalf("request to the moved worker: %v", err)
 	}
 	second.Cancel()
@@ -205,7 +206,7 @@ func TestPanelFollowsMovedWorker(t *testing.T) {
 	if third.W.Addr() == second.W.Addr() {
 		t.Skip("the new worker got the old port; nothing moved")
 	}
-	if r := panel.GroupRequest(ctx, []string{"echo/0"}, "ping", nil); r[0].Err != nil {
+	if r := cp.GroupRequest(ctx, []string{"echo/0"}, "ping", nil); r[0].Err != nil {
 		t.Fatalf("group request to the moved worker: %v", r[0].Err)
 	}
 }
@@ -224,24 +225,24 @@ func (noMirror) Mirror(context.Context, string) (nameresolve.Mirror, error) {
 func TestPanelWithoutMirror(t *testing.T) {
 	mem := workertest.Repo(t)
 	workers := startEchoes(t, mem, 3)
-	panel := workertest.Panel(t, noMirror{mem}, testTrial)
+	cp := workertest.Panel(t, noMirror{mem}, testTrial)
 	ctx := ctxT(t)
-	for _, r := range panel.GroupRequest(ctx, workers, "ping", nil) {
+	for _, r := range cp.GroupRequest(ctx, workers, "ping", nil) {
 		if r.Err != nil {
 			t.Fatalf("%s: %v", r.Worker, r.Err)
 		}
 	}
-	if ws, err := panel.Workers(ctx); err != nil || len(ws) != 3 {
+	if ws, err := cp.Workers(ctx); err != nil || len(ws) != 3 {
 		t.Fatalf("Workers = %v, %v", ws, err)
 	}
-	if addrs, err := panel.Addresses(ctx); err != nil || len(addrs) != 3 {
+	if addrs, err := cp.Addresses(ctx); err != nil || len(addrs) != 3 {
 		t.Fatalf("Addresses = %v, %v", addrs, err)
 	}
 	if err := mem.Delete(ctx, testTrial.Worker("echo/2")); err != nil {
 		t.Fatal(err)
 	}
-	r := panel.GroupRequest(ctx, workers, "ping", nil)
-	if r[0].Err != nil || !errors.Is(r[2].Err, worker.ErrWorkerNotFound) {
+	r := cp.GroupRequest(ctx, workers, "ping", nil)
+	if r[0].Err != nil || !errors.Is(r[2].Err, panel.ErrWorkerNotFound) {
 		t.Fatalf("after echo/2's record went: %v, %v", r[0].Err, r[2].Err)
 	}
 }
@@ -310,7 +311,7 @@ func (l *laggingMirror) Get(key string) (string, bool) {
 
 // lagged is a panel on a laggingRepo, with the mirror it opened.
 type lagged struct {
-	*worker.ControlPanel
+	*panel.ControlPanel
 	opened *atomic.Pointer[laggingMirror]
 }
 
@@ -333,15 +334,15 @@ func TestPanelRequestCachedAddress(t *testing.T) {
 	var syncs atomic.Int32
 	var opened atomic.Pointer[laggingMirror]
 	lagging := laggingRepo{mem, &syncs, &opened}
-	panel := lagged{workertest.Panel(t, lagging, testTrial), &opened}
+	cp := lagged{workertest.Panel(t, lagging, testTrial), &opened}
 	ctx := ctxT(t)
 	first := startWorker(t, mem, echoworker.TypeName, 0)
-	if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
+	if err := cp.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	before := syncs.Load()
 	for range 10 {
-		if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
+		if err := cp.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -357,7 +358,7 @@ func TestPanelRequestCachedAddress(t *testing.T) {
 		t.Skip("the new worker got the old port; nothing moved")
 	}
 	var reply map[string]any
-	if err := panel.Request(ctx, "echo/0", "echo", map[string]any{"n": 1}, &reply); err != nil {
+	if err := cp.Request(ctx, "echo/0", "echo", map[string]any{"n": 1}, &reply); err != nil {
 		t.Fatalf("request to the worker restarted elsewhere: %v", err)
 	}
 
@@ -365,12 +366,12 @@ func TestPanelRequestCachedAddress(t *testing.T) {
 	// worker it does not serve (the request is not executed), and the panel
 	// resolves echo/0 afresh.
 	other := startWorker(t, mem, echoworker.TypeName, 1)
-	if err := panel.Request(ctx, "echo/1", "ping", nil, nil); err != nil {
+	if err := cp.Request(ctx, "echo/1", "ping", nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	panel.mirror(t).set(testTrial.Worker("echo/0"), other.W.Addr())
+	cp.mirror(t).set(testTrial.Worker("echo/0"), other.W.Addr())
 	before = syncs.Load()
-	if err := panel.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
+	if err := cp.Request(ctx, "echo/0", "ping", nil, nil); err != nil {
 		t.Fatalf("request to echo/0 cached at echo/1's address: %v", err)
 	}
 	if syncs.Load() == before {

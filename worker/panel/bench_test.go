@@ -1,4 +1,4 @@
-package worker_test
+package panel_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	wnames "github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 func TestMain(m *testing.M) {
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 // startBenchEchoes runs n echo workers in this process, each with its own
 // socket and loop, as they would run in n processes, named in an in-memory
 // name resolve.
-func startBenchEchoes(b *testing.B, n int) (*worker.ControlPanel, []string) {
+func startBenchEchoes(b *testing.B, n int) (*panel.ControlPanel, []string) {
 	b.Helper()
 	return startBenchEchoesIn(b, nameresolve.NewMemory(), n)
 }
@@ -36,7 +37,7 @@ func startBenchEchoes(b *testing.B, n int) (*worker.ControlPanel, []string) {
 var benchTrials atomic.Int64
 
 // startBenchEchoesIn is startBenchEchoes with the workers named in repo.
-func startBenchEchoesIn(b *testing.B, repo nameresolve.Repository, n int) (*worker.ControlPanel, []string) {
+func startBenchEchoesIn(b *testing.B, repo nameresolve.Repository, n int) (*panel.ControlPanel, []string) {
 	b.Helper()
 	trial := wnames.NewTrial("bench", fmt.Sprint(benchTrials.Add(1)))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -53,19 +54,19 @@ func startBenchEchoesIn(b *testing.B, repo nameresolve.Repository, n int) (*work
 		names[i] = w.Name()
 		go func() { _ = w.Run(ctx); done <- struct{}{} }()
 	}
-	panel := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
-	if err := panel.Connect(ctx, names...); err != nil {
+	p := panel.New(repo, trial, panel.Options{})
+	if err := p.Connect(ctx, names...); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		panel.Close()
+		p.Close()
 		cancel()
 		for range names {
 			<-done
 		}
 		repo.Close()
 	})
-	return panel, names
+	return p, names
 }
 
 // BenchmarkPanelRequest is one control-panel round trip ("ping") to one
@@ -85,7 +86,7 @@ func BenchmarkPanelRequest(b *testing.B) {
 }
 
 func benchPanelRequest(b *testing.B, repo nameresolve.Repository) {
-	panel, names := startBenchEchoesIn(b, repo, 1)
+	cp, names := startBenchEchoesIn(b, repo, 1)
 	ctx := context.Background()
 	var lat benchutil.Latencies
 	b.ResetTimer()
@@ -93,7 +94,7 @@ func benchPanelRequest(b *testing.B, repo nameresolve.Repository) {
 	for i := 0; i < b.N; i++ {
 		lat.Time(func() {
 			var pong string
-			if err := panel.Request(ctx, names[0], "ping", nil, &pong); err != nil {
+			if err := cp.Request(ctx, names[0], "ping", nil, &pong); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -104,8 +105,8 @@ func benchPanelRequest(b *testing.B, repo nameresolve.Repository) {
 // BenchmarkGroupRequest sends one ping to each of N workers at once;
 // BenchmarkSequentialRequests does the same one request at a time.
 func BenchmarkGroupRequest(b *testing.B) {
-	benchAllWorkers(b, func(ctx context.Context, panel *worker.ControlPanel, names []string) error {
-		for _, r := range panel.GroupRequest(ctx, names, "ping", nil) {
+	benchAllWorkers(b, func(ctx context.Context, cp *panel.ControlPanel, names []string) error {
+		for _, r := range cp.GroupRequest(ctx, names, "ping", nil) {
 			if r.Err != nil {
 				return r.Err
 			}
@@ -115,9 +116,9 @@ func BenchmarkGroupRequest(b *testing.B) {
 }
 
 func BenchmarkSequentialRequests(b *testing.B) {
-	benchAllWorkers(b, func(ctx context.Context, panel *worker.ControlPanel, names []string) error {
+	benchAllWorkers(b, func(ctx context.Context, cp *panel.ControlPanel, names []string) error {
 		for _, w := range names {
-			if err := panel.Request(ctx, w, "ping", nil, nil); err != nil {
+			if err := cp.Request(ctx, w, "ping", nil, nil); err != nil {
 				return err
 			}
 		}
@@ -126,17 +127,17 @@ func BenchmarkSequentialRequests(b *testing.B) {
 }
 
 // benchAllWorkers times op, which pings every one of 64 or 256 workers.
-func benchAllWorkers(b *testing.B, op func(context.Context, *worker.ControlPanel, []string) error) {
+func benchAllWorkers(b *testing.B, op func(context.Context, *panel.ControlPanel, []string) error) {
 	for _, n := range []int{64, 256} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			panel, names := startBenchEchoes(b, n)
+			cp, names := startBenchEchoes(b, n)
 			ctx := context.Background()
 			var lat benchutil.Latencies
 			b.ResetTimer()
 			lat.Start(b.N)
 			for i := 0; i < b.N; i++ {
 				lat.Time(func() {
-					if err := op(ctx, panel, names); err != nil {
+					if err := op(ctx, cp, names); err != nil {
 						b.Fatal(err)
 					}
 				})

@@ -1,4 +1,4 @@
-package worker
+package member
 
 // The stats contract: the worker types the controller reasons about by
 // name, and the keys of their "stats" replies that it reads for

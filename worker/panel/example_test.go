@@ -1,4 +1,4 @@
-package worker_test
+package panel_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 // Two echo workers run in this process, as they would in two; a
@@ -40,26 +42,26 @@ func ExampleControlPanel() {
 		running = append(running, done)
 	}
 
-	panel := worker.NewControlPanel(repo, trial, worker.PanelOptions{})
-	defer panel.Close()
+	cp := panel.New(repo, trial, panel.Options{})
+	defer cp.Close()
 	workers := []string{"echo/0", "echo/1"}
-	if err := panel.Connect(ctx, workers...); err != nil {
+	if err := cp.Connect(ctx, workers...); err != nil {
 		panic(err)
 	}
 
-	var st worker.Status
-	if err := panel.Request(ctx, "echo/0", worker.CmdStatus, nil, &st); err != nil {
+	var st member.Status
+	if err := cp.Request(ctx, "echo/0", member.CmdStatus, nil, &st); err != nil {
 		panic(err)
 	}
 	fmt.Println(st.Name, st.State)
 
-	for _, r := range panel.GroupRequest(ctx, workers, "echo", map[string]string{"msg": "hi"}) {
+	for _, r := range cp.GroupRequest(ctx, workers, "echo", map[string]string{"msg": "hi"}) {
 		var reply map[string]string
 		err := r.Decode(&reply)
 		fmt.Println(r.Worker, reply["msg"], err)
 	}
 
-	for _, r := range panel.GroupRequest(ctx, workers, worker.CmdExit, nil) {
+	for _, r := range cp.GroupRequest(ctx, workers, member.CmdExit, nil) {
 		fmt.Println(r.Worker, "exit:", r.Err)
 	}
 	for _, done := range running {

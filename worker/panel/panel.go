@@ -1,4 +1,4 @@
-package worker
+package panel
 
 import (
 	"context"
@@ -13,13 +13,15 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/distrl/distrl/worker/member"
 )
 
 // ErrWorkerNotFound: no live address record for the worker.
 var ErrWorkerNotFound = errors.New("worker not found")
 
-// PanelOptions configure a ControlPanel.
-type PanelOptions struct {
+// Options configure a ControlPanel.
+type Options struct {
 	// Curve holds the keys for workers that run with CURVE; nil for plaintext.
 	Curve *rpc.CurveClientKeys
 	// HungAfter is how old a live worker's loop heartbeat may be before
@@ -28,7 +30,7 @@ type PanelOptions struct {
 	HungAfter time.Duration
 }
 
-// DefaultHungAfter is PanelOptions.HungAfter's default: 30 heartbeats.
+// DefaultHungAfter is Options.HungAfter's default: 30 heartbeats.
 const DefaultHungAfter = 30 * time.Second
 
 // ControlPanel drives the workers of one trial: it resolves their names,
@@ -38,7 +40,7 @@ const DefaultHungAfter = 30 * time.Second
 type ControlPanel struct {
 	repo  nameresolve.Repository
 	trial names.Trial
-	opts  PanelOptions
+	opts  Options
 
 	mu      sync.Mutex
 	clients map[string]*rpc.Client // by address
@@ -50,8 +52,8 @@ type ControlPanel struct {
 	pruned   uint64                        // the address mirror's Version when the clients were last pruned
 }
 
-// NewControlPanel returns a panel for the workers of trial.
-func NewControlPanel(repo nameresolve.Repository, trial names.Trial, opts PanelOptions) *ControlPanel {
+// New returns a panel for the workers of trial.
+func New(repo nameresolve.Repository, trial names.Trial, opts Options) *ControlPanel {
 	if opts.HungAfter == 0 {
 		opts.HungAfter = DefaultHungAfter
 	}
@@ -420,7 +422,7 @@ func (p *ControlPanel) GroupRequestEach(ctx context.Context, workers []string, c
 
 // WorkerStatus reads a worker's records: the status it last wrote, or LOST
 // when its address lease is gone while the status says it was still working.
-func (p *ControlPanel) WorkerStatus(ctx context.Context, worker string) (Status, error) {
+func (p *ControlPanel) WorkerStatus(ctx context.Context, worker string) (member.Status, error) {
 	get := func(key string) (string, error) {
 		v, err := p.repo.Get(ctx, key)
 		if err != nil && !errors.Is(err, nameresolve.ErrNotFound) {
@@ -430,19 +432,19 @@ func (p *ControlPanel) WorkerStatus(ctx context.Context, worker string) (Status,
 	}
 	addr, err := get(p.trial.Worker(worker))
 	if err != nil {
-		return Status{}, err
+		return member.Status{}, err
 	}
 	rec, err := get(p.trial.Status(worker))
 	if err != nil {
-		return Status{}, err
+		return member.Status{}, err
 	}
 	if addr == "" && rec == "" {
-		return Status{}, fmt.Errorf("control panel: %s in %s: %w", worker, p.trial.Prefix(), ErrWorkerNotFound)
+		return member.Status{}, fmt.Errorf("control panel: %s in %s: %w", worker, p.trial.Prefix(), ErrWorkerNotFound)
 	}
 	loops := map[string]string{}
-	if st, err := parseStatusRecord(rec); err == nil && st.Loop != "" {
+	if st, err := member.ParseStatusRecord(rec); err == nil && st.Loop != "" {
 		if loops[st.Loop], err = get(p.trial.Loop(st.Loop)); err != nil {
-			return Status{}, err
+			return member.Status{}, err
 		}
 	}
 	return combineRecords(worker, addr, rec, loops, time.Now(), p.opts.HungAfter), nil
@@ -452,18 +454,18 @@ func (p *ControlPanel) WorkerStatus(ctx context.Context, worker string) (Status,
 // status record ("" where absent) and the loop records (by name) at time
 // now: LOST without the address, HUNG when the heartbeat of its loop is
 // older than hungAfter (if positive).
-func combineRecords(worker, addr, rec string, loops map[string]string, now time.Time, hungAfter time.Duration) Status {
+func combineRecords(worker, addr, rec string, loops map[string]string, now time.Time, hungAfter time.Duration) member.Status {
 	if rec == "" {
 		// Registered, first status not written yet; or neither record exists.
-		st := Status{Name: worker, State: StateReady, Address: addr}
+		st := member.Status{Name: worker, State: member.StateReady, Address: addr}
 		if addr == "" {
-			st.State = StateLost
+			st.State = member.StateLost
 		}
 		return st
 	}
-	st, err := parseStatusRecord(rec)
+	st, err := member.ParseStatusRecord(rec)
 	if err != nil {
-		return Status{Name: worker, State: StateLost, Address: addr,
+		return member.Status{Name: worker, State: member.StateLost, Address: addr,
 			Error: fmt.Sprintf("unreadable status record: %v", err)}
 	}
 	st.Name = worker  // the key, not the value, says whose record it is
@@ -471,17 +473,17 @@ func combineRecords(worker, addr, rec string, loops map[string]string, now time.
 	if st.Loop != "" {
 		// The loop's own record, not the copy in the status record, says
 		// when it last turned; none yet (or unreadable): not known.
-		lr, _ := parseLoopRecord(loops[st.Loop])
+		lr, _ := member.ParseLoopRecord(loops[st.Loop])
 		st.Loops, st.HeartbeatMs = lr.Loops, lr.HeartbeatMs
 	}
 	if addr == "" && !st.State.Final() {
 		st.Error = fmt.Sprintf("address lease gone while %s", st.State)
-		st.State = StateLost
+		st.State = member.StateLost
 	}
 	if age := now.Sub(time.UnixMilli(st.HeartbeatMs)); addr != "" && !st.State.Final() &&
 		st.HeartbeatMs > 0 && hungAfter > 0 && age > hungAfter {
 		st.Error = fmt.Sprintf("%s but the loop has not turned for %v (bound %v)", st.State, age.Round(time.Millisecond), hungAfter)
-		st.State = StateHung
+		st.State = member.StateHung
 	}
 	return st
 }
@@ -491,7 +493,7 @@ func combineRecords(worker, addr, rec string, loops map[string]string, now time.
 // status and loop records from the panel's mirrors of them, synced (three
 // round trips to the name server whatever the number of workers; the
 // first call lists them to fill the mirrors).
-func (p *ControlPanel) Workers(ctx context.Context) ([]Status, error) {
+func (p *ControlPanel) Workers(ctx context.Context) ([]member.Status, error) {
 	var recs [3]map[string]string
 	for i, prefix := range []string{p.trial.WorkerPrefix(), p.trial.StatusPrefix(), p.trial.LoopPrefix()} {
 		var err error
@@ -507,7 +509,7 @@ func (p *ControlPanel) Workers(ctx context.Context) ([]Status, error) {
 	for name := range statuses {
 		all[name] = true
 	}
-	out := make([]Status, 0, len(all))
+	out := make([]member.Status, 0, len(all))
 	now := time.Now()
 	for name := range all {
 		out = append(out, combineRecords(name, addrs[name], statuses[name], loops, now, p.opts.HungAfter))

@@ -1,10 +1,12 @@
-package worker
+package panel
 
 import (
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
+
+	"github.com/distrl/distrl/worker/member"
 )
 
 // FuzzStatusRecord: any status record value and loop record (JSON from
@@ -13,7 +15,7 @@ import (
 // within an allocation bound set by its size; a record the panel accepts
 // survives being written again.
 func FuzzStatusRecord(f *testing.F) {
-	good := Status{Name: "actor/0", State: StateRunning, Address: "127.0.0.1:1", Host: "h", PID: 7,
+	good := member.Status{Name: "actor/0", State: member.StateRunning, Address: "127.0.0.1:1", Host: "h", PID: 7,
 		UpdatedMs: 1, Loops: 42, HeartbeatMs: time.Now().UnixMilli(), Warning: "w", Error: "e"}
 	for _, s := range []string{
 		good.Record(), `{}`, `{"state":"COMPLETED"}`, `{"state":"BOGUS","heartbeat_ms":-1}`,
@@ -37,8 +39,8 @@ func FuzzStatusRecord(f *testing.F) {
 			if addr == "" && !st.State.Final() && rec != "" {
 				t.Fatalf("%q without an address: %s", rec, st.State)
 			}
-			if parsed, err := parseStatusRecord(rec); err == nil {
-				again, err := parseStatusRecord(parsed.Record())
+			if parsed, err := member.ParseStatusRecord(rec); err == nil {
+				again, err := member.ParseStatusRecord(parsed.Record())
 				if err != nil || again != parsed {
 					t.Fatalf("%q: written again %q reads %+v, %v", rec, parsed.Record(), again, err)
 				}

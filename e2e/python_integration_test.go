@@ -168,8 +168,9 @@ func TestPythonHostsFollowTheirActors(t *testing.T) {
 
 // An environment that raises, hangs or dies mid-run puts its actor in
 // ERROR; the controller restarts it, and past max_restarts the trial fails
-// with the cause in its message. A module that does not import fails
-// the trial at configure, saying so.
+// with the cause in its message. A module that does not import is refused
+// before anything starts (the actor type's configuration check starts the
+// environment host once): exit 2, one line saying why, no trial.
 func TestStartPythonEnvFailures(t *testing.T) {
 	testdata, err := filepath.Abs(filepath.Join("..", "pyenv", "testdata"))
 	if err != nil {
@@ -192,7 +193,7 @@ func TestStartPythonEnvFailures(t *testing.T) {
 			"workers.actor.config.env_config.factory=die_at_step", "workers.actor.config.env_config.path=" + testdata},
 			[]string{"failed after 1 restarts", "python environment host exited (exit status 3"}, false},
 		{"module does not import", []string{"workers.actor.config.env_config.module=no_such_module"},
-			[]string{"configure failed", "ModuleNotFoundError: No module named 'no_such_module'"}, true},
+			[]string{"invalid worker configuration: workers.actor.config (actor/0)", "ModuleNotFoundError: No module named 'no_such_module'"}, false},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -203,8 +204,13 @@ func TestStartPythonEnvFailures(t *testing.T) {
 				args = append(args, "--set", s)
 			}
 			p := start(t, "rlctl-start", env, args...)
-			if code := p.wait(t, 2*time.Minute); code != 1 {
-				t.Fatalf("rlctl start exited with %d, want 1:\n%s", code, readFile(t, p.log))
+			refused := !tt.traceback && strings.Contains(tt.want[0], "invalid worker configuration")
+			want := 1
+			if refused {
+				want = 2
+			}
+			if code := p.wait(t, 2*time.Minute); code != want {
+				t.Fatalf("rlctl start exited with %d, want %d:\n%s", code, want, readFile(t, p.log))
 			}
 			out := readFile(t, p.log)
 			for _, w := range tt.want {
@@ -212,7 +218,19 @@ func TestStartPythonEnvFailures(t *testing.T) {
 					t.Errorf("output does not say %q:\n%s", w, out)
 				}
 			}
+			if left := envHosts(t, mark); len(left) > 0 {
+				t.Errorf("Python environment hosts left: %v", left)
+			}
 			dir := filepath.Join(work, "pycartpole-ppo", fmt.Sprintf("f%d", i))
+			if refused {
+				if strings.Count(strings.TrimSpace(out), "\n") > 0 {
+					t.Errorf("want one line:\n%s", out)
+				}
+				if _, err := os.Stat(dir); err == nil {
+					t.Errorf("a trial directory was made for a refused configuration")
+				}
+				return
+			}
 			// A Python exception's traceback is in the actor's log.
 			if log := readFile(t, filepath.Join(dir, "logs", "actor-0.log")); tt.traceback && !strings.Contains(log, "Traceback (most recent call last)") {
 				t.Errorf("actor/0's log has no Python traceback:\n%s", log)

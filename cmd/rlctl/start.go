@@ -85,7 +85,13 @@ func runStart(c *cli.Context, args []string) error {
 	}
 	// Each worker type checks its workers' configuration (the first and
 	// the last of each group) before anything starts, --dry-run included.
-	if err := controller.CheckWorkers(cfg, types, dir.Path(controller.CheckpointsDir)); err != nil {
+	// What the check's environments log (a Python host's stderr) is left
+	// out: the one line says why.
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.DiscardHandler))
+	err = controller.CheckWorkers(cfg, types, dir.Path(controller.CheckpointsDir))
+	slog.SetDefault(prev)
+	if err != nil {
 		return cli.Exit("invalid worker configuration: "+err.Error(), exitUsage)
 	}
 	log, err := logger(c)

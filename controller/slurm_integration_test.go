@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/experiment"
-	"github.com/distrl/distrl/internal/slurmtest"
+	"github.com/distrl/distrl/internal/testsupport/slurmtest"
 	"github.com/distrl/distrl/nameresolve/names"
 )
 

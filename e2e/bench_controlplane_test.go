@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/benchutil"
+	"github.com/distrl/distrl/internal/testsupport/benchutil"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 )
 

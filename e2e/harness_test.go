@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/slurmtest"
+	"github.com/distrl/distrl/internal/testsupport/slurmtest"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker/panel"

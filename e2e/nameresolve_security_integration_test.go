@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/slurmtest"
+	"github.com/distrl/distrl/internal/testsupport/slurmtest"
 	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/pytest"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
-	"github.com/distrl/distrl/internal/benchutil"
+	"github.com/distrl/distrl/internal/testsupport/benchutil"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/stream"

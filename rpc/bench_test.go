@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/benchutil"
+	"github.com/distrl/distrl/internal/testsupport/benchutil"
 	zmq "github.com/pebbe/zmq4"
 )
 

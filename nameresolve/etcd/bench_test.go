@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/benchutil"
+	"github.com/distrl/distrl/internal/testsupport/benchutil"
 	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/etcd"

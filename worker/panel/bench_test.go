@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/distrl/distrl/echoworker"
-	"github.com/distrl/distrl/internal/benchutil"
+	"github.com/distrl/distrl/internal/testsupport/benchutil"
 	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/nameresolve"
 	wnames "github.com/distrl/distrl/nameresolve/names"

@@ -67,7 +67,7 @@ var (
 // Script is the path of scripts/slurmcluster.sh in this checkout.
 func Script() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "scripts", "slurmcluster.sh")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "slurmcluster.sh")
 }
 
 // Get returns the shared cluster, bringing it up on first use; it skips

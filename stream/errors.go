@@ -1,6 +1,10 @@
 package stream
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/distrl/distrl/internal/endpoint"
+)
 
 var (
 	// ErrInferenceFailed is wrapped by the error Consume returns for a
@@ -25,4 +29,11 @@ var (
 
 	// ErrClosed is returned by methods called after Close.
 	ErrClosed = errors.New("stream: closed")
+)
+
+// Defaults of the bound side of the streams (package internal/endpoint's).
+const (
+	DefaultHost       = endpoint.DefaultHost
+	DefaultTTL        = endpoint.DefaultTTL
+	DefaultMaxMsgSize = endpoint.DefaultMaxMsgSize
 )

@@ -15,13 +15,13 @@ import (
 // claim gigabytes.
 
 func FuzzDecodeInferenceRequest(f *testing.F) {
-	e := newEncoder()
+	e := zsock.NewEncoder()
 	ids := api.Tensor[int64]{Shape: []int{2}, Data: []int64{1, 2}}
 	obs := api.Tensor[float32]{Shape: []int{2, 3}, Data: make([]float32, 6)}
-	if err := encodeRequest(e.reset(), ids, obs); err != nil {
+	if err := encodeRequest(e.Reset(), ids, obs); err != nil {
 		f.Fatal(err)
 	}
-	f.Add(append([]byte(nil), e.buf.Bytes()...))
+	f.Add(append([]byte(nil), e.Bytes()...))
 	mptest.Seed(f, mptest.InMaps(keyIDs, keyObs))
 	d := zsock.NewDecoder()
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -34,13 +34,13 @@ func FuzzDecodeInferenceRequest(f *testing.F) {
 }
 
 func FuzzDecodeInferenceReply(f *testing.F) {
-	e := newEncoder()
+	e := zsock.NewEncoder()
 	ids := api.Tensor[int64]{Shape: []int{2}, Data: []int64{1, 2}}
 	inf := &api.Inference{Actions: api.Tensor[int32]{Shape: []int{2}, Data: []int32{0, 1}}, Version: 3}
-	if err := encodeReply(e.reset(), ids, inf); err != nil {
+	if err := encodeReply(e.Reset(), ids, inf); err != nil {
 		f.Fatal(err)
 	}
-	f.Add(append([]byte(nil), e.buf.Bytes()...))
+	f.Add(append([]byte(nil), e.Bytes()...))
 	mptest.Seed(f, mptest.InMaps(keyIDs, keyInference), mptest.Nest(keyInference, mptest.InMaps(mptest.Keys(api.Inference{})...)))
 	d := zsock.NewDecoder()
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -15,6 +15,8 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
+
+	"github.com/distrl/distrl/internal/endpoint"
 )
 
 // ReqID identifies one posted observation. Ids increase from 1 within a
@@ -147,7 +149,7 @@ type RemoteInferenceClient struct {
 	opts  RemoteInferenceOptions
 	log   *slog.Logger
 	sock  *zmq.Socket
-	peers *peerSet
+	peers *endpoint.Peers
 
 	nextID  ReqID
 	reqs    map[ReqID]request
@@ -156,7 +158,7 @@ type RemoteInferenceClient struct {
 	qObs    []float32
 	shape1  [1]int // ... and the shapes of their tensors
 	shape2  [2]int
-	enc     *encoder
+	enc     *zsock.Encoder
 	dec     *zsock.Decoder
 	repIDs  api.Tensor[int64]
 	repInf  api.Inference
@@ -195,14 +197,14 @@ func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) 
 		return nil, fmt.Errorf("stream: invalid RemoteInferenceOptions (ObsDim %d, Timeout %v, SendHWM %d)", opts.ObsDim, opts.Timeout, opts.SendHWM)
 	}
 	// LINGER 0: an unsent request is worthless once the actor is gone.
-	so := connectingOptions(0, opts.Curve)
+	so := endpoint.ConnectingOptions(0, opts.Curve)
 	so.SendHWM = opts.SendHWM // ZMQ's default when 0
 	sock, err := zsock.New(zmq.DEALER, so)
 	if err != nil {
 		return nil, fmt.Errorf("stream: inference client: %w", err)
 	}
 	prefix := opts.Trial.StreamPrefix("inference", opts.Policy)
-	peers, err := newPeerSet(ctx, opts.Repo, prefix, sock, log)
+	peers, err := endpoint.NewPeers(ctx, opts.Repo, prefix, sock, log)
 	if err != nil {
 		sock.Close()
 		return nil, fmt.Errorf("stream: inference client: %w", err)
@@ -213,12 +215,12 @@ func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) 
 		sock:  sock,
 		peers: peers,
 		reqs:  make(map[ReqID]request),
-		enc:   newEncoder(),
+		enc:   zsock.NewEncoder(),
 		dec:   zsock.NewDecoder(),
 	}
 	if c.shm = newShmClient(log); c.shm != nil {
-		peers.observe = c.shm.observe
-		c.shm.observe(peers.last)
+		peers.Observe = c.shm.observe
+		c.shm.observe(peers.Last)
 	}
 	return c, nil
 }
@@ -260,7 +262,7 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 		return err
 	}
 	c.clock = time.Now()
-	n := c.peers.sync()
+	n := c.peers.Sync()
 	c.peerN = n
 	if n == 0 {
 		c.blocked = sendNoWorker
@@ -280,7 +282,7 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 	rows := len(c.qIDs)
 	c.shape1[0] = rows
 	c.shape2[0], c.shape2[1] = rows, c.opts.ObsDim
-	e := c.enc.reset()
+	e := c.enc.Reset()
 	ids := api.Tensor[int64]{Shape: c.shape1[:], Data: c.qIDs}
 	obs := api.Tensor[float32]{Shape: c.shape2[:], Data: c.qObs}
 	if err := encodeRequest(e, ids, obs); err != nil {
@@ -288,9 +290,9 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 	}
 	// Policy workers on this node get it through shared memory; ZMQ takes
 	// what no ring has room for.
-	if c.shm != nil && c.shm.send(c.enc.buf.Bytes()) {
+	if c.shm != nil && c.shm.send(c.enc.Bytes()) {
 		c.stats.SharedMemory++
-	} else if _, err := c.sock.SendBytes(c.enc.buf.Bytes(), zmq.DONTWAIT); err != nil {
+	} else if _, err := c.sock.SendBytes(c.enc.Bytes(), zmq.DONTWAIT); err != nil {
 		if zsock.IsEAGAIN(err) {
 			// IMMEDIATE makes this the answer when no connection is up
 			// (the registered workers are down or still connecting) or
@@ -310,7 +312,7 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
 	c.blocked = sendOK
 	c.stats.Messages++
-	c.stats.Bytes += int64(c.enc.buf.Len())
+	c.stats.Bytes += int64(c.enc.Len())
 	return nil
 }
 
@@ -322,7 +324,7 @@ func (c *RemoteInferenceClient) Poll() error {
 	if c.closed {
 		return ErrClosed
 	}
-	c.peers.sync()
+	c.peers.Sync()
 	now := time.Now()
 	c.clock = now
 	readZMQ := true
@@ -519,7 +521,7 @@ func (c *RemoteInferenceClient) Close() error {
 		return nil
 	}
 	c.closed = true
-	c.peers.close()
+	c.peers.Close()
 	if c.shm != nil {
 		if err := c.shm.close(); err != nil {
 			c.log.Debug("stream: close shared-memory doorbell", "err", err)

@@ -14,6 +14,8 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
+
+	"github.com/distrl/distrl/internal/endpoint"
 )
 
 // maxDropsPerPoll bounds how many malformed messages one Poll discards
@@ -105,7 +107,7 @@ type InferenceServer struct {
 	dim    int // required observation length; 0 until known
 	held   *heldMsg
 	dec    *zsock.Decoder
-	enc    *encoder
+	enc    *zsock.Encoder
 	reqIDs api.Tensor[int64]
 	reqObs api.Tensor[float32]
 	shape1 [1]int
@@ -135,7 +137,7 @@ func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*Infe
 	s := &InferenceServer{
 		opts: opts, log: log, dim: opts.ObsDim,
 		key: opts.Trial.Stream("inference", opts.Policy, opts.Index),
-		dec: zsock.NewDecoder(), enc: newEncoder(),
+		dec: zsock.NewDecoder(), enc: zsock.NewEncoder(),
 	}
 	// ROUTER_MANDATORY: a reply to a client that is gone, or whose queue is
 	// full, fails at once (EHOSTUNREACH, EAGAIN with DONTWAIT) instead of
@@ -147,7 +149,7 @@ func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*Infe
 	if s.shm = newShmServer(log); s.shm != nil {
 		shmDir = s.shm.l.Dir()
 	}
-	if s.sock, s.addr, err = bindAndRegister(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL, shmDir); err != nil {
+	if s.sock, s.addr, err = endpoint.Bind(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL, shmDir); err != nil {
 		if s.shm != nil {
 			s.shm.close()
 		}
@@ -289,12 +291,12 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 		ids := api.Tensor[int64]{Shape: s.shape1[:], Data: b.ids[sp.start : sp.start+sp.n]}
 		// The view's [n] shapes share shape1 with ids: the values are equal.
 		view := inferenceRows(out, sp.start, sp.n, &s.shape1, &s.shape2)
-		e := s.enc.reset()
+		e := s.enc.Reset()
 		if err := encodeReply(e, ids, &view); err != nil {
 			return fmt.Errorf("stream: encode inference reply: %w", err)
 		}
 		if sp.peer != nil {
-			if s.shm.send(sp.peer, s.enc.buf.Bytes()) {
+			if s.shm.send(sp.peer, s.enc.Bytes()) {
 				s.stats.Replies++
 			} else {
 				s.stats.Undeliverable++
@@ -304,7 +306,7 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 		_, err := s.sock.SendBytes(sp.identity, zmq.SNDMORE|zmq.DONTWAIT)
 		if err == nil {
 			// With ROUTER, once the first frame is accepted the rest is.
-			_, err = s.sock.SendBytes(s.enc.buf.Bytes(), zmq.DONTWAIT)
+			_, err = s.sock.SendBytes(s.enc.Bytes(), zmq.DONTWAIT)
 		}
 		switch {
 		case err == nil:
@@ -375,7 +377,7 @@ func (s *InferenceServer) Close() error {
 	}
 	s.closed = true
 	s.held = nil
-	err := closeBound(s.opts.Repo, s.key, s.sock, "inference server")
+	err := endpoint.Close(s.opts.Repo, s.key, s.sock, "inference server")
 	if s.shm != nil {
 		err = errors.Join(err, s.shm.close())
 	}

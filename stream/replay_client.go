@@ -16,6 +16,8 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
+
+	"github.com/distrl/distrl/internal/endpoint"
 )
 
 // Errors of ReplayClient.Send; nothing was sent, try again later.
@@ -70,9 +72,9 @@ type ReplayClientStats struct {
 type ReplayClient struct {
 	opts    ReplayClientOptions
 	log     *slog.Logger
-	watch   *endpointWatch
+	watch   *endpoint.Watch
 	shards  map[string]*replayShard // by name-resolve key
-	enc     *encoder
+	enc     *zsock.Encoder
 	dec     *zsock.Decoder
 	nextRID int64
 	pending map[int64]replayPending
@@ -91,12 +93,12 @@ func NewReplayClient(ctx context.Context, opts ReplayClientOptions) (*ReplayClie
 		return nil, errors.New("stream: ReplayClientOptions.Repo is required")
 	}
 	log := zsock.LoggerOr(opts.Logger).With("replay", opts.Name)
-	w, snap, err := newEndpointWatch(ctx, opts.Repo, opts.Trial.StreamPrefix(ReplayKind, opts.Name), log)
+	w, snap, err := endpoint.NewWatch(ctx, opts.Repo, opts.Trial.StreamPrefix(ReplayKind, opts.Name), log)
 	if err != nil {
 		return nil, fmt.Errorf("stream: replay client: %w", err)
 	}
 	c := &ReplayClient{opts: opts, log: log, watch: w, shards: map[string]*replayShard{},
-		enc: newEncoder(), dec: zsock.NewDecoder(), pending: map[int64]replayPending{}}
+		enc: zsock.NewEncoder(), dec: zsock.NewDecoder(), pending: map[int64]replayPending{}}
 	c.apply(snap)
 	return c, nil
 }
@@ -120,7 +122,7 @@ func (c *ReplayClient) apply(snap map[string]string) {
 			c.log.Warn("stream: replay record with a bad index skipped", "key", key)
 			continue
 		}
-		o := connectingOptions(0, c.opts.Curve)
+		o := endpoint.ConnectingOptions(0, c.opts.Curve)
 		o.SendHWM = c.opts.SendHWM
 		sock, err := zsock.New(zmq.DEALER, o)
 		if err == nil {
@@ -138,7 +140,7 @@ func (c *ReplayClient) apply(snap map[string]string) {
 }
 
 func (c *ReplayClient) sync() {
-	if snap, ok := c.watch.take(); ok {
+	if snap, ok := c.watch.Take(); ok {
 		c.apply(snap)
 	}
 }
@@ -181,11 +183,11 @@ func (c *ReplayClient) Send(shard int, req *ReplayRequest) (int64, error) {
 	}
 	c.nextRID++
 	req.RID = c.nextRID
-	e := c.enc.reset()
+	e := c.enc.Reset()
 	if err := e.Encode(req); err != nil {
 		return 0, fmt.Errorf("stream: encode replay request: %w", err)
 	}
-	if _, err := sh.sock.SendBytes(c.enc.buf.Bytes(), zmq.DONTWAIT); err != nil {
+	if _, err := sh.sock.SendBytes(c.enc.Bytes(), zmq.DONTWAIT); err != nil {
 		if zsock.IsEAGAIN(err) {
 			c.stats.Backpressure++
 			return 0, ErrReplayBusy
@@ -268,7 +270,7 @@ func (c *ReplayClient) SocketsVersion() uint64 { return c.version }
 
 // Close stops following the records and closes every socket.
 func (c *ReplayClient) Close() error {
-	c.watch.close()
+	c.watch.Close()
 	var errs []error
 	for key, sh := range c.shards {
 		errs = append(errs, sh.sock.Close())

@@ -13,6 +13,8 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
+
+	"github.com/distrl/distrl/internal/endpoint"
 )
 
 // ReplayKind is the stream kind of replay servers in name resolve:
@@ -55,7 +57,7 @@ type ReplayServer struct {
 	addr   string
 	key    string
 	dec    *zsock.Decoder
-	enc    *encoder
+	enc    *zsock.Encoder
 	malLog zsock.RateLog
 	stats  ReplayServerStats
 	closed bool
@@ -75,10 +77,10 @@ func NewReplayServer(ctx context.Context, opts ReplayServerOptions) (*ReplayServ
 		return nil, fmt.Errorf("stream: replay server index %d: want 0..%d", opts.Index, MaxReplayShard)
 	}
 	s := &ReplayServer{opts: opts, log: zsock.LoggerOr(opts.Logger).With("replay", opts.Name),
-		key: opts.Trial.Stream(ReplayKind, opts.Name, opts.Index), dec: zsock.NewDecoder(), enc: newEncoder()}
+		key: opts.Trial.Stream(ReplayKind, opts.Name, opts.Index), dec: zsock.NewDecoder(), enc: zsock.NewEncoder()}
 	var err error
 	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RouterMandatory: true, Curve: opts.Curve.SocketKeys()}
-	if s.sock, s.addr, err = bindAndRegister(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL, ""); err != nil {
+	if s.sock, s.addr, err = endpoint.Bind(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL, ""); err != nil {
 		return nil, fmt.Errorf("stream: replay server %q: %w", opts.Name, err)
 	}
 	s.log.Info("stream: replay server ready", "address", s.addr, "key", s.key)
@@ -138,11 +140,11 @@ func (s *ReplayServer) Reply(req *ReplayRequest, rep *ReplayReply) error {
 		return ErrClosed
 	}
 	rep.Op, rep.RID = req.Op, req.RID
-	e := s.enc.reset()
+	e := s.enc.Reset()
 	if err := e.Encode(rep); err != nil {
 		return fmt.Errorf("stream: encode replay reply: %w", err)
 	}
-	_, err := s.sock.SendMessageDontwait(req.identity, s.enc.buf.Bytes())
+	_, err := s.sock.SendMessageDontwait(req.identity, s.enc.Bytes())
 	switch {
 	case err == nil:
 		s.stats.Replies++
@@ -169,5 +171,5 @@ func (s *ReplayServer) Close() error {
 		return nil
 	}
 	s.closed = true
-	return closeBound(s.opts.Repo, s.key, s.sock, "replay server")
+	return endpoint.Close(s.opts.Repo, s.key, s.sock, "replay server")
 }

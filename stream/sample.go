@@ -14,6 +14,8 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
+
+	"github.com/distrl/distrl/internal/endpoint"
 )
 
 // Defaults of the sample stream.
@@ -107,8 +109,8 @@ type SampleProducer struct {
 	opts    SampleProducerOptions
 	log     *slog.Logger
 	sock    *zmq.Socket
-	peers   *peerSet
-	enc     *encoder
+	peers   *endpoint.Peers
+	enc     *zsock.Encoder
 	blocked sendBlock // why the last send did not happen
 	peerN   int
 	stats   SampleProducerStats
@@ -137,18 +139,18 @@ func NewSampleProducer(ctx context.Context, opts SampleProducerOptions) (*Sample
 	}
 	// LINGER: batches already queued are real work; give them time to
 	// drain on a graceful Close.
-	so := connectingOptions(producerLinger, opts.Curve)
+	so := endpoint.ConnectingOptions(producerLinger, opts.Curve)
 	so.SendHWM = opts.SendHWM
 	sock, err := zsock.New(zmq.PUSH, so)
 	if err != nil {
 		return nil, fmt.Errorf("stream: sample producer: %w", err)
 	}
-	peers, err := newPeerSet(ctx, opts.Repo, opts.Trial.StreamPrefix("sample", opts.Stream), sock, log)
+	peers, err := endpoint.NewPeers(ctx, opts.Repo, opts.Trial.StreamPrefix("sample", opts.Stream), sock, log)
 	if err != nil {
 		sock.Close()
 		return nil, fmt.Errorf("stream: sample producer: %w", err)
 	}
-	return &SampleProducer{opts: opts, log: log, sock: sock, peers: peers, enc: newEncoder()}, nil
+	return &SampleProducer{opts: opts, log: log, sock: sock, peers: peers, enc: zsock.NewEncoder()}, nil
 }
 
 // Post validates b, encodes it and sends it, or with Gather gathers it
@@ -180,11 +182,11 @@ func (p *SampleProducer) Post(b *api.SampleBatch) error {
 	if err := b.Validate(); err != nil {
 		return fmt.Errorf("stream: Post: %w", err)
 	}
-	e := p.enc.reset()
+	e := p.enc.Reset()
 	if err := e.Encode(b); err != nil {
 		return fmt.Errorf("stream: encode sample batch: %w", err)
 	}
-	size := p.enc.buf.Len()
+	size := p.enc.Len()
 	if int64(size) > p.opts.MaxMsgSize {
 		return fmt.Errorf("stream: Post: batch of %d steps encodes to %d bytes: %w (limit %d)", b.Len(), size, ErrTooLarge, p.opts.MaxMsgSize)
 	}
@@ -197,7 +199,7 @@ func (p *SampleProducer) Post(b *api.SampleBatch) error {
 	if n := len(p.spare); n > 0 {
 		frame, p.spare = p.spare[n-1][:0], p.spare[:n-1]
 	}
-	p.gathered = append(p.gathered, append(frame, p.enc.buf.Bytes()...))
+	p.gathered = append(p.gathered, append(frame, p.enc.Bytes()...))
 	p.gatheredBytes += size
 	p.gatheredSteps += b.Len()
 	if p.opts.Gather {
@@ -224,7 +226,7 @@ func (p *SampleProducer) Flush() {
 
 // room says whether a message could go out now: sendOK, or why not.
 func (p *SampleProducer) room() sendBlock {
-	p.peerN = p.peers.sync()
+	p.peerN = p.peers.Sync()
 	switch {
 	case p.peerN == 0:
 		return sendNoWorker
@@ -319,7 +321,7 @@ func (p *SampleProducer) Close() error {
 		p.flushBefore(time.Now().Add(producerLinger))
 	}
 	p.closed = true
-	p.peers.close()
+	p.peers.Close()
 	if err := p.sock.Close(); err != nil {
 		return fmt.Errorf("stream: close sample producer: %w", err)
 	}
@@ -437,7 +439,7 @@ func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*Sample
 	}
 	var err error
 	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RecvHWM: opts.RecvHWM, Curve: opts.Curve.SocketKeys()}
-	if c.sock, c.addr, err = bindAndRegister(ctx, zmq.PULL, o, opts.Host, opts.Repo, c.key, opts.TTL, ""); err != nil {
+	if c.sock, c.addr, err = endpoint.Bind(ctx, zmq.PULL, o, opts.Host, opts.Repo, c.key, opts.TTL, ""); err != nil {
 		return nil, fmt.Errorf("stream: sample consumer %d of stream %q: %w", opts.Index, opts.Stream, err)
 	}
 	log.Info("stream: sample consumer ready", "address", c.addr, "key", c.key)
@@ -501,5 +503,5 @@ func (c *SampleConsumer) Close() error {
 		return nil
 	}
 	c.closed = true
-	return closeBound(c.opts.Repo, c.key, c.sock, "sample consumer")
+	return endpoint.Close(c.opts.Repo, c.key, c.sock, "sample consumer")
 }

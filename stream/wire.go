@@ -1,7 +1,6 @@
 package stream
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
@@ -16,26 +15,6 @@ const (
 	keyObs       = "obs"
 	keyInference = "inference"
 )
-
-// encoder is a msgpack encoder writing into a buffer that is reused for
-// every message, so steady-state encoding does not allocate. Writing into a
-// bytes.Buffer also lets api.Tensor align large arrays in the output.
-type encoder struct {
-	buf bytes.Buffer
-	enc *msgpack.Encoder
-}
-
-func newEncoder() *encoder {
-	e := &encoder{}
-	e.enc = msgpack.NewEncoder(&e.buf)
-	return e
-}
-
-// reset empties the buffer for the next message.
-func (e *encoder) reset() *msgpack.Encoder {
-	e.buf.Reset()
-	return e.enc
-}
 
 // encodePair writes the map {keyA: valueA, keyB: valueB}, the values
 // written by encA and encB. (Keys and functions are separate arguments, not

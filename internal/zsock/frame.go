@@ -46,3 +46,32 @@ func (d *Decoder) Finish() error {
 	}
 	return nil
 }
+
+// Encoder is a msgpack encoder writing into a buffer that is reused for
+// every message, so steady-state encoding does not allocate. Writing into a
+// bytes.Buffer also lets api.Tensor align large arrays in the output.
+type Encoder struct {
+	buf bytes.Buffer
+	enc *msgpack.Encoder
+}
+
+// NewEncoder returns an empty Encoder.
+func NewEncoder() *Encoder {
+	e := &Encoder{}
+	e.enc = msgpack.NewEncoder(&e.buf)
+	return e
+}
+
+// Reset empties the buffer for the next message and returns the encoder
+// that writes into it.
+func (e *Encoder) Reset() *msgpack.Encoder {
+	e.buf.Reset()
+	return e.enc
+}
+
+// Bytes is the message encoded since the last Reset; it is valid until
+// the next Reset.
+func (e *Encoder) Bytes() []byte { return e.buf.Bytes() }
+
+// Len is the length of Bytes.
+func (e *Encoder) Len() int { return e.buf.Len() }

@@ -1,4 +1,4 @@
-package stream
+package endpoint
 
 import (
 	"context"
@@ -19,7 +19,7 @@ const (
 	watchRetryMax = 5 * time.Second
 )
 
-// peerSet keeps a connecting socket connected to every endpoint registered
+// Peers keeps a connecting socket connected to every endpoint registered
 // under a name-resolve prefix.
 //
 // A goroutine follows the prefix (Watch, then Find to close the gap between
@@ -30,50 +30,51 @@ const (
 // Snapshots rather than events keep the handover trivially correct when a
 // broken watch is re-established: the owner just converges on the newest
 // view.
-type peerSet struct {
-	*endpointWatch
+type Peers struct {
+	*Watch
 	sock      *zmq.Socket
 	connected map[string]bool // endpoints; owner goroutine only
-	last      map[string]string
-	// observe, if set, sees every snapshot applied (the inference client
+	// Last is the snapshot applied last.
+	Last map[string]string
+	// Observe, if set, sees every snapshot applied (the inference client
 	// attaches shared-memory channels to the records that offer one).
-	observe func(snap map[string]string)
+	Observe func(snap map[string]string)
 }
 
-// endpointWatch follows a name-resolve prefix on a goroutine of its own and
+// Watch follows a name-resolve prefix on a goroutine of its own and
 // hands the newest snapshot (key -> address) to its owner through a channel
 // of capacity one.
-type endpointWatch struct {
+type Watch struct {
 	log     *slog.Logger
 	updates chan map[string]string // key -> endpoint; the newest snapshot
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
-// newEndpointWatch lists the prefix once (bounded by ctx) and returns that
+// NewWatch lists the prefix once (bounded by ctx) and returns that
 // listing, then starts the watch goroutine, which lives until close.
-func newEndpointWatch(ctx context.Context, repo nameresolve.Repository, prefix string, log *slog.Logger) (*endpointWatch, map[string]string, error) {
+func NewWatch(ctx context.Context, repo nameresolve.Repository, prefix string, log *slog.Logger) (*Watch, map[string]string, error) {
 	entries, err := repo.Find(ctx, prefix)
 	if err != nil {
 		return nil, nil, fmt.Errorf("find endpoints under %q: %w", prefix, err)
 	}
 	// The watch outlives ctx, which only bounds construction.
 	wctx, cancel := context.WithCancel(context.Background())
-	w := &endpointWatch{log: log, updates: make(chan map[string]string, 1), cancel: cancel, done: make(chan struct{})}
+	w := &Watch{log: log, updates: make(chan map[string]string, 1), cancel: cancel, done: make(chan struct{})}
 	go w.follow(wctx, repo, prefix)
 	return w, snapshot(entries), nil
 }
 
-// newPeerSet lists the prefix once (bounded by ctx) and connects sock to
+// NewPeers lists the prefix once (bounded by ctx) and connects sock to
 // what it finds, so that a new client is usable at once, then starts the
 // watch goroutine, which lives until close.
-func newPeerSet(ctx context.Context, repo nameresolve.Repository, prefix string, sock *zmq.Socket, log *slog.Logger) (*peerSet, error) {
-	w, snap, err := newEndpointWatch(ctx, repo, prefix, log)
+func NewPeers(ctx context.Context, repo nameresolve.Repository, prefix string, sock *zmq.Socket, log *slog.Logger) (*Peers, error) {
+	w, snap, err := NewWatch(ctx, repo, prefix, log)
 	if err != nil {
 		return nil, err
 	}
-	p := &peerSet{endpointWatch: w, sock: sock, connected: map[string]bool{}}
-	p.apply(snap)
+	p := &Peers{Watch: w, sock: sock, connected: map[string]bool{}}
+	p.Apply(snap)
 	return p, nil
 }
 
@@ -88,7 +89,7 @@ func snapshot(entries []nameresolve.Entry) map[string]string {
 
 // follow runs the watch until ctx ends or the repository closes,
 // re-establishing it with backoff when it breaks.
-func (p *endpointWatch) follow(ctx context.Context, repo nameresolve.Repository, prefix string) {
+func (p *Watch) follow(ctx context.Context, repo nameresolve.Repository, prefix string) {
 	defer close(p.done)
 	backoff := watchRetryMin
 	for {
@@ -116,7 +117,7 @@ func (p *endpointWatch) follow(ctx context.Context, repo nameresolve.Repository,
 			return
 		}
 		if err != nil {
-			p.log.Warn("stream: watching endpoints failed; retrying", "prefix", prefix, "err", err, "retry_in", backoff)
+			p.log.Warn("watching endpoints failed; retrying", "prefix", prefix, "err", err, "retry_in", backoff)
 		}
 		// A watch channel that closed without an error (the backend
 		// dropped it) is retried after the same backoff, so a backend that
@@ -132,7 +133,7 @@ func (p *endpointWatch) follow(ctx context.Context, repo nameresolve.Repository,
 
 // publish replaces any snapshot the owner has not taken yet. It never
 // blocks: follow is the only sender, so after the drain the buffer has room.
-func (p *endpointWatch) publish(snap map[string]string) {
+func (p *Watch) publish(snap map[string]string) {
 	select {
 	case <-p.updates:
 	default:
@@ -141,7 +142,7 @@ func (p *endpointWatch) publish(snap map[string]string) {
 }
 
 // take returns the newest snapshot if one arrived since the last take.
-func (p *endpointWatch) take() (map[string]string, bool) {
+func (p *Watch) Take() (map[string]string, bool) {
 	select {
 	case snap := <-p.updates:
 		return snap, true
@@ -152,18 +153,18 @@ func (p *endpointWatch) take() (map[string]string, bool) {
 
 // sync applies the newest snapshot, if one arrived, and returns the number
 // of connected endpoints. Owner goroutine only.
-func (p *peerSet) sync() int {
-	if snap, ok := p.take(); ok {
-		p.apply(snap)
+func (p *Peers) Sync() int {
+	if snap, ok := p.Take(); ok {
+		p.Apply(snap)
 	}
 	return len(p.connected)
 }
 
 // apply connects to new endpoints and disconnects from vanished ones.
-func (p *peerSet) apply(snap map[string]string) {
-	p.last = snap
-	if p.observe != nil {
-		p.observe(snap)
+func (p *Peers) Apply(snap map[string]string) {
+	p.Last = snap
+	if p.Observe != nil {
+		p.Observe(snap)
 	}
 	want := make(map[string]bool, len(snap))
 	for key, v := range snap {
@@ -175,10 +176,10 @@ func (p *peerSet) apply(snap map[string]string) {
 		if err := p.sock.Connect(ep); err != nil {
 			// A bad record is skipped, not fatal: the other endpoints
 			// still work, and a corrected record arrives as a new snapshot.
-			p.log.Warn("stream: cannot connect to registered endpoint", "key", key, "endpoint", ep, "err", err)
+			p.log.Warn("cannot connect to a registered endpoint", "key", key, "endpoint", ep, "err", err)
 			continue
 		}
-		p.log.Debug("stream: connected", "key", key, "endpoint", ep)
+		p.log.Debug("connected", "key", key, "endpoint", ep)
 		p.connected[ep] = true
 	}
 	for ep := range p.connected {
@@ -186,15 +187,15 @@ func (p *peerSet) apply(snap map[string]string) {
 			continue
 		}
 		if err := p.sock.Disconnect(ep); err != nil {
-			p.log.Debug("stream: disconnect", "endpoint", ep, "err", err)
+			p.log.Debug("disconnect", "endpoint", ep, "err", err)
 		}
-		p.log.Debug("stream: disconnected", "endpoint", ep)
+		p.log.Debug("disconnected", "endpoint", ep)
 		delete(p.connected, ep)
 	}
 }
 
 // close stops the watch goroutine and waits for it.
-func (p *endpointWatch) close() {
+func (p *Watch) Close() {
 	p.cancel()
 	<-p.done
 }

@@ -1,4 +1,4 @@
-package stream
+package endpoint
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	zmq "github.com/pebbe/zmq4"
 )
 
-// Defaults shared by the bound side of both streams.
+// Defaults of the bound side of the data-plane streams.
 const (
 	DefaultHost       = "127.0.0.1"
 	DefaultTTL        = 10 * time.Second
@@ -21,13 +21,13 @@ const (
 	unregisterTimeout = 3 * time.Second
 )
 
-// bindAndRegister creates a socket of type t with o (zsock.Bind; LINGER 0,
+// Bind creates a socket of type t with o (zsock.Bind; LINGER 0,
 // so what is still queued for peers that went away does not hold up
 // Close), bound to a free port of host and to an ipc:// path
 // (zsock.BindIPC), and registers both under key (zsock.Advertise), with
 // the shared-memory listener directory shm if not "", on a lease of ttl;
 // it returns the tcp address. On error nothing is left open or registered.
-func bindAndRegister(ctx context.Context, t zmq.Type, o zsock.Options, host string,
+func Bind(ctx context.Context, t zmq.Type, o zsock.Options, host string,
 	repo nameresolve.Repository, key string, ttl time.Duration, shm string) (*zmq.Socket, string, error) {
 	o.Linger = 0
 	sock, addr, err := zsock.Bind(t, host, o)
@@ -47,11 +47,11 @@ func bindAndRegister(ctx context.Context, t zmq.Type, o zsock.Options, host stri
 	return sock, addr, nil
 }
 
-// connectingOptions are the options every connecting socket shares:
+// ConnectingOptions are the options every connecting socket shares:
 // IMMEDIATE, so a send with no live peer fails with EAGAIN and the caller
 // decides what to do, and IPV6, as registered addresses may be IPv6;
 // CURVE as a client with the trial's keys, if any.
-func connectingOptions(linger time.Duration, curve *rpc.CurveKeyPair) zsock.Options {
+func ConnectingOptions(linger time.Duration, curve *rpc.CurveKeyPair) zsock.Options {
 	return zsock.Options{Linger: linger, Immediate: true, IPv6: true, Curve: curve.SocketKeys()}
 }
 
@@ -65,12 +65,12 @@ func register(ctx context.Context, repo nameresolve.Repository, key, addr string
 	return nil
 }
 
-// closeBound removes a bound socket's endpoint record, so peers stop
+// Close removes a bound socket's endpoint record, so peers stop
 // sending to it at once, and closes the socket; what names the socket in
 // the error.
-func closeBound(repo nameresolve.Repository, key string, sock *zmq.Socket, what string) error {
+func Close(repo nameresolve.Repository, key string, sock *zmq.Socket, what string) error {
 	if err := errors.Join(unregister(repo, key), sock.Close()); err != nil {
-		return fmt.Errorf("stream: close %s: %w", what, err)
+		return fmt.Errorf("close %s: %w", what, err)
 	}
 	return nil
 }

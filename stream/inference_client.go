@@ -178,8 +178,8 @@ type RemoteInferenceClient struct {
 	// a request's timeout: an actor posts a turn's observations between
 	// them, and reading the clock once per observation cost it 8% of its
 	// CPU.
-	clock  time.Time
-	closed bool
+	clock time.Time
+	sharedWait
 }
 
 // NewRemoteInferenceClient creates a client connected to every policy
@@ -219,6 +219,7 @@ func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) 
 		dec:   zsock.NewDecoder(),
 	}
 	if c.shm = newShmClient(log); c.shm != nil {
+		c.sharedWait.peers = &c.shm.shmPeers
 		peers.Observe = c.shm.observe
 		c.shm.observe(peers.Last)
 	}
@@ -475,44 +476,9 @@ func (c *RemoteInferenceClient) Stats() InferenceClientStats { return c.stats }
 // Socket is the DEALER socket; it is readable when replies have arrived.
 func (c *RemoteInferenceClient) Socket() *zmq.Socket { return c.sock }
 
-// WaitFds is the shared-memory doorbell, readable when a same-node policy
-// worker replied while the client was about to sleep (PrepareWait); none
-// without shared memory.
-func (c *RemoteInferenceClient) WaitFds() []int {
-	if c.shm == nil || c.closed {
-		return nil
-	}
-	return []int{c.shm.bell.Fd()}
-}
-
-// PrepareWait tells same-node policy workers the client is about to sleep,
-// so that their next reply rings its doorbell; false when replies are
-// already waiting in shared memory.
-func (c *RemoteInferenceClient) PrepareWait() bool {
-	if c.shm == nil || c.closed {
-		return true
-	}
-	return c.shm.prepareWait()
-}
-
-// InputReady reports whether a reply waits in a shared-memory channel,
-// without a system call, and whether any policy worker is attached there
-// (worker.MemoryWaiter).
-func (c *RemoteInferenceClient) InputReady() (ready, peers bool) {
-	if c.shm == nil || c.closed {
-		return false, false
-	}
-	return c.shm.inputReady()
-}
-
 // SharedMemoryServers is the number of same-node policy workers this client
 // reaches over shared memory.
-func (c *RemoteInferenceClient) SharedMemoryServers() int {
-	if c.shm == nil {
-		return 0
-	}
-	return len(c.shm.peers)
-}
+func (c *RemoteInferenceClient) SharedMemoryServers() int { return c.sharedPeers() }
 
 // Close stops following name resolve and closes the socket. Requests
 // still outstanding are abandoned. Close is idempotent.

@@ -115,7 +115,7 @@ type InferenceServer struct {
 	malLog zsock.RateLog
 	stats  InferenceServerStats
 	shm    *shmServer // nil: ZMQ only
-	closed bool
+	sharedWait
 }
 
 // NewInferenceServer binds a ROUTER socket on a free port of opts.Host and
@@ -147,6 +147,7 @@ func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*Infe
 	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RouterMandatory: true, Curve: opts.Curve.SocketKeys()}
 	var shmDir string
 	if s.shm = newShmServer(log); s.shm != nil {
+		s.sharedWait.peers = &s.shm.shmPeers
 		shmDir = s.shm.l.Dir()
 	}
 	if s.sock, s.addr, err = endpoint.Bind(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL, shmDir); err != nil {
@@ -323,44 +324,9 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 // Socket is the ROUTER socket; it is readable when requests arrive.
 func (s *InferenceServer) Socket() *zmq.Socket { return s.sock }
 
-// WaitFds is the shared-memory doorbell, readable when a same-node client
-// sent requests while the server was about to sleep (PrepareWait); none
-// without shared memory.
-func (s *InferenceServer) WaitFds() []int {
-	if s.shm == nil || s.closed {
-		return nil
-	}
-	return []int{s.shm.bell.Fd()}
-}
-
-// PrepareWait tells same-node clients the server is about to sleep, so
-// that their next request rings its doorbell; false when requests are
-// already waiting in shared memory.
-func (s *InferenceServer) PrepareWait() bool {
-	if s.shm == nil || s.closed {
-		return true
-	}
-	return s.shm.prepareWait()
-}
-
-// InputReady reports whether a request waits in a shared-memory channel,
-// without a system call, and whether any client is attached there
-// (worker.MemoryWaiter).
-func (s *InferenceServer) InputReady() (ready, peers bool) {
-	if s.shm == nil || s.closed {
-		return false, false
-	}
-	return s.shm.inputReady()
-}
-
 // SharedMemoryClients is the number of same-node clients attached over
 // shared memory.
-func (s *InferenceServer) SharedMemoryClients() int {
-	if s.shm == nil {
-		return 0
-	}
-	return len(s.shm.peers)
-}
+func (s *InferenceServer) SharedMemoryClients() int { return s.sharedPeers() }
 
 // Addr is the "host:port" the server is bound to and registered under.
 func (s *InferenceServer) Addr() string { return s.addr }

@@ -128,6 +128,54 @@ func (s *shmPeers) close() {
 	s.peers = nil
 }
 
+// sharedWait is how the inference client and server wait on shared
+// memory as well as on their socket (worker.FdWaiter, worker.MemoryWaiter):
+// the doorbell to sleep on, the flags that make peers ring it, and a look
+// at the rings without a system call. Without shared memory (peers nil),
+// or once closed, they wait on their socket alone.
+type sharedWait struct {
+	peers  *shmPeers
+	closed bool
+}
+
+// WaitFds is the shared-memory doorbell, readable when a same-node peer
+// sent while this side was about to sleep (PrepareWait); none without
+// shared memory.
+func (w *sharedWait) WaitFds() []int {
+	if w.peers == nil || w.closed {
+		return nil
+	}
+	return []int{w.peers.bell.Fd()}
+}
+
+// PrepareWait tells same-node peers this side is about to sleep, so that
+// their next message rings its doorbell; false when messages are already
+// waiting in shared memory.
+func (w *sharedWait) PrepareWait() bool {
+	if w.peers == nil || w.closed {
+		return true
+	}
+	return w.peers.prepareWait()
+}
+
+// InputReady reports whether a message waits in a shared-memory channel,
+// without a system call, and whether any peer is attached there
+// (worker.MemoryWaiter).
+func (w *sharedWait) InputReady() (ready, peers bool) {
+	if w.peers == nil || w.closed {
+		return false, false
+	}
+	return w.peers.inputReady()
+}
+
+// sharedPeers is the number of same-node peers attached over shared memory.
+func (w *sharedWait) sharedPeers() int {
+	if w.peers == nil {
+		return 0
+	}
+	return len(w.peers.peers)
+}
+
 // shmServer is an InferenceServer's shared-memory side.
 type shmServer struct {
 	shmPeers

@@ -13,9 +13,9 @@ import (
 	"github.com/distrl/distrl/algo/dqn"
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/policy"
-	"github.com/distrl/distrl/replayclient"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
@@ -92,7 +92,7 @@ type Config struct {
 	Seed *int64 `msgpack:"seed"`
 	// ReplayStream, if set, sends the actor's steps into that replay
 	// stream's table ReplayTable (default "default") as n-step
-	// transitions with initial priorities (replayclient.Poster: Ape-X)
+	// transitions with initial priorities (localreplay.Poster: Ape-X)
 	// instead of a sample stream. Gamma (0.99) and NStep (3) shape the
 	// returns.
 	ReplayStream string  `msgpack:"replay_stream"`
@@ -196,9 +196,9 @@ type Worker struct {
 	cfg      Config
 	client   stream.InferenceClient
 	producer stream.SamplePoster
-	explore  *exploring           // epsilon-greedy, if configured
-	replay   *replayclient.Poster // the producer, when sending to a replay
-	batch    api.EnvBatch         // the ring's environments
+	explore  *exploring          // epsilon-greedy, if configured
+	replay   *localreplay.Poster // the producer, when sending to a replay
+	batch    api.EnvBatch        // the ring's environments
 	ring     *EnvRing
 
 	// The environment calls of one turn of the ring, reused.
@@ -302,7 +302,7 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 	}
 	switch {
 	case cfg.ReplayStream != "":
-		p, err := replayclient.NewPoster(ctx, replayclient.PosterOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
+		p, err := localreplay.NewPoster(ctx, localreplay.PosterOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
 			Stream: cfg.ReplayStream, Table: cfg.ReplayTable, Gamma: cfg.Gamma, NStep: cfg.NStep})
 		if err != nil {
 			return fmt.Errorf("replay stream %q: %w", cfg.ReplayStream, err)

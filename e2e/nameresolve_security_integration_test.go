@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/testsupport/slurmtest"
 	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/pytest"
+	"github.com/distrl/distrl/internal/testsupport/slurmtest"
 	"github.com/distrl/distrl/nameresolve/names"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/testsupport/slurmtest"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/slurmtest"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
 )

@@ -7,8 +7,8 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
-	"github.com/distrl/distrl/replayclient"
-	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/localreplay"
+	"github.com/distrl/distrl/replaystream"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -22,24 +22,24 @@ func BenchmarkReplayThroughput(b *testing.B) {
 	repo := workertest.Repo(b)
 	panel := workertest.Panel(b, repo, testTrial)
 	startReplay(b, repo, panel, 0, "")
-	ins, err := stream.NewReplayClient(workertest.Ctx(b, time.Minute), stream.ReplayClientOptions{Repo: repo, Trial: testTrial})
+	ins, err := replaystream.NewClient(workertest.Ctx(b, time.Minute), replaystream.ClientOptions{Repo: repo, Trial: testTrial})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ins.Close()
-	smp, err := stream.NewReplayClient(workertest.Ctx(b, time.Minute), stream.ReplayClientOptions{Repo: repo, Trial: testTrial})
+	smp, err := replaystream.NewClient(workertest.Ctx(b, time.Minute), replaystream.ClientOptions{Repo: repo, Trial: testTrial})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer smp.Close()
 	obs := api.Tensor[float32]{Shape: []int{4}, Data: []float32{0.1, -0.2, 0.03, 0.4}}
-	item, _ := msgpack.Marshal(&replayclient.Transition{Obs: obs, NextObs: obs, Action: 1, Reward: 1, Discount: 0.97})
-	req := &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "t", TimeoutMs: 10000,
+	item, _ := msgpack.Marshal(&localreplay.Transition{Obs: obs, NextObs: obs, Action: 1, Reward: 1, Discount: 0.97})
+	req := &replaystream.Request{Op: replaystream.OpInsert, Table: "t", TimeoutMs: 10000,
 		Items: make([][]byte, 256), Priorities: api.Tensor[float64]{Shape: []int{256}, Data: make([]float64, 256)}}
 	for i := range req.Items {
 		req.Items[i], req.Priorities.Data[i] = item, 1
 	}
-	sreq := &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 64, TimeoutMs: 10000}
+	sreq := &replaystream.Request{Op: replaystream.OpSample, Table: "t", N: 64, TimeoutMs: 10000}
 	eventually.True(b, 10*time.Second, "shard known", func() bool { return len(ins.Shards()) == 1 && len(smp.Shards()) == 1 })
 	var inserted, sampled int64
 	b.ResetTimer()

@@ -12,8 +12,8 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/replay"
+	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/rpc"
-	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
@@ -48,7 +48,7 @@ type Worker struct {
 	info   worker.Info
 	log    *slog.Logger
 	cfg    Config
-	srv    *stream.ReplayServer
+	srv    *replaystream.Server
 	tables map[string]*table
 	parked []*parked
 	// counters of requests
@@ -65,7 +65,7 @@ type table struct {
 
 // parked is a request the rate limiter held back, with what it has done.
 type parked struct {
-	req      *stream.ReplayRequest
+	req      *replaystream.Request
 	deadline time.Time
 	ids      []int64 // inserts done so far
 	counted  bool    // its wait is counted
@@ -113,7 +113,7 @@ func Type() worker.Type {
 // index: the configuration with its defaults, and each table's options
 // (seeded from the shard and the clock). It opens nothing.
 func parseConfig(args rpc.Args, index int) (Config, []replay.Options, error) {
-	cfg := Config{Stream: stream.DefaultStream}
+	cfg := Config{Stream: replaystream.DefaultName}
 	if err := worker.DecodeConfig(args, "replay config", &cfg); err != nil {
 		return cfg, nil, err
 	}
@@ -121,8 +121,8 @@ func parseConfig(args rpc.Args, index int) (Config, []replay.Options, error) {
 		cfg.Tables = []replay.Options{{Name: "default", Alpha: 0.6, Beta: 0.4}}
 	}
 	cfg.CheckpointEvery = cmp.Or(cfg.CheckpointEvery, 30)
-	if index > stream.MaxReplayShard {
-		return cfg, nil, rpc.Errorf(rpc.ErrTypeBadArguments, "replay: index %d: at most %d shards", index, stream.MaxReplayShard)
+	if index > replaystream.MaxShard {
+		return cfg, nil, rpc.Errorf(rpc.ErrTypeBadArguments, "replay: index %d: at most %d shards", index, replaystream.MaxShard)
 	}
 	seed := int64(index)
 	if cfg.Seed != nil {
@@ -130,7 +130,7 @@ func parseConfig(args rpc.Args, index int) (Config, []replay.Options, error) {
 	}
 	// A fresh table's ids: shard in the top bits, then a 24-bit epoch from
 	// the clock, then a 32-bit count.
-	firstID := uint64(index)<<stream.ReplayShardShift | (uint64(time.Now().Unix())&0xffffff)<<32
+	firstID := uint64(index)<<replaystream.ShardShift | (uint64(time.Now().Unix())&0xffffff)<<32
 	opts := make([]replay.Options, len(cfg.Tables))
 	for i, o := range cfg.Tables {
 		o.Sampler = cmp.Or(o.Sampler, replay.Prioritized)
@@ -180,7 +180,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		w.srv.Close()
 		w.srv = nil
 	}
-	srv, err := stream.NewReplayServer(ctx, stream.ReplayServerOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
+	srv, err := replaystream.NewServer(ctx, replaystream.ServerOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
 		Name: cfg.Stream, Index: w.info.Index, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log})
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
@@ -234,7 +234,7 @@ func (w *Worker) Poll(context.Context) (worker.PollResult, error) {
 		for _, p := range before {
 			if now.After(p.deadline) {
 				w.timeouts++
-				w.fail(p, stream.ReplayErrRateLimited, "timeout_ms passed: "+p.why)
+				w.fail(p, replaystream.ErrTypeRateLimited, "timeout_ms passed: "+p.why)
 				continue
 			}
 			res.Samples += w.serve(p.req, p)
@@ -247,16 +247,16 @@ func (w *Worker) Poll(context.Context) (worker.PollResult, error) {
 }
 
 func (w *Worker) fail(p *parked, typ, msg string) {
-	w.srv.Reply(p.req, &stream.ReplayReply{Error: &stream.ReplayError{Type: typ, Message: msg}})
+	w.srv.Reply(p.req, &replaystream.Reply{Error: &rpc.Error{Type: typ, Message: msg}})
 }
 
 // serve handles one request (p non-nil: a parked one) and returns the
 // items it moved.
-func (w *Worker) serve(r *stream.ReplayRequest, p *parked) int64 {
+func (w *Worker) serve(r *replaystream.Request, p *parked) int64 {
 	t := w.tables[r.Table]
 	if t == nil {
 		w.unknownTable++
-		w.srv.Reply(r, &stream.ReplayReply{Error: &stream.ReplayError{Type: stream.ReplayErrNoTable,
+		w.srv.Reply(r, &replaystream.Reply{Error: &rpc.Error{Type: replaystream.ErrTypeNoTable,
 			Message: fmt.Sprintf("no table %q", r.Table)}})
 		return 0
 	}
@@ -264,21 +264,21 @@ func (w *Worker) serve(r *stream.ReplayRequest, p *parked) int64 {
 		p = &parked{req: r, deadline: time.Now().Add(time.Duration(r.TimeoutMs) * time.Millisecond)}
 	}
 	switch r.Op {
-	case stream.ReplayInsert:
+	case replaystream.OpInsert:
 		return w.insert(t, p)
-	case stream.ReplayCache:
+	case replaystream.OpCache:
 		return w.cache(t, r)
-	case stream.ReplaySample:
+	case replaystream.OpSample:
 		s, err := t.TrySample(r.N)
 		if errors.Is(err, replay.ErrWouldBlock) {
 			w.park(p, err)
 			return 0
 		}
 		if err != nil {
-			w.srv.Reply(r, &stream.ReplayReply{Error: &stream.ReplayError{Type: stream.ReplayErrBadRequest, Message: err.Error()}})
+			w.srv.Reply(r, &replaystream.Reply{Error: &rpc.Error{Type: replaystream.ErrTypeBadRequest, Message: err.Error()}})
 			return 0
 		}
-		rep := &stream.ReplayReply{Items: make([][]byte, len(s)), Size: t.Counters().Size}
+		rep := &replaystream.Reply{Items: make([][]byte, len(s)), Size: t.Counters().Size}
 		ids, pr, pb, wt := make([]int64, len(s)), make([]float64, len(s)), make([]float64, len(s)), make([]float64, len(s))
 		for i, it := range s {
 			rep.Items[i], ids[i], pr[i], pb[i], wt[i] = it.Data, int64(it.ID), it.Priority, it.Probability, it.Weight
@@ -288,7 +288,7 @@ func (w *Worker) serve(r *stream.ReplayRequest, p *parked) int64 {
 		w.srv.Reply(r, rep)
 		w.rate.samples += int64(len(s))
 		return int64(len(s))
-	case stream.ReplayUpdate:
+	case replaystream.OpUpdate:
 		ids := make([]uint64, r.IDs.Len())
 		for i, id := range r.IDs.Data {
 			ids[i] = uint64(id)
@@ -296,10 +296,10 @@ func (w *Worker) serve(r *stream.ReplayRequest, p *parked) int64 {
 		u, err := t.UpdatePriorities(ids, r.Priorities.Data)
 		if err != nil {
 			w.badPriority++
-			w.srv.Reply(r, &stream.ReplayReply{Error: &stream.ReplayError{Type: stream.ReplayErrBadPriority, Message: err.Error()}})
+			w.srv.Reply(r, &replaystream.Reply{Error: &rpc.Error{Type: replaystream.ErrTypeBadPriority, Message: err.Error()}})
 			return 0
 		}
-		w.srv.Reply(r, &stream.ReplayReply{Updated: u.Updated, Unknown: u.Unknown, Size: t.Counters().Size})
+		w.srv.Reply(r, &replaystream.Reply{Updated: u.Updated, Unknown: u.Unknown, Size: t.Counters().Size})
 		return 0
 	}
 	return 0
@@ -324,7 +324,7 @@ func (w *Worker) insert(t *table, p *parked) int64 {
 	for _, pr := range r.Priorities.Data {
 		if !(pr >= 0) || pr > 1e300 {
 			w.badPriority++
-			w.srv.Reply(r, &stream.ReplayReply{Error: &stream.ReplayError{Type: stream.ReplayErrBadPriority,
+			w.srv.Reply(r, &replaystream.Reply{Error: &rpc.Error{Type: replaystream.ErrTypeBadPriority,
 				Message: fmt.Sprintf("priority %v: want finite and >= 0; nothing inserted", pr)}})
 			return 0
 		}
@@ -337,20 +337,20 @@ func (w *Worker) insert(t *table, p *parked) int64 {
 				w.park(p, err)
 				return int64(i - start)
 			}
-			w.srv.Reply(r, &stream.ReplayReply{Error: &stream.ReplayError{Type: stream.ReplayErrBadRequest, Message: err.Error()}})
+			w.srv.Reply(r, &replaystream.Reply{Error: &rpc.Error{Type: replaystream.ErrTypeBadRequest, Message: err.Error()}})
 			return int64(i - start)
 		}
 		p.ids = append(p.ids, int64(id))
 		w.rate.inserts++
 	}
-	w.srv.Reply(r, &stream.ReplayReply{IDs: vec(p.ids), Size: t.Counters().Size})
+	w.srv.Reply(r, &replaystream.Reply{IDs: vec(p.ids), Size: t.Counters().Size})
 	return int64(len(r.Items) - start)
 }
 
 // cache replaces an actor's previous cache with this one, each item at
-// priority Sum/len(Items) (two-phase sampling; see package replayclient).
+// priority Sum/len(Items) (two-phase sampling; see package localreplay).
 // A cache is never held back: it replaces what the actor had.
-func (w *Worker) cache(t *table, r *stream.ReplayRequest) int64 {
+func (w *Worker) cache(t *table, r *replaystream.Request) int64 {
 	t.Delete(t.caches[r.Actor])
 	prio := r.Sum / float64(len(r.Items))
 	ids := make([]uint64, 0, len(r.Items))
@@ -363,7 +363,7 @@ func (w *Worker) cache(t *table, r *stream.ReplayRequest) int64 {
 		ids, out = append(ids, id), append(out, int64(id))
 	}
 	t.caches[r.Actor] = ids
-	w.srv.Reply(r, &stream.ReplayReply{IDs: vec(out), Size: t.Counters().Size})
+	w.srv.Reply(r, &replaystream.Reply{IDs: vec(out), Size: t.Counters().Size})
 	w.rate.inserts += int64(len(ids))
 	return int64(len(ids))
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
-	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/panel"
 	zmq "github.com/pebbe/zmq4"
@@ -49,8 +49,8 @@ func startReplay(t testing.TB, repo nameresolve.Repository, panel *panel.Control
 	return r
 }
 
-func client(t *testing.T, repo nameresolve.Repository) *stream.ReplayClient {
-	c, err := stream.NewReplayClient(ctxT(t), stream.ReplayClientOptions{Repo: repo, Trial: testTrial, Slack: 10 * time.Second}) // the server answers first, even on a loaded machine
+func client(t *testing.T, repo nameresolve.Repository) *replaystream.Client {
+	c, err := replaystream.NewClient(ctxT(t), replaystream.ClientOptions{Repo: repo, Trial: testTrial, Slack: 10 * time.Second}) // the server answers first, even on a loaded machine
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func client(t *testing.T, repo nameresolve.Repository) *stream.ReplayClient {
 }
 
 // send sends req to shard, trying again while the connection is not up.
-func send(t *testing.T, c *stream.ReplayClient, shard int, req *stream.ReplayRequest) int64 {
+func send(t *testing.T, c *replaystream.Client, shard int, req *replaystream.Request) int64 {
 	t.Helper()
 	var rid int64
 	eventually.NoError(t, 5*time.Second, "send", func() error {
@@ -71,10 +71,10 @@ func send(t *testing.T, c *stream.ReplayClient, shard int, req *stream.ReplayReq
 }
 
 // do sends req to shard and waits for its reply.
-func do(t *testing.T, c *stream.ReplayClient, shard int, req *stream.ReplayRequest) *stream.ReplayReply {
+func do(t *testing.T, c *replaystream.Client, shard int, req *replaystream.Request) *replaystream.Reply {
 	t.Helper()
 	rid := send(t, c, shard, req)
-	var got *stream.ReplayReply
+	var got *replaystream.Reply
 	eventually.NoError(t, 10*time.Second, "reply", func() error {
 		reps, err := c.Poll()
 		if err != nil {
@@ -135,12 +135,12 @@ func TestReplayWorkerServesShards(t *testing.T) {
 
 	// A sample before min size waits; meanwhile the worker answers
 	// requests; at its deadline it fails naming the starved side.
-	rid := send(t, c, 0, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 2, TimeoutMs: 1500})
+	rid := send(t, c, 0, &replaystream.Request{Op: replaystream.OpSample, Table: "t", N: 2, TimeoutMs: 1500})
 	eventually.True(t, 5*time.Second, "the worker answers while the sample is parked", func() bool {
 		s := getStats(t, panel, 0)
 		return s.Parked == 1 && s.LimiterWaits == 1
 	})
-	var rep *stream.ReplayReply
+	var rep *replaystream.Reply
 	eventually.True(t, 5*time.Second, "sample times out", func() bool {
 		reps, _ := c.Poll()
 		for _, r := range reps {
@@ -150,7 +150,7 @@ func TestReplayWorkerServesShards(t *testing.T) {
 		}
 		return rep != nil
 	})
-	if rep.Error == nil || rep.Error.Type != stream.ReplayErrRateLimited {
+	if rep.Error == nil || rep.Error.Type != replaystream.ErrTypeRateLimited {
 		t.Fatalf("early sample: %+v", rep)
 	}
 	t.Logf("early sample: %v", rep.Error)
@@ -158,20 +158,20 @@ func TestReplayWorkerServesShards(t *testing.T) {
 	// Inserts round-robin (shard -1): each shard gets two requests of 3.
 	var ids []int64
 	for i := range 4 {
-		r := do(t, c, -1, &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "t",
+		r := do(t, c, -1, &replaystream.Request{Op: replaystream.OpInsert, Table: "t",
 			Items: [][]byte{{byte(i), 0}, {byte(i), 1}, {byte(i), 2}}, Priorities: f64(1, 2, 3)})
 		if r.Error != nil || r.IDs.Len() != 3 {
 			t.Fatalf("insert: %+v", r)
 		}
 		for _, id := range r.IDs.Data {
-			if stream.ReplayShardOf(id) != r.Shard {
-				t.Fatalf("id %x from shard %d says shard %d", id, r.Shard, stream.ReplayShardOf(id))
+			if replaystream.ShardOf(id) != r.Shard {
+				t.Fatalf("id %x from shard %d says shard %d", id, r.Shard, replaystream.ShardOf(id))
 			}
 		}
 		ids = append(ids, r.IDs.Data...)
 	}
 	for shard := range 2 {
-		r := do(t, c, shard, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 16, TimeoutMs: 1000})
+		r := do(t, c, shard, &replaystream.Request{Op: replaystream.OpSample, Table: "t", N: 16, TimeoutMs: 1000})
 		if r.Error != nil || len(r.Items) != 16 || r.Size != 6 {
 			t.Fatalf("sample of shard %d: %+v", shard, r)
 		}
@@ -180,7 +180,7 @@ func TestReplayWorkerServesShards(t *testing.T) {
 			// weight (P_min/P)^0.5.
 			p := r.Priorities.Data[i]
 			if math.Abs(r.Probabilities.Data[i]-p/12) > 1e-12 || math.Abs(r.Weights.Data[i]-math.Sqrt(1/p)) > 1e-12 ||
-				stream.ReplayShardOf(r.IDs.Data[i]) != shard || float64(r.Items[i][1]+1) != p {
+				replaystream.ShardOf(r.IDs.Data[i]) != shard || float64(r.Items[i][1]+1) != p {
 				t.Fatalf("item %d of shard %d: id %x priority %v probability %v weight %v data %v", i, shard,
 					r.IDs.Data[i], p, r.Probabilities.Data[i], r.Weights.Data[i], r.Items[i])
 			}
@@ -190,31 +190,31 @@ func TestReplayWorkerServesShards(t *testing.T) {
 	for shard := range 2 {
 		var mine []int64
 		for _, id := range ids {
-			if stream.ReplayShardOf(id) == shard {
+			if replaystream.ShardOf(id) == shard {
 				mine = append(mine, id)
 			}
 		}
 		mine = append(mine, mine[0]+1000)
 		pr := make([]float64, len(mine))
-		r := do(t, c, shard, &stream.ReplayRequest{Op: stream.ReplayUpdate, Table: "t", IDs: i64(mine...), Priorities: f64(pr...)})
+		r := do(t, c, shard, &replaystream.Request{Op: replaystream.OpUpdate, Table: "t", IDs: i64(mine...), Priorities: f64(pr...)})
 		if r.Error != nil || r.Updated != 6 || r.Unknown != 1 {
 			t.Fatalf("update on shard %d: %+v", shard, r)
 		}
 		pr[0] = math.NaN()
-		r = do(t, c, shard, &stream.ReplayRequest{Op: stream.ReplayUpdate, Table: "t", IDs: i64(mine...), Priorities: f64(pr...)})
-		if r.Error == nil || r.Error.Type != stream.ReplayErrBadPriority {
+		r = do(t, c, shard, &replaystream.Request{Op: replaystream.OpUpdate, Table: "t", IDs: i64(mine...), Priorities: f64(pr...)})
+		if r.Error == nil || r.Error.Type != replaystream.ErrTypeBadPriority {
 			t.Fatalf("NaN update: %+v", r)
 		}
 	}
-	if r := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "nope", N: 1}); r.Error == nil || r.Error.Type != stream.ReplayErrNoTable {
+	if r := do(t, c, 0, &replaystream.Request{Op: replaystream.OpSample, Table: "nope", N: 1}); r.Error == nil || r.Error.Type != replaystream.ErrTypeNoTable {
 		t.Fatalf("unknown table: %+v", r)
 	}
-	if r := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "t", Items: [][]byte{{1}}, Priorities: f64(1, 2)}); r.Error == nil || r.Error.Type != stream.ReplayErrBadRequest {
+	if r := do(t, c, 0, &replaystream.Request{Op: replaystream.OpInsert, Table: "t", Items: [][]byte{{1}}, Priorities: f64(1, 2)}); r.Error == nil || r.Error.Type != replaystream.ErrTypeBadRequest {
 		t.Fatalf("mismatched insert: %+v", r)
 	}
 
 	// Garbage straight to shard 0's socket (the mismatched insert above was the first malformed request).
-	raw := workertest.RawSocket(t, repo, testTrial.Stream(stream.ReplayKind, stream.DefaultStream, 0), zmq.DEALER)
+	raw := workertest.RawSocket(t, repo, testTrial.Stream(replaystream.Kind, replaystream.DefaultName, 0), zmq.DEALER)
 	for _, g := range [][]byte{[]byte("garbage"), {0xdf, 0xff, 0xff, 0xff, 0xff}, {0x81, 0xa2, 'o', 'p', 0xa1, 'x'}} {
 		eventually.NoError(t, 5*time.Second, "send garbage", func() error {
 			_, err := raw.SendBytes(g, zmq.DONTWAIT)
@@ -253,9 +253,9 @@ func TestReplayWorkerResumesFromCheckpoint(t *testing.T) {
 		})
 		// What was inserted before is all there.
 		if len(ids) > 0 {
-			var got *stream.ReplayReply
+			var got *replaystream.Reply
 			eventually.NoError(t, 10*time.Second, "sample from the restarted worker", func() error {
-				got = do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 50, TimeoutMs: 200})
+				got = do(t, c, 0, &replaystream.Request{Op: replaystream.OpSample, Table: "t", N: 50, TimeoutMs: 200})
 				if got.Error != nil {
 					return got.Error
 				}
@@ -270,7 +270,7 @@ func TestReplayWorkerResumesFromCheckpoint(t *testing.T) {
 				}
 			}
 		}
-		ins := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "t", Items: [][]byte{{1}, {2}, {3}, {4}, {5}}, Priorities: f64(1, 1, 1, 1, 1)})
+		ins := do(t, c, 0, &replaystream.Request{Op: replaystream.OpInsert, Table: "t", Items: [][]byte{{1}, {2}, {3}, {4}, {5}}, Priorities: f64(1, 1, 1, 1, 1)})
 		if ins.Error != nil {
 			t.Fatal(ins.Error)
 		}
@@ -294,12 +294,12 @@ func TestReplayWorkerCaches(t *testing.T) {
 	startReplay(t, repo, panel, 0, "")
 	c := client(t, repo)
 	eventually.True(t, 5*time.Second, "shard known", func() bool { return len(c.Shards()) == 1 })
-	cache := func(actor string, sum float64, n int) *stream.ReplayReply {
+	cache := func(actor string, sum float64, n int) *replaystream.Reply {
 		items := make([][]byte, n)
 		for i := range items {
 			items[i] = []byte(actor)
 		}
-		return do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplayCache, Table: "t", Actor: actor, Sum: sum, Items: items})
+		return do(t, c, 0, &replaystream.Request{Op: replaystream.OpCache, Table: "t", Actor: actor, Sum: sum, Items: items})
 	}
 	if r := cache("a", 8, 4); r.Error != nil || r.IDs.Len() != 4 || r.Size != 4 {
 		t.Fatalf("first cache of a: %+v", r)
@@ -311,7 +311,7 @@ func TestReplayWorkerCaches(t *testing.T) {
 		t.Fatalf("second cache of a replaces the first: %+v", r)
 	}
 	// Items of a at priority 30/3 = 10, of b at 6/2 = 3: total 36.
-	r := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplaySample, Table: "t", N: 50, TimeoutMs: 1000})
+	r := do(t, c, 0, &replaystream.Request{Op: replaystream.OpSample, Table: "t", N: 50, TimeoutMs: 1000})
 	if r.Error != nil {
 		t.Fatal(r.Error)
 	}
@@ -321,7 +321,7 @@ func TestReplayWorkerCaches(t *testing.T) {
 			t.Fatalf("item of %s: priority %v probability %v, want %v and %v", it, r.Priorities.Data[i], r.Probabilities.Data[i], want, want/36)
 		}
 	}
-	if r := do(t, c, 0, &stream.ReplayRequest{Op: stream.ReplayCache, Table: "t", Actor: "", Sum: 1, Items: [][]byte{{1}}}); r.Error == nil {
+	if r := do(t, c, 0, &replaystream.Request{Op: replaystream.OpCache, Table: "t", Actor: "", Sum: 1, Items: [][]byte{{1}}}); r.Error == nil {
 		t.Fatalf("a cache without an actor: %+v", r)
 	}
 }

@@ -1,10 +1,10 @@
 // Package stream is distrl's data plane: the inference stream between actors
-// and policy workers, the sample stream from actors to trainers (or to a
-// sink standing in for one), and the replay stream between actors and
-// trainers and the shards of a replay (ReplayClient, ReplayServer:
-// inserts, samples, priority updates; docs/replay.md).
+// and policy workers, and the sample stream from actors to trainers (or to a
+// sink standing in for one). The replay's wire, found the same way, is
+// package replaystream; the parameters', package paramstream.
 //
-// The streams find their peers through name resolve. The side that binds
+// Both streams find their peers through name resolve (package
+// internal/endpoint). The side that binds
 // (an InferenceServer, a SampleConsumer) registers its address under
 // trial.Stream(kind, name, index) on a lease; the side that connects (a
 // RemoteInferenceClient, a SampleProducer) connects to every record under

@@ -17,12 +17,12 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/internal/ckptfile"
+	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policy"
-	"github.com/distrl/distrl/replayclient"
+	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/rpc"
-	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
@@ -87,7 +87,7 @@ type dqnTrainer struct {
 	hash string
 
 	learner *dqn.Learner
-	client  *stream.ReplayClient
+	client  *replaystream.Client
 	pub     *paramstream.Publisher
 	evalEnv api.Env
 
@@ -127,7 +127,7 @@ func parseDQNConfig(args rpc.Args) (DQNConfig, dqn.Config, policy.Config, error)
 	}
 	cfg.Policy = cmp.Or(cfg.Policy, DefaultPolicy)
 	cfg.Env = cmp.Or(cfg.Env, DefaultEnv)
-	cfg.ReplayStream = cmp.Or(cfg.ReplayStream, stream.DefaultStream)
+	cfg.ReplayStream = cmp.Or(cfg.ReplayStream, replaystream.DefaultName)
 	cfg.ReplayTable = cmp.Or(cfg.ReplayTable, "default")
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 64)
 	cfg.InFlight = cmp.Or(cfg.InFlight, 2)
@@ -136,8 +136,8 @@ func parseDQNConfig(args rpc.Args) (DQNConfig, dqn.Config, policy.Config, error)
 	cfg.EvalEvery = cmp.Or(cfg.EvalEvery, 50)
 	cfg.CheckpointEvery = cmp.Or(cfg.CheckpointEvery, 500)
 	switch {
-	case cfg.BatchSize < 1 || cfg.BatchSize > stream.MaxReplayItems:
-		return cfg, dcfg, pc, dqnBad("batch_size %d: want 1..%d", cfg.BatchSize, stream.MaxReplayItems)
+	case cfg.BatchSize < 1 || cfg.BatchSize > replaystream.MaxItems:
+		return cfg, dcfg, pc, dqnBad("batch_size %d: want 1..%d", cfg.BatchSize, replaystream.MaxItems)
 	case cfg.InFlight < 1 || cfg.SampleTimeoutMs < 1 || cfg.PublishEvery < 1 || cfg.EvalEvery < 1 || cfg.CheckpointEvery < 1 || cfg.MaxUpdates < 0:
 		return cfg, dcfg, pc, dqnBad("in_flight %d, sample_timeout_ms %d, publish_every %d, eval_every %d, checkpoint_every %d: want >= 1; max_updates %d: want >= 0",
 			cfg.InFlight, cfg.SampleTimeoutMs, cfg.PublishEvery, cfg.EvalEvery, cfg.CheckpointEvery, cfg.MaxUpdates)
@@ -203,7 +203,7 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 		w.close()
 		return err
 	}
-	w.client, err = stream.NewReplayClient(ctx, stream.ReplayClientOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
+	w.client, err = replaystream.NewClient(ctx, replaystream.ClientOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
 		Name: cfg.ReplayStream, Logger: w.log})
 	if err != nil {
 		w.close()
@@ -291,11 +291,11 @@ func (w *dqnTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 	}
 	for _, r := range reps {
 		switch r.Op {
-		case stream.ReplaySample:
+		case replaystream.OpSample:
 			delete(w.inflight, r.RID)
 			if r.Error != nil {
 				w.sampleErrors++
-				if r.Error.Type != stream.ReplayErrRateLimited {
+				if r.Error.Type != replaystream.ErrTypeRateLimited {
 					w.warnings["replay"] = r.Error.Error()
 				}
 				continue
@@ -306,7 +306,7 @@ func (w *dqnTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 			}
 			res.Batches++
 			res.Samples += int64(len(r.Items))
-		case stream.ReplayUpdate:
+		case replaystream.OpUpdate:
 			if r.Error != nil {
 				w.updateErrors++
 			}
@@ -325,7 +325,7 @@ func (w *dqnTrainer) request() {
 	}
 	for _, shard := range w.client.Shards() {
 		for per[shard] < w.cfg.InFlight {
-			rid, err := w.client.Send(shard, &stream.ReplayRequest{Op: stream.ReplaySample, Table: w.cfg.ReplayTable,
+			rid, err := w.client.Send(shard, &replaystream.Request{Op: replaystream.OpSample, Table: w.cfg.ReplayTable,
 				N: w.cfg.BatchSize, TimeoutMs: w.cfg.SampleTimeoutMs})
 			if err != nil {
 				break
@@ -337,11 +337,11 @@ func (w *dqnTrainer) request() {
 }
 
 // train makes one update on a sampled batch and sends the priorities back.
-func (w *dqnTrainer) train(ctx context.Context, r *stream.ReplayReply) error {
+func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 	b := &w.batch
 	b.Obs, b.NextObs, b.Actions, b.Rewards, b.Discounts, b.Weights = b.Obs[:0], b.NextObs[:0], b.Actions[:0], b.Rewards[:0], b.Discounts[:0], b.Weights[:0]
 	d := w.learner.Spec().ObsDim
-	var tr replayclient.Transition
+	var tr localreplay.Transition
 	ids := make([]int64, 0, len(r.Items))
 	for i, data := range r.Items {
 		if err := msgpack.Unmarshal(data, &tr); err != nil || tr.Obs.Len() != d || tr.NextObs.Len() != d {
@@ -372,7 +372,7 @@ func (w *dqnTrainer) train(ctx context.Context, r *stream.ReplayReply) error {
 	for i, x := range td {
 		prios[i] = x + 1e-6
 	}
-	if _, err := w.client.Send(r.Shard, &stream.ReplayRequest{Op: stream.ReplayUpdate, Table: w.cfg.ReplayTable,
+	if _, err := w.client.Send(r.Shard, &replaystream.Request{Op: replaystream.OpUpdate, Table: w.cfg.ReplayTable,
 		IDs: api.Tensor[int64]{Shape: []int{len(ids)}, Data: ids}, Priorities: api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}}); err == nil {
 		w.prioritySent += int64(len(ids))
 	}

@@ -8,9 +8,9 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
-	"github.com/distrl/distrl/replayclient"
+	"github.com/distrl/distrl/localreplay"
+	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
-	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -27,7 +27,7 @@ func TestDQNTrainerLearnsFromReplay(t *testing.T) {
 		"dqn": map[string]any{"dueling": true, "target_update_every": 20}})
 
 	// Random CartPole-shaped transitions, inserted as an actor would.
-	cl, err := stream.NewReplayClient(workertest.Ctx(t, 10*time.Second), stream.ReplayClientOptions{Repo: c.repo, Trial: testTrial})
+	cl, err := replaystream.NewClient(workertest.Ctx(t, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,10 +40,10 @@ func TestDQNTrainerLearnsFromReplay(t *testing.T) {
 		}
 		return api.Tensor[float32]{Shape: []int{4}, Data: v}
 	}
-	req := &stream.ReplayRequest{Op: stream.ReplayInsert, Table: "default", TimeoutMs: 5000}
+	req := &replaystream.Request{Op: replaystream.OpInsert, Table: "default", TimeoutMs: 5000}
 	var prios []float64
 	for range 200 {
-		data, _ := msgpack.Marshal(&replayclient.Transition{Obs: vec(), NextObs: vec(), Action: int32(r.IntN(2)), Reward: 1, Discount: 0.97})
+		data, _ := msgpack.Marshal(&localreplay.Transition{Obs: vec(), NextObs: vec(), Action: int32(r.IntN(2)), Reward: 1, Discount: 0.97})
 		req.Items, prios = append(req.Items, data), append(prios, 1)
 	}
 	req.Priorities = api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}

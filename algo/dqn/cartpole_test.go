@@ -8,9 +8,9 @@ import (
 	"github.com/distrl/distrl/algo/dqn"
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/replay"
-	"github.com/distrl/distrl/replayclient"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -23,7 +23,7 @@ type solveResult struct {
 }
 
 // solveCartPole learns CartPole-v1 in one goroutine with every part of the
-// distributed path but the sockets: an actor's replayclient memory
+// distributed path but the sockets: an actor's localreplay memory
 // (3-step returns, initial priorities), a prioritized replay.Table,
 // the DQN learner sending |TD errors| back as priorities. It stops when
 // the last 20 episodes average 475 or after maxSteps.
@@ -40,7 +40,7 @@ func solveCartPole(t testing.TB, seed uint64, maxSteps int) solveResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem, err := replayclient.New(replayclient.Config{FrameSize: 4, Gamma: 0.99, NStep: 3, MaxTransitions: 2000, MaxEpisodes: 4})
+	mem, err := localreplay.New(localreplay.Config{FrameSize: 4, Gamma: 0.99, NStep: 3, MaxTransitions: 2000, MaxEpisodes: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func solveCartPole(t testing.TB, seed uint64, maxSteps int) solveResult {
 		}
 		res.steps++
 		epRet += float64(st.Rewards[0])
-		if err := mem.Step(ep, replayclient.Step{Action: int32(a), Reward: []float32{st.Rewards[0]}, Value: v, Estimate: qs[a], Frame: st.Obs[0]}); err != nil {
+		if err := mem.Step(ep, localreplay.Step{Action: int32(a), Reward: []float32{st.Rewards[0]}, Value: v, Estimate: qs[a], Frame: st.Obs[0]}); err != nil {
 			t.Fatal(err)
 		}
 		obs = st.Obs
@@ -117,7 +117,7 @@ func solveCartPole(t testing.TB, seed uint64, maxSteps int) solveResult {
 		b = dqn.Batch{Obs: b.Obs[:0], NextObs: b.NextObs[:0], Actions: b.Actions[:0], Rewards: b.Rewards[:0], Discounts: b.Discounts[:0], Weights: b.Weights[:0]}
 		ids := make([]uint64, len(s))
 		for i, it := range s {
-			var tr replayclient.Transition
+			var tr localreplay.Transition
 			if err := msgpack.Unmarshal(it.Data, &tr); err != nil {
 				t.Fatal(err)
 			}

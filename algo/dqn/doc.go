@@ -9,7 +9,7 @@
 // are Q(s, ·). With Dueling the value head is V(s) and the logits are the
 // advantages, on a shared trunk: Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a').
 //
-// A batch holds transitions as replayclient makes them: s_t, a_t, the
+// A batch holds transitions as localreplay makes them: s_t, a_t, the
 // discounted n-step reward sum R, s_{t+m} and the discount gamma^m (0 when
 // the episode terminated within the n steps). The target is
 //

@@ -1,4 +1,4 @@
-// Package replayclient is the actor's side of distributed replay
+// Package localreplay is the actor's side of distributed replay
 // (Memoire's client): a bounded local memory of episodes, the returns of
 // every step, and the first phase of two-phase prioritized sampling.
 //
@@ -53,4 +53,4 @@
 // Actors may instead insert every transition with its initial priority
 // (TakeNew; Ape-X), and the server's own prioritized sampling is then the
 // only phase.
-package replayclient
+package localreplay

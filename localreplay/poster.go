@@ -1,4 +1,4 @@
-package replayclient
+package localreplay
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/vmihailenco/msgpack/v5"
@@ -74,7 +75,7 @@ type outItem struct {
 // and the actor goes on; it resumes sending when a server registers.
 type Poster struct {
 	opts    PosterOptions
-	client  *stream.ReplayClient
+	client  *replaystream.Client
 	mem     *Memory
 	outbox  []outItem
 	st      PosterStats
@@ -86,14 +87,14 @@ var _ stream.SamplePoster = (*Poster)(nil)
 
 // NewPoster connects to the replay stream.
 func NewPoster(ctx context.Context, o PosterOptions) (*Poster, error) {
-	o.Stream = cmp.Or(o.Stream, stream.DefaultStream)
+	o.Stream = cmp.Or(o.Stream, replaystream.DefaultName)
 	o.Table = cmp.Or(o.Table, "default")
 	o.NStep = cmp.Or(o.NStep, 1)
 	o.MaxOutbox = cmp.Or(o.MaxOutbox, 2048)
 	o.MaxInFlight = cmp.Or(o.MaxInFlight, 4)
 	o.Chunk = cmp.Or(o.Chunk, 256)
 	o.TimeoutMs = cmp.Or(o.TimeoutMs, 10000)
-	c, err := stream.NewReplayClient(ctx, stream.ReplayClientOptions{Repo: o.Repo, Trial: o.Trial, Name: o.Stream, Curve: o.Curve})
+	c, err := replaystream.NewClient(ctx, replaystream.ClientOptions{Repo: o.Repo, Trial: o.Trial, Name: o.Stream, Curve: o.Curve})
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +129,7 @@ func (p *Poster) convert(b *api.SampleBatch) error {
 		return nil
 	}
 	if b.Actions.Len() != T || b.Values.Len() != T || b.Obs.Len()%T != 0 {
-		return fmt.Errorf("replayclient: batch of %d steps with %d actions, %d values, %d obs values: want discrete actions and values",
+		return fmt.Errorf("localreplay: batch of %d steps with %d actions, %d values, %d obs values: want discrete actions and values",
 			T, b.Actions.Len(), b.Values.Len(), b.Obs.Len())
 	}
 	d := b.Obs.Len() / T
@@ -163,7 +164,7 @@ func (p *Poster) convert(b *api.SampleBatch) error {
 	for _, it := range p.mem.TakeNew() {
 		data, err := msgpack.Marshal(&it.Transition)
 		if err != nil {
-			return fmt.Errorf("replayclient: encode transition: %w", err)
+			return fmt.Errorf("localreplay: encode transition: %w", err)
 		}
 		p.outbox = append(p.outbox, outItem{priority: float64(it.Priority), data: data})
 	}
@@ -175,7 +176,7 @@ func (p *Poster) convert(b *api.SampleBatch) error {
 func (p *Poster) flush() {
 	for len(p.outbox) > 0 && p.client.Pending() < p.opts.MaxInFlight {
 		n := min(len(p.outbox), p.opts.Chunk)
-		req := &stream.ReplayRequest{Op: stream.ReplayInsert, Table: p.opts.Table, TimeoutMs: p.opts.TimeoutMs,
+		req := &replaystream.Request{Op: replaystream.OpInsert, Table: p.opts.Table, TimeoutMs: p.opts.TimeoutMs,
 			Items: make([][]byte, n), Priorities: api.Tensor[float64]{Shape: []int{n}, Data: make([]float64, n)}}
 		for i, it := range p.outbox[:n] {
 			req.Items[i], req.Priorities.Data[i] = it.data, it.priority

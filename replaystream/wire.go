@@ -1,4 +1,4 @@
-package stream
+package replaystream
 
 import (
 	"fmt"
@@ -6,38 +6,40 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/zsock"
+
+	"github.com/distrl/distrl/rpc"
 )
 
-// Replay operations (ReplayRequest.Op).
+// Replay operations (Request.Op).
 const (
-	// ReplayInsert: Items with Priorities (one each) into Table; the reply
+	// OpInsert: Items with Priorities (one each) into Table; the reply
 	// carries their IDs. Held while the table's rate limiter refuses
 	// inserts, up to TimeoutMs.
-	ReplayInsert = "insert"
-	// ReplayCache: an actor's cache (phase one of two-phase sampling):
+	OpInsert = "insert"
+	// OpCache: an actor's cache (phase one of two-phase sampling):
 	// Items, each with the server priority Sum/len(Items), replacing
 	// Actor's previous cache in Table.
-	ReplayCache = "cache"
-	// ReplaySample: N items of Table; held while the limiter refuses
+	OpCache = "cache"
+	// OpSample: N items of Table; held while the limiter refuses
 	// samples (or the table is below its min size), up to TimeoutMs.
-	ReplaySample = "sample"
-	// ReplayUpdate: new Priorities for IDs of Table.
-	ReplayUpdate = "update"
+	OpSample = "sample"
+	// OpUpdate: new Priorities for IDs of Table.
+	OpUpdate = "update"
 )
 
-// Error types of a ReplayReply.
+// Error types (rpc.Error.Type) of a failed Reply.
 const (
-	ReplayErrBadRequest  = "bad_request"
-	ReplayErrNoTable     = "unknown_table"
-	ReplayErrRateLimited = "rate_limited"
-	ReplayErrBadPriority = "bad_priority"
+	ErrTypeBadRequest  = "bad_request"
+	ErrTypeNoTable     = "unknown_table"
+	ErrTypeRateLimited = "rate_limited"
+	ErrTypeBadPriority = "bad_priority"
 )
 
-// MaxReplayItems bounds the items, ids or priorities of one message.
-const MaxReplayItems = 1 << 16
+// MaxItems bounds the items, ids or priorities of one message.
+const MaxItems = 1 << 16
 
-// ReplayRequest is one message from a replay client to a replay server.
-type ReplayRequest struct {
+// Request is one message from a replay client to a replay server.
+type Request struct {
 	Op  string `msgpack:"op"`
 	RID int64  `msgpack:"rid"`
 	// Table names the table.
@@ -54,28 +56,28 @@ type ReplayRequest struct {
 }
 
 // validate checks a decoded request's shape; table logic checks the rest.
-func (r *ReplayRequest) validate() error {
+func (r *Request) validate() error {
 	if r.Table == "" {
 		return fmt.Errorf("no table")
 	}
 	n := r.Priorities.Len()
 	switch r.Op {
-	case ReplayInsert, ReplayCache:
-		if len(r.Items) == 0 || len(r.Items) > MaxReplayItems {
-			return fmt.Errorf("%s of %d items: want 1..%d", r.Op, len(r.Items), MaxReplayItems)
+	case OpInsert, OpCache:
+		if len(r.Items) == 0 || len(r.Items) > MaxItems {
+			return fmt.Errorf("%s of %d items: want 1..%d", r.Op, len(r.Items), MaxItems)
 		}
-		if r.Op == ReplayInsert && (n != len(r.Items) || len(r.Priorities.Shape) != 1) {
+		if r.Op == OpInsert && (n != len(r.Items) || len(r.Priorities.Shape) != 1) {
 			return fmt.Errorf("insert of %d items with %d priorities", len(r.Items), n)
 		}
-		if r.Op == ReplayCache && (!(r.Sum >= 0) || math.IsInf(r.Sum, 0) || r.Actor == "") {
+		if r.Op == OpCache && (!(r.Sum >= 0) || math.IsInf(r.Sum, 0) || r.Actor == "") {
 			return fmt.Errorf("cache with sum %v, actor %q: want a finite sum >= 0 and an actor", r.Sum, r.Actor)
 		}
-	case ReplaySample:
-		if r.N <= 0 || r.N > MaxReplayItems {
-			return fmt.Errorf("sample of %d: want 1..%d", r.N, MaxReplayItems)
+	case OpSample:
+		if r.N <= 0 || r.N > MaxItems {
+			return fmt.Errorf("sample of %d: want 1..%d", r.N, MaxItems)
 		}
-	case ReplayUpdate:
-		if n != r.IDs.Len() || n == 0 || n > MaxReplayItems {
+	case OpUpdate:
+		if n != r.IDs.Len() || n == 0 || n > MaxItems {
 			return fmt.Errorf("update of %d ids with %d priorities", r.IDs.Len(), n)
 		}
 	default:
@@ -87,19 +89,17 @@ func (r *ReplayRequest) validate() error {
 	return nil
 }
 
-// ReplayError is a failed request's error.
-type ReplayError struct {
-	Type    string `msgpack:"type"`
-	Message string `msgpack:"message"`
-}
+// maxDropsPerPoll bounds how many malformed messages one receive discards
+// before it returns, so a flood of garbage cannot keep the loop from its
+// other work.
+const maxDropsPerPoll = 256
 
-func (e *ReplayError) Error() string { return "replay: " + e.Type + ": " + e.Message }
-
-// ReplayReply answers one ReplayRequest.
-type ReplayReply struct {
-	Op    string       `msgpack:"op"`
-	RID   int64        `msgpack:"rid"`
-	Error *ReplayError `msgpack:"error"`
+// Reply answers one Request; a failed one carries an rpc.Error of one of
+// the ErrType* types.
+type Reply struct {
+	Op    string     `msgpack:"op"`
+	RID   int64      `msgpack:"rid"`
+	Error *rpc.Error `msgpack:"error"`
 	// IDs: the ids of inserted items, or of sampled ones.
 	IDs api.Tensor[int64] `msgpack:"ids"`
 	// Sampled items: data, priority, probability and importance weight.
@@ -118,7 +118,7 @@ type ReplayReply struct {
 
 // decodeReplay decodes one frame into v (a request or a reply), checked
 // by msgpackcheck first; unknown fields are refused.
-func decodeReplay(d *zsock.Decoder, frame []byte, v any) error {
+func decode(d *zsock.Decoder, frame []byte, v any) error {
 	dec, err := d.Reset(frame)
 	if err != nil {
 		return err
@@ -133,9 +133,9 @@ func decodeReplay(d *zsock.Decoder, frame []byte, v any) error {
 // Item ids carry the shard (the replay worker's index) that holds them in
 // bits 56..62, so a client sends a priority update to the right server.
 const (
-	ReplayShardShift = 56
-	MaxReplayShard   = 127
+	ShardShift = 56
+	MaxShard   = 127
 )
 
-// ReplayShardOf is the shard that holds item id.
-func ReplayShardOf(id int64) int { return int(id >> ReplayShardShift) }
+// ShardOf is the shard that holds item id.
+func ShardOf(id int64) int { return int(id >> ShardShift) }

@@ -1,4 +1,4 @@
-package replayclient_test
+package localreplay_test
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nameresolve/names"
-	"github.com/distrl/distrl/replayclient"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
@@ -40,7 +40,7 @@ func batch() *api.SampleBatch {
 // worker registers, the transitions go in.
 func TestPosterDropsOldestWithoutReplayThenSends(t *testing.T) {
 	repo := workertest.Repo(t)
-	p, err := replayclient.NewPoster(workertest.Ctx(t, 10*time.Second), replayclient.PosterOptions{
+	p, err := localreplay.NewPoster(workertest.Ctx(t, 10*time.Second), localreplay.PosterOptions{
 		Repo: repo, Trial: trial, Gamma: 0.9, NStep: 3, MaxOutbox: 25})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package replayclient
+package localreplay
 
 import (
 	"cmp"
@@ -53,12 +53,12 @@ func (c Config) withDefaults() Config {
 // ErrBadConfig, ErrBadStep, ErrUnknownEpisode and ErrMemoryFull are for
 // errors.Is.
 var (
-	ErrBadConfig      = errors.New("replayclient: bad config")
-	ErrBadStep        = errors.New("replayclient: bad step")
-	ErrUnknownEpisode = errors.New("replayclient: unknown episode")
+	ErrBadConfig      = errors.New("localreplay: bad config")
+	ErrBadStep        = errors.New("localreplay: bad step")
+	ErrUnknownEpisode = errors.New("localreplay: unknown episode")
 	// ErrMemoryFull: open episodes alone fill MaxTransitions (an episode
 	// longer than the memory); nothing closed is left to drop.
-	ErrMemoryFull = errors.New("replayclient: memory full of open episodes")
+	ErrMemoryFull = errors.New("localreplay: memory full of open episodes")
 )
 
 func (c Config) validate() error {

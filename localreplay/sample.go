@@ -1,4 +1,4 @@
-package replayclient
+package localreplay
 
 import (
 	"fmt"

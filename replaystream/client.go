@@ -1,4 +1,4 @@
-package stream
+package replaystream
 
 import (
 	"cmp"
@@ -20,17 +20,17 @@ import (
 	"github.com/distrl/distrl/internal/endpoint"
 )
 
-// Errors of ReplayClient.Send; nothing was sent, try again later.
+// Errors of Client.Send; nothing was sent, try again later.
 var (
 	// ErrNoReplayShard: the request names a shard no replay server holds now.
-	ErrNoReplayShard = errors.New("stream: no such replay shard")
+	ErrNoReplayShard = errors.New("replayreplaystream: no such replay shard")
 	// ErrReplayBusy: the shard is not connected yet (or any more), or its
 	// queue is full.
-	ErrReplayBusy = errors.New("stream: replay shard not connected or its queue full; request not sent")
+	ErrReplayBusy = errors.New("replayreplaystream: replay shard not connected or its queue full; request not sent")
 )
 
-// ReplayClientOptions configure a ReplayClient.
-type ReplayClientOptions struct {
+// ClientOptions configure a Client.
+type ClientOptions struct {
 	Repo  nameresolve.Repository
 	Trial names.Trial
 	Name  string // the replay stream (default "default")
@@ -46,66 +46,66 @@ type ReplayClientOptions struct {
 	Curve *rpc.CurveKeyPair
 }
 
-type replayShard struct {
+type shardConn struct {
 	index int
 	addr  string
 	sock  *zmq.Socket
 }
 
-type replayPending struct {
+type inFlight struct {
 	op       string
 	shard    int
 	deadline time.Time
 }
 
-// ReplayClientStats are a client's counters.
-type ReplayClientStats struct {
+// ClientStats are a client's counters.
+type ClientStats struct {
 	Sent, Replies, Expired, Late, Malformed, Backpressure int64
 }
 
-// ReplayClient talks to every replay server (shard) of a replay stream:
+// Client talks to every replay server (shard) of a replay stream:
 // one DEALER socket per shard, found and followed through name resolve.
 // Requests are pipelined: Send never waits, Poll collects the replies that
 // have arrived, in any order, and gives up on requests whose server did
 // not answer in time (a reply with error type "timeout"). It is for one
 // goroutine.
-type ReplayClient struct {
-	opts    ReplayClientOptions
+type Client struct {
+	opts    ClientOptions
 	log     *slog.Logger
 	watch   *endpoint.Watch
-	shards  map[string]*replayShard // by name-resolve key
+	shards  map[string]*shardConn // by name-resolve key
 	enc     *zsock.Encoder
 	dec     *zsock.Decoder
 	nextRID int64
-	pending map[int64]replayPending
+	pending map[int64]inFlight
 	rr      int
-	stats   ReplayClientStats
+	stats   ClientStats
 	version uint64 // counts the changes to the set of sockets
 }
 
-// NewReplayClient connects to the replay servers registered now and
+// NewClient connects to the replay servers registered now and
 // follows the stream's records for more. ctx bounds the first listing.
-func NewReplayClient(ctx context.Context, opts ReplayClientOptions) (*ReplayClient, error) {
-	opts.Name = cmp.Or(opts.Name, DefaultStream)
+func NewClient(ctx context.Context, opts ClientOptions) (*Client, error) {
+	opts.Name = cmp.Or(opts.Name, DefaultName)
 	opts.Slack = cmp.Or(opts.Slack, 2*time.Second)
 	opts.SendHWM = cmp.Or(opts.SendHWM, 64)
 	if opts.Repo == nil {
-		return nil, errors.New("stream: ReplayClientOptions.Repo is required")
+		return nil, errors.New("replayreplaystream: ClientOptions.Repo is required")
 	}
 	log := zsock.LoggerOr(opts.Logger).With("replay", opts.Name)
-	w, snap, err := endpoint.NewWatch(ctx, opts.Repo, opts.Trial.StreamPrefix(ReplayKind, opts.Name), log)
+	w, snap, err := endpoint.NewWatch(ctx, opts.Repo, opts.Trial.StreamPrefix(Kind, opts.Name), log)
 	if err != nil {
-		return nil, fmt.Errorf("stream: replay client: %w", err)
+		return nil, fmt.Errorf("replayreplaystream: replay client: %w", err)
 	}
-	c := &ReplayClient{opts: opts, log: log, watch: w, shards: map[string]*replayShard{},
-		enc: zsock.NewEncoder(), dec: zsock.NewDecoder(), pending: map[int64]replayPending{}}
+	c := &Client{opts: opts, log: log, watch: w, shards: map[string]*shardConn{},
+		enc: zsock.NewEncoder(), dec: zsock.NewDecoder(), pending: map[int64]inFlight{}}
 	c.apply(snap)
 	return c, nil
 }
 
 // apply opens a socket to each new shard and closes those of vanished
 // ones (a restarted server at a new address gets a new socket).
-func (c *ReplayClient) apply(snap map[string]string) {
+func (c *Client) apply(snap map[string]string) {
 	for key, sh := range c.shards {
 		if snap[key] != sh.addr {
 			sh.sock.Close()
@@ -118,8 +118,8 @@ func (c *ReplayClient) apply(snap map[string]string) {
 			continue
 		}
 		idx, err := strconv.Atoi(path.Base(key))
-		if err != nil || idx < 0 || idx > MaxReplayShard {
-			c.log.Warn("stream: replay record with a bad index skipped", "key", key)
+		if err != nil || idx < 0 || idx > MaxShard {
+			c.log.Warn("replayreplaystream: replay record with a bad index skipped", "key", key)
 			continue
 		}
 		o := endpoint.ConnectingOptions(0, c.opts.Curve)
@@ -131,22 +131,22 @@ func (c *ReplayClient) apply(snap map[string]string) {
 			}
 		}
 		if err != nil {
-			c.log.Warn("stream: cannot connect to replay server", "key", key, "address", addr, "err", err)
+			c.log.Warn("replayreplaystream: cannot connect to replay server", "key", key, "address", addr, "err", err)
 			continue
 		}
-		c.shards[key] = &replayShard{index: idx, addr: addr, sock: sock}
+		c.shards[key] = &shardConn{index: idx, addr: addr, sock: sock}
 		c.version++
 	}
 }
 
-func (c *ReplayClient) sync() {
+func (c *Client) sync() {
 	if snap, ok := c.watch.Take(); ok {
 		c.apply(snap)
 	}
 }
 
 // Shards returns the indices of the replay servers known now, sorted.
-func (c *ReplayClient) Shards() []int {
+func (c *Client) Shards() []int {
 	c.sync()
 	out := make([]int, 0, len(c.shards))
 	for _, sh := range c.shards {
@@ -156,7 +156,7 @@ func (c *ReplayClient) Shards() []int {
 	return out
 }
 
-func (c *ReplayClient) shard(index int) *replayShard {
+func (c *Client) shard(index int) *shardConn {
 	for _, sh := range c.shards {
 		if sh.index == index {
 			return sh
@@ -168,9 +168,9 @@ func (c *ReplayClient) shard(index int) *replayShard {
 // Send sends req to shard (-1: the next shard in turn) and returns the
 // request id its reply will carry. With no shard, or the shard's queue
 // full, it returns ErrNoReplayShard or ErrReplayBusy and nothing is sent.
-func (c *ReplayClient) Send(shard int, req *ReplayRequest) (int64, error) {
+func (c *Client) Send(shard int, req *Request) (int64, error) {
 	c.sync()
-	var sh *replayShard
+	var sh *shardConn
 	if shard < 0 {
 		idx := c.Shards()
 		if len(idx) == 0 {
@@ -185,17 +185,17 @@ func (c *ReplayClient) Send(shard int, req *ReplayRequest) (int64, error) {
 	req.RID = c.nextRID
 	e := c.enc.Reset()
 	if err := e.Encode(req); err != nil {
-		return 0, fmt.Errorf("stream: encode replay request: %w", err)
+		return 0, fmt.Errorf("replayreplaystream: encode replay request: %w", err)
 	}
 	if _, err := sh.sock.SendBytes(c.enc.Bytes(), zmq.DONTWAIT); err != nil {
 		if zsock.IsEAGAIN(err) {
 			c.stats.Backpressure++
 			return 0, ErrReplayBusy
 		}
-		return 0, fmt.Errorf("stream: send replay request: %w", err)
+		return 0, fmt.Errorf("replayreplaystream: send replay request: %w", err)
 	}
 	c.stats.Sent++
-	c.pending[req.RID] = replayPending{op: req.Op, shard: sh.index,
+	c.pending[req.RID] = inFlight{op: req.Op, shard: sh.index,
 		deadline: time.Now().Add(time.Duration(req.TimeoutMs)*time.Millisecond + c.opts.Slack)}
 	return req.RID, nil
 }
@@ -204,9 +204,9 @@ func (c *ReplayClient) Send(shard int, req *ReplayRequest) (int64, error) {
 // "timeout" error reply for each request whose deadline passed unanswered.
 // Malformed replies and replies to requests already given up are dropped
 // and counted.
-func (c *ReplayClient) Poll() ([]*ReplayReply, error) {
+func (c *Client) Poll() ([]*Reply, error) {
 	c.sync()
-	var out []*ReplayReply
+	var out []*Reply
 	for _, sh := range c.shards {
 		for range maxDropsPerPoll {
 			frame, err := sh.sock.RecvBytes(zmq.DONTWAIT)
@@ -214,10 +214,10 @@ func (c *ReplayClient) Poll() ([]*ReplayReply, error) {
 				break
 			}
 			if err != nil {
-				return out, fmt.Errorf("stream: receive replay reply: %w", err)
+				return out, fmt.Errorf("replayreplaystream: receive replay reply: %w", err)
 			}
-			rep := &ReplayReply{}
-			if err := decodeReplay(c.dec, frame, rep); err != nil {
+			rep := &Reply{}
+			if err := decode(c.dec, frame, rep); err != nil {
 				c.stats.Malformed++
 				continue
 			}
@@ -236,27 +236,27 @@ func (c *ReplayClient) Poll() ([]*ReplayReply, error) {
 		if now.After(p.deadline) {
 			delete(c.pending, rid)
 			c.stats.Expired++
-			out = append(out, &ReplayReply{Op: p.op, RID: rid, Shard: p.shard,
-				Error: &ReplayError{Type: "timeout", Message: fmt.Sprintf("no reply from replay shard %d", p.shard)}})
+			out = append(out, &Reply{Op: p.op, RID: rid, Shard: p.shard,
+				Error: &rpc.Error{Type: "timeout", Message: fmt.Sprintf("no reply from replay shard %d", p.shard)}})
 		}
 	}
 	return out, nil
 }
 
 // Pending is the number of requests sent and not yet answered.
-func (c *ReplayClient) Pending() int { return len(c.pending) }
+func (c *Client) Pending() int { return len(c.pending) }
 
 // Stats returns the client's counters.
-func (c *ReplayClient) Stats() ReplayClientStats { return c.stats }
+func (c *Client) Stats() ClientStats { return c.stats }
 
 // Connections is the number of shards the client has a socket to now. It
 // does not follow the records (Shards does) and allocates nothing.
-func (c *ReplayClient) Connections() int { return len(c.shards) }
+func (c *Client) Connections() int { return len(c.shards) }
 
 // Sockets are the shards' sockets now. They change as shards come and go
 // (a vanished shard's socket is closed at the next Send, Poll or Shards),
 // so a caller that polls them must ask again after each of those calls.
-func (c *ReplayClient) Sockets() []*zmq.Socket {
+func (c *Client) Sockets() []*zmq.Socket {
 	out := make([]*zmq.Socket, 0, len(c.shards))
 	for _, sh := range c.shards {
 		out = append(out, sh.sock)
@@ -266,10 +266,10 @@ func (c *ReplayClient) Sockets() []*zmq.Socket {
 
 // SocketsVersion changes whenever the set of sockets does (the worker
 // loop's worker.SocketSetter).
-func (c *ReplayClient) SocketsVersion() uint64 { return c.version }
+func (c *Client) SocketsVersion() uint64 { return c.version }
 
 // Close stops following the records and closes every socket.
-func (c *ReplayClient) Close() error {
+func (c *Client) Close() error {
 	c.watch.Close()
 	var errs []error
 	for key, sh := range c.shards {

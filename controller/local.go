@@ -84,8 +84,8 @@ func (l *Local) Start(ctx context.Context, spec WorkerSpec) (Handle, error) {
 // process that hosts several workers.
 func workerCommand(spec WorkerSpec) []string {
 	args := []string{"worker", "--type", spec.Type, "--index", strconv.Itoa(spec.Index)}
-	if spec.hosts() > 1 {
-		args = append(args, "--count", strconv.Itoa(spec.hosts()))
+	if spec.Hosts() > 1 {
+		args = append(args, "--count", strconv.Itoa(spec.Hosts()))
 	}
 	return args
 }

@@ -258,10 +258,10 @@ func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle, k
 	if err != nil {
 		return nil, err
 	}
-	if err := c.waitRegistered(ctx, []launched{{spec, h}}, registerBase+time.Duration(spec.hosts())*registerPerProc); err != nil {
+	if err := c.waitRegistered(ctx, []launched{{spec, h}}, registerBase+time.Duration(spec.Hosts())*registerPerProc); err != nil {
 		return h, err
 	}
-	if err := c.configureAndStart(ctx, spec.Type, spec.Index, spec.hosts()); err != nil {
+	if err := c.configureAndStart(ctx, spec.Type, spec.Index, spec.Hosts()); err != nil {
 		return h, err
 	}
 	return h, nil

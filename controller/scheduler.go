@@ -42,10 +42,10 @@ type WorkerSpec struct {
 }
 
 // hosts is how many workers the process hosts.
-func (s WorkerSpec) hosts() int { return max(s.Count, 1) }
+func (s WorkerSpec) Hosts() int { return max(s.Count, 1) }
 
 // task is the process's position in its group: its index in a job array.
-func (s WorkerSpec) task() int { return s.Index / max(s.PerProcess, 1) }
+func (s WorkerSpec) Task() int { return s.Index / max(s.PerProcess, 1) }
 
 // hostedName names a process of group typ hosting count workers from
 // first: the worker's own name for a group of a process per worker, else
@@ -57,9 +57,9 @@ func hostedName(typ string, first, count, perProcess int) string {
 	return fmt.Sprintf("%s/%d-%d", typ, first, first+count-1)
 }
 
-// processSpecs are the processes of group g of type typ: one per worker,
+// ProcessSpecs are the processes of group g of type typ: one per worker,
 // or per_process workers each with the remainder in the last.
-func processSpecs(typ string, g experiment.Group, dir TrialDir, args, env []string, exe string) []WorkerSpec {
+func ProcessSpecs(typ string, g experiment.Group, dir TrialDir, args, env []string, exe string) []WorkerSpec {
 	per := g.WorkersPerProcess()
 	var out []WorkerSpec
 	for first := 0; first < g.N(); first += per {
@@ -109,7 +109,7 @@ type Scheduler interface {
 type GroupScheduler interface {
 	Scheduler
 	// StartGroup launches every process of specs, one group's in order
-	// (processSpecs), and returns their handles in the order of specs.
+	// (ProcessSpecs), and returns their handles in the order of specs.
 	StartGroup(ctx context.Context, specs []WorkerSpec) ([]Handle, error)
 }
 
@@ -145,7 +145,7 @@ func queued(procs []launched) (lines []string, workers int) {
 		if q, ok := p.handle.(Queued); ok {
 			if yes, why := q.Queued(); yes {
 				lines = append(lines, p.spec.Name+" ("+why+")")
-				workers += p.spec.hosts()
+				workers += p.spec.Hosts()
 			}
 		}
 	}

@@ -30,16 +30,16 @@ func TestProcessSpecs(t *testing.T) {
 		{"no workers", 0, 4, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := processSpecs("echo", experiment.Group{Count: experiment.Count(tt.count), PerProcess: tt.per}, dir, []string{"--ttl", "3s"}, nil, "")
+			got := ProcessSpecs("echo", experiment.Group{Count: experiment.Count(tt.count), PerProcess: tt.per}, dir, []string{"--ttl", "3s"}, nil, "")
 			if len(got) != len(tt.want) {
 				t.Fatalf("%d processes, want %d: %+v", len(got), len(tt.want), got)
 			}
 			next := 0 // every worker once, in order
 			for i, p := range got {
 				w := tt.want[i]
-				if p.Type != "echo" || p.Index != w.Index || p.Count != w.Count || p.Name != w.Name || p.task() != i {
+				if p.Type != "echo" || p.Index != w.Index || p.Count != w.Count || p.Name != w.Name || p.Task() != i {
 					t.Errorf("process %d = %s index %d count %d task %d, want %s index %d count %d task %d",
-						i, p.Name, p.Index, p.Count, p.task(), w.Name, w.Index, w.Count, i)
+						i, p.Name, p.Index, p.Count, p.Task(), w.Name, w.Index, w.Count, i)
 				}
 				if p.LogPath != dir.Log(w.Name) || !slices.Equal(p.Args, []string{"--ttl", "3s"}) {
 					t.Errorf("process %d: log %s, args %q", i, p.LogPath, p.Args)

@@ -81,9 +81,18 @@ func groupSpecs(cfg *experiment.Config, dir TrialDir, args, env []string, cudaBi
 		if usesCUDA(cfg.Workers[typ]) {
 			exe = cudaBinary
 		}
-		out = append(out, processSpecs(typ, cfg.Workers[typ], dir, args, env, exe))
+		out = append(out, ProcessSpecs(typ, cfg.Workers[typ], dir, args, env, exe))
 	}
 	return out
+}
+
+// PlanGroups are the worker process specs, group by group in start order,
+// that Run would start for opts, with the name server of opts as given:
+// what a cluster scheduler writes scripts for ahead of a run (--dry-run).
+func PlanGroups(opts Options) [][]WorkerSpec {
+	opts.setDefaults()
+	c := &Controller{opts: opts, trial: names.NewTrial(opts.Config.Name, opts.Trial), endpoint: strings.Join(opts.NameResolve, ",")}
+	return groupSpecs(opts.Config, opts.Dir, c.workerArgs(), c.workerEnv(), opts.CUDABinary)
 }
 
 // workerConfig is the configure kwargs of one worker.

@@ -15,6 +15,8 @@ import (
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/panel"
 	"github.com/urfave/cli/v2"
+
+	"github.com/distrl/distrl/controller/slurm"
 )
 
 // Exit codes of rlctl start.
@@ -137,11 +139,12 @@ func runStart(c *cli.Context, args []string) error {
 			return cli.Exit(err.Error(), exitFailed)
 		}
 	case "slurm":
-		if err := slurmOptions(c, &opts, log); err != nil {
+		sched, err := slurmOptions(c, &opts, log)
+		if err != nil {
 			return err
 		}
 		if c.Bool("dry-run") {
-			if err := opts.Scheduler.(*controller.Slurm).DryRun(opts, os.Stdout); err != nil {
+			if err := sched.DryRun(opts, os.Stdout); err != nil {
 				return cli.Exit(err.Error(), exitFailed)
 			}
 			return nil
@@ -168,32 +171,32 @@ func runStart(c *cli.Context, args []string) error {
 // nothing, that SLURM and the name server can take the trial: a bad
 // command line or cluster is one line and exit 2. (--dry-run skips the
 // SLURM check: it is for reading scripts anywhere.)
-func slurmOptions(c *cli.Context, opts *controller.Options, log *slog.Logger) error {
+func slurmOptions(c *cli.Context, opts *controller.Options, log *slog.Logger) (*slurm.Scheduler, error) {
 	if err := controller.CheckRemoteNameResolve(opts.NameResolve); err != nil {
-		return cli.Exit(err.Error(), exitUsage)
+		return nil, cli.Exit(err.Error(), exitUsage)
 	}
 	if opts.Host == "" {
 		h, err := worker.RouteHost(opts.NameResolve[0])
 		if err != nil {
-			return cli.Exit(err.Error(), exitUsage)
+			return nil, cli.Exit(err.Error(), exitUsage)
 		}
 		opts.Host = h
 	}
-	sched, err := controller.NewSlurm(controller.SlurmOptions{
+	sched, err := slurm.New(slurm.Options{
 		Partition: c.String("partition"), Account: c.String("account"), Time: c.String("time"),
 		SbatchArgs: c.StringSlice("sbatch-arg"), Logger: log,
 	}, opts.Dir, names.NewTrial(opts.Config.Name, opts.Trial))
 	if err != nil {
-		return cli.Exit(err.Error(), exitFailed)
+		return nil, cli.Exit(err.Error(), exitFailed)
 	}
 	opts.Scheduler, opts.SchedulerName, opts.RemoteWorkers = sched, "slurm", true
 	if c.Bool("dry-run") {
-		return nil
+		return sched, nil
 	}
 	if err := sched.Check(c.Context, *opts); err != nil {
-		return cli.Exit(err.Error(), exitUsage)
+		return nil, cli.Exit(err.Error(), exitUsage)
 	}
-	return nil
+	return sched, nil
 }
 
 // configError renders a configuration error, one field a line.

@@ -16,6 +16,8 @@ import (
 	"github.com/distrl/distrl/worker/member"
 	"github.com/distrl/distrl/worker/panel"
 	"github.com/urfave/cli/v2"
+
+	"github.com/distrl/distrl/controller/slurm"
 )
 
 func statusCommand() *cli.Command {
@@ -46,7 +48,7 @@ func runStatus(c *cli.Context, args []string) error {
 			fmt.Printf("  %s\n", rec.Message)
 		}
 		if rec.Scheduler == "slurm" {
-			fmt.Printf("slurm: scripts in %s, job ids in %s\n", dir.Path(controller.SlurmDir), dir.Path(controller.SlurmDir, controller.SlurmJobsFile))
+			fmt.Printf("slurm: scripts in %s, job ids in %s\n", dir.Path(slurm.Dir), dir.Path(slurm.Dir, slurm.JobsFile))
 		}
 		if rec.NameResolve != "" {
 			ep = rec.NameResolve

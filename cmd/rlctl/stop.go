@@ -14,6 +14,8 @@ import (
 	"github.com/distrl/distrl/worker/member"
 	"github.com/distrl/distrl/worker/panel"
 	"github.com/urfave/cli/v2"
+
+	"github.com/distrl/distrl/controller/slurm"
 )
 
 func stopCommand() *cli.Command {
@@ -209,7 +211,7 @@ func isWorkerProcess(pid int) bool {
 // cancelSlurmJobs scancels the jobs a dead controller of a slurm trial
 // left: the workers might otherwise run until their time limit.
 func cancelSlurmJobs(c *cli.Context, dir controller.TrialDir, trial names.Trial) error {
-	s, err := controller.NewSlurm(controller.SlurmOptions{}, dir, trial)
+	s, err := slurm.New(slurm.Options{}, dir, trial)
 	if err != nil {
 		return err
 	}

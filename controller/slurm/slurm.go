@@ -1,4 +1,4 @@
-package controller
+package slurm
 
 import (
 	"bytes"
@@ -24,24 +24,26 @@ import (
 
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/nameresolve/names"
+
+	"github.com/distrl/distrl/controller"
 )
 
 // Files of a SLURM trial, under the trial directory (on a cluster, a
 // shared filesystem).
 const (
-	SlurmDir      = "slurm"
-	SlurmJobsFile = "jobs.txt"
+	Dir      = "slurm"
+	JobsFile = "jobs.txt"
 )
 
-// DefaultSlurmPoll is how often a Slurm scheduler reads squeue.
-const DefaultSlurmPoll = 500 * time.Millisecond
+// DefaultPoll is how often a Slurm scheduler reads squeue.
+const DefaultPoll = 500 * time.Millisecond
 
 // ErrSlurm marks a SLURM that cannot take the trial: no sbatch on PATH, no
 // such partition, or a request sbatch refuses. Nothing was submitted.
 var ErrSlurm = errors.New("slurm")
 
-// SlurmOptions configure a Slurm scheduler.
-type SlurmOptions struct {
+// Options configure a Slurm scheduler.
+type Options struct {
 	// Executable is the rlctl binary the nodes run: it must be at the same
 	// path on every node (a shared filesystem). os.Executable() when empty.
 	Executable string
@@ -51,7 +53,7 @@ type SlurmOptions struct {
 	SbatchArgs []string
 	// Env is added to the environment of the SLURM commands (SLURM_CONF).
 	Env []string
-	// Poll is how often squeue is read; DefaultSlurmPoll if zero.
+	// Poll is how often squeue is read; DefaultPoll if zero.
 	Poll   time.Duration
 	Logger *slog.Logger
 }
@@ -59,21 +61,21 @@ type SlurmOptions struct {
 // Slurm runs every worker group as a SLURM job array: one sbatch script
 // per group in the trial directory's slurm/, whose task i runs
 // `rlctl worker --type T --index i` (with per_process P, task i hosts
-// `--index i*P --count P`, the last task the remainder). Each task is a Handle tracked through
+// `--index i*P --count P`, the last task the remainder). Each task is a controller.Handle tracked through
 // squeue (never sacct: a cluster may have no accounting daemon). A restart
 // resubmits the script for the one index. StopAll cancels every job of the
 // trial, those submitted by hand from its scripts too (they share its job
 // names), and waits until squeue shows none.
-type Slurm struct {
-	opts  SlurmOptions
-	dir   TrialDir
+type Scheduler struct {
+	opts  Options
+	dir   controller.TrialDir
 	trial names.Trial
 	user  string
 
 	mu      sync.Mutex
-	tasks   map[taskKey]*slurmTask // not yet seen to end
-	jobs    []string               // every job id submitted, in order
-	types   map[string]bool        // worker types submitted
+	tasks   map[taskKey]*task // not yet seen to end
+	jobs    []string          // every job id submitted, in order
+	types   map[string]bool   // worker types submitted
 	polling bool
 }
 
@@ -82,10 +84,10 @@ type taskKey struct {
 	index int
 }
 
-var _ GroupScheduler = (*Slurm)(nil)
+var _ controller.GroupScheduler = (*Scheduler)(nil)
 
-// NewSlurm returns a scheduler for the trial in dir.
-func NewSlurm(opts SlurmOptions, dir TrialDir, trial names.Trial) (*Slurm, error) {
+// New returns a scheduler for the trial in dir.
+func New(opts Options, dir controller.TrialDir, trial names.Trial) (*Scheduler, error) {
 	if opts.Executable == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -94,7 +96,7 @@ func NewSlurm(opts SlurmOptions, dir TrialDir, trial names.Trial) (*Slurm, error
 		opts.Executable = exe
 	}
 	if opts.Poll <= 0 {
-		opts.Poll = DefaultSlurmPoll
+		opts.Poll = DefaultPoll
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -103,23 +105,23 @@ func NewSlurm(opts SlurmOptions, dir TrialDir, trial names.Trial) (*Slurm, error
 	if err != nil {
 		return nil, fmt.Errorf("controller: slurm scheduler: %w", err)
 	}
-	return &Slurm{opts: opts, dir: dir, trial: trial, user: u.Username, tasks: map[taskKey]*slurmTask{}, types: map[string]bool{}}, nil
+	return &Scheduler{opts: opts, dir: dir, trial: trial, user: u.Username, tasks: map[taskKey]*task{}, types: map[string]bool{}}, nil
 }
 
 // JobName is the SLURM job name of a worker group of the trial.
-func (s *Slurm) JobName(typ string) string {
+func (s *Scheduler) JobName(typ string) string {
 	return "distrl." + s.trial.Experiment + "." + s.trial.Trial + "." + typ
 }
 
 // ScriptPath is where the sbatch script of a worker group is written.
-func (s *Slurm) ScriptPath(typ string) string { return s.dir.Path(SlurmDir, typ+".sbatch") }
+func (s *Scheduler) ScriptPath(typ string) string { return s.dir.Path(Dir, typ+".sbatch") }
 
 // Script is the sbatch script of one worker group of workers workers:
 // a job array with a task per process. SLURM_ARRAY_TASK_ID is the worker
 // index, or with spec.PerProcess > 1 the process's: task k hosts the
 // workers from k*PerProcess, the last task the remainder, and writes its
 // log where the local scheduler would (logs/{type}-{first}-{last}.log).
-func (s *Slurm) Script(spec WorkerSpec, workers int) string {
+func (s *Scheduler) Script(spec controller.WorkerSpec, workers int) string {
 	per := max(spec.PerProcess, 1)
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n")
@@ -143,7 +145,7 @@ func (s *Slurm) Script(spec WorkerSpec, workers int) string {
 		fmt.Fprintf(&b, "if [ \"$count\" -gt %d ]; then count=%d; fi\n", per, per)
 		b.WriteString("last=$((first + count - 1))\n")
 		index = `"$first" --count "$count"`
-		redirect = ` >>` + shellQuote(s.dir.Path(LogsDir, spec.Type+"-")) + `"$first-$last.log" 2>&1`
+		redirect = ` >>` + shellQuote(s.dir.Path(controller.LogsDir, spec.Type+"-")) + `"$first-$last.log" 2>&1`
 	}
 	args := append([]string{cmp.Or(spec.Executable, s.opts.Executable), "worker", "--type", spec.Type, "--index"}, spec.Args...)
 	for i, a := range args {
@@ -157,22 +159,22 @@ func (s *Slurm) Script(spec WorkerSpec, workers int) string {
 }
 
 // groupWorkers is how many workers the processes of specs host.
-func groupWorkers(specs []WorkerSpec) int {
+func groupWorkers(specs []controller.WorkerSpec) int {
 	n := 0
 	for _, spec := range specs {
-		n += spec.hosts()
+		n += spec.Hosts()
 	}
 	return n
 }
 
-func (s *Slurm) directives(spec WorkerSpec, workers int) []string {
+func (s *Scheduler) directives(spec controller.WorkerSpec, workers int) []string {
 	per := max(spec.PerProcess, 1)
 	// %a: the task index, so the log is the local scheduler's logs/{type}-{index}.log;
 	// a host's task writes its own log, and SLURM's output says only what
 	// went wrong before the worker ran.
-	output := s.dir.Path(LogsDir, spec.Type+"-%a.log")
+	output := s.dir.Path(controller.LogsDir, spec.Type+"-%a.log")
 	if per > 1 {
-		output = s.dir.Path(LogsDir, spec.Type+"-task-%a.log")
+		output = s.dir.Path(controller.LogsDir, spec.Type+"-task-%a.log")
 	}
 	d := []string{
 		"--job-name=" + s.JobName(spec.Type),
@@ -182,7 +184,7 @@ func (s *Slurm) directives(spec WorkerSpec, workers int) []string {
 		"--ntasks=1",
 		"--nodes=1",
 	}
-	d = append(d, slurmResources(spec.Resources)...)
+	d = append(d, resources(spec.Resources)...)
 	if s.opts.Partition != "" {
 		d = append(d, "--partition="+s.opts.Partition)
 	}
@@ -195,8 +197,8 @@ func (s *Slurm) directives(spec WorkerSpec, workers int) []string {
 	return append(d, s.opts.SbatchArgs...)
 }
 
-// slurmResources turns a worker's resources into sbatch options.
-func slurmResources(r experiment.Resources) []string {
+// resources turns a worker's resources into sbatch options.
+func resources(r experiment.Resources) []string {
 	var d []string
 	if r.CPUs > 0 {
 		d = append(d, fmt.Sprintf("--cpus-per-task=%d", int(math.Ceil(r.CPUs))))
@@ -225,8 +227,8 @@ func shellQuote(s string) string {
 // Check asks SLURM whether it would take the scripts of opts's trial,
 // without submitting anything: sbatch must be on PATH, the partition must
 // exist, and `sbatch --test-only` must accept every group's options.
-func (s *Slurm) Check(ctx context.Context, opts Options) error {
-	groups := plannedGroups(opts, s.trial)
+func (s *Scheduler) Check(ctx context.Context, opts controller.Options) error {
+	groups := controller.PlanGroups(opts)
 	if _, err := exec.LookPath("sbatch"); err != nil {
 		return fmt.Errorf("%w: no sbatch on PATH: --scheduler slurm runs on a SLURM login node (%w)", ErrSlurm, err)
 	}
@@ -253,7 +255,7 @@ func (s *Slurm) Check(ctx context.Context, opts Options) error {
 }
 
 // WriteScripts writes every group's script and returns their paths (--dry-run).
-func (s *Slurm) WriteScripts(groups [][]WorkerSpec) ([]string, error) {
+func (s *Scheduler) WriteScripts(groups [][]controller.WorkerSpec) ([]string, error) {
 	var paths []string
 	for _, specs := range groups {
 		if len(specs) == 0 {
@@ -268,12 +270,12 @@ func (s *Slurm) WriteScripts(groups [][]WorkerSpec) ([]string, error) {
 	return paths, nil
 }
 
-func (s *Slurm) writeScript(spec WorkerSpec, workers int) (string, error) {
+func (s *Scheduler) writeScript(spec controller.WorkerSpec, workers int) (string, error) {
 	p := s.ScriptPath(spec.Type)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return "", fmt.Errorf("controller: slurm script: %w", err)
 	}
-	if err := os.MkdirAll(s.dir.Path(LogsDir), 0o755); err != nil {
+	if err := os.MkdirAll(s.dir.Path(controller.LogsDir), 0o755); err != nil {
 		return "", fmt.Errorf("controller: slurm script: %w", err)
 	}
 	if err := os.WriteFile(p, []byte(s.Script(spec, workers)), 0o755); err != nil {
@@ -283,12 +285,12 @@ func (s *Slurm) writeScript(spec WorkerSpec, workers int) (string, error) {
 }
 
 // StartGroup writes the group's script and submits it as one job array.
-func (s *Slurm) StartGroup(ctx context.Context, specs []WorkerSpec) ([]Handle, error) {
+func (s *Scheduler) StartGroup(ctx context.Context, specs []controller.WorkerSpec) ([]controller.Handle, error) {
 	if len(specs) == 0 {
 		return nil, nil
 	}
 	for i, spec := range specs {
-		if spec.task() != i || spec.Index%max(spec.PerProcess, 1) != 0 || spec.Type != specs[0].Type || spec.PerProcess != specs[0].PerProcess {
+		if spec.Task() != i || spec.Index%max(spec.PerProcess, 1) != 0 || spec.Type != specs[0].Type || spec.PerProcess != specs[0].PerProcess {
 			return nil, fmt.Errorf("controller: slurm: a group must be one type's processes in order from index 0 (got %s at %d)", spec.Name, i)
 		}
 	}
@@ -300,7 +302,7 @@ func (s *Slurm) StartGroup(ctx context.Context, specs []WorkerSpec) ([]Handle, e
 	if err != nil {
 		return nil, err
 	}
-	hs := make([]Handle, len(specs))
+	hs := make([]controller.Handle, len(specs))
 	for i, spec := range specs {
 		hs[i] = s.track(job, spec)
 	}
@@ -309,14 +311,14 @@ func (s *Slurm) StartGroup(ctx context.Context, specs []WorkerSpec) ([]Handle, e
 
 // Start submits the script of spec's group for the one process's task (a
 // restart).
-func (s *Slurm) Start(ctx context.Context, spec WorkerSpec) (Handle, error) {
+func (s *Scheduler) Start(ctx context.Context, spec controller.WorkerSpec) (controller.Handle, error) {
 	path := s.ScriptPath(spec.Type)
 	if _, err := os.Stat(path); err != nil {
-		if path, err = s.writeScript(spec, spec.Index+spec.hosts()); err != nil {
+		if path, err = s.writeScript(spec, spec.Index+spec.Hosts()); err != nil {
 			return nil, err
 		}
 	}
-	job, err := s.submit(ctx, spec.Type, path, spec.Env, "--array="+strconv.Itoa(spec.task()))
+	job, err := s.submit(ctx, spec.Type, path, spec.Env, "--array="+strconv.Itoa(spec.Task()))
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +329,7 @@ func (s *Slurm) Start(ctx context.Context, spec WorkerSpec) (Handle, error) {
 // added to sbatch's environment, which sbatch hands to the job (its
 // default --export=ALL): the way a secret reaches a worker without being
 // written into its script.
-func (s *Slurm) submit(ctx context.Context, typ, script string, env []string, extra ...string) (string, error) {
+func (s *Scheduler) submit(ctx context.Context, typ, script string, env []string, extra ...string) (string, error) {
 	args := append(append([]string{"--parsable"}, extra...), script)
 	cmd := s.command(ctx, "sbatch", args...)
 	if len(env) > 0 {
@@ -345,7 +347,7 @@ func (s *Slurm) submit(ctx context.Context, typ, script string, env []string, ex
 	s.jobs = append(s.jobs, job)
 	s.types[typ] = true
 	s.mu.Unlock()
-	f, err := os.OpenFile(s.dir.Path(SlurmDir, SlurmJobsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(s.dir.Path(Dir, JobsFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err == nil {
 		fmt.Fprintf(f, "%s %s %s %s\n", job, typ, strings.Join(extra, " "), time.Now().Format(time.RFC3339))
 		err = f.Close()
@@ -357,14 +359,14 @@ func (s *Slurm) submit(ctx context.Context, typ, script string, env []string, ex
 }
 
 // Jobs returns the ids of every job this scheduler submitted.
-func (s *Slurm) Jobs() []string {
+func (s *Scheduler) Jobs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.jobs)
 }
 
-func (s *Slurm) track(job string, spec WorkerSpec) *slurmTask {
-	t := &slurmTask{s: s, key: taskKey{job, spec.task()}, done: make(chan struct{})}
+func (s *Scheduler) track(job string, spec controller.WorkerSpec) *task {
+	t := &task{s: s, key: taskKey{job, spec.Task()}, done: make(chan struct{})}
 	s.mu.Lock()
 	s.tasks[t.key] = t
 	if !s.polling {
@@ -382,7 +384,7 @@ type queueEntry struct {
 
 // queue reads the trial's jobs from squeue: every state, one line per
 // array task, keyed by array job id and index.
-func (s *Slurm) queue(ctx context.Context) (map[taskKey]queueEntry, error) {
+func (s *Scheduler) queue(ctx context.Context) (map[taskKey]queueEntry, error) {
 	jobNames := s.jobNames()
 	if len(jobNames) == 0 {
 		return nil, nil
@@ -409,11 +411,11 @@ func (s *Slurm) queue(ctx context.Context) (map[taskKey]queueEntry, error) {
 
 // jobNames are the job names of the trial's groups: those submitted, and
 // those whose scripts are written (a task may be submitted by hand).
-func (s *Slurm) jobNames() []string {
+func (s *Scheduler) jobNames() []string {
 	s.mu.Lock()
 	types := maps.Clone(s.types)
 	s.mu.Unlock()
-	entries, _ := os.ReadDir(s.dir.Path(SlurmDir))
+	entries, _ := os.ReadDir(s.dir.Path(Dir))
 	for _, e := range entries {
 		if t, ok := strings.CutSuffix(e.Name(), ".sbatch"); ok {
 			types[t] = true
@@ -435,7 +437,7 @@ var activeStates = map[string]bool{
 
 // poll reads squeue until no tracked task is left, and ends the handles
 // of tasks that have ended or left the queue.
-func (s *Slurm) poll() {
+func (s *Scheduler) poll() {
 	tick := time.NewTicker(s.opts.Poll)
 	defer tick.Stop()
 	failures := 0
@@ -467,7 +469,7 @@ func (s *Slurm) poll() {
 
 // tracked are the tasks being tracked now: a squeue started now can say
 // they left the queue (one submitted later may be missing from its answer).
-func (s *Slurm) tracked() map[taskKey]bool {
+func (s *Scheduler) tracked() map[taskKey]bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[taskKey]bool, len(s.tasks))
@@ -479,7 +481,7 @@ func (s *Slurm) tracked() map[taskKey]bool {
 
 // update ends the handles of the tasks in asked that q shows ended or does
 // not show.
-func (s *Slurm) update(q map[taskKey]queueEntry, asked map[taskKey]bool) {
+func (s *Scheduler) update(q map[taskKey]queueEntry, asked map[taskKey]bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, t := range s.tasks {
@@ -496,7 +498,7 @@ func (s *Slurm) update(q map[taskKey]queueEntry, asked map[taskKey]bool) {
 		case !ok:
 			err = fmt.Errorf("slurm task %s is no longer in the queue", t)
 		case e.state != "COMPLETED":
-			err = &SlurmTaskError{Task: t.String(), State: e.state, Node: e.node, Reason: e.reason}
+			err = &TaskError{Task: t.String(), State: e.state, Node: e.node, Reason: e.reason}
 		}
 		t.finish(err)
 		delete(s.tasks, key)
@@ -507,7 +509,7 @@ func (s *Slurm) update(q map[taskKey]queueEntry, asked map[taskKey]bool) {
 // SIGKILL after the cluster's KillWait) and waits until squeue shows none
 // active; when ctx ends first it cancels them with SIGKILL and waits a
 // little longer.
-func (s *Slurm) StopAll(ctx context.Context) error {
+func (s *Scheduler) StopAll(ctx context.Context) error {
 	if len(s.jobNames()) == 0 {
 		return nil
 	}
@@ -528,7 +530,7 @@ func (s *Slurm) StopAll(ctx context.Context) error {
 
 // cancel runs scancel for the trial's job names (which also catches tasks
 // submitted by hand from its scripts) and for the job ids submitted.
-func (s *Slurm) cancel(ctx context.Context, extra ...string) error {
+func (s *Scheduler) cancel(ctx context.Context, extra ...string) error {
 	jobNames := s.jobNames()
 	args := append([]string{"--user=" + s.user}, extra...)
 	if len(jobNames) > 0 {
@@ -545,7 +547,7 @@ func (s *Slurm) cancel(ctx context.Context, extra ...string) error {
 
 // waitEmpty waits until squeue shows no active job of the trial and every
 // handle has ended.
-func (s *Slurm) waitEmpty(ctx context.Context) error {
+func (s *Scheduler) waitEmpty(ctx context.Context) error {
 	for {
 		asked := s.tracked()
 		q, err := s.queue(ctx)
@@ -572,7 +574,7 @@ func (s *Slurm) waitEmpty(ctx context.Context) error {
 	}
 }
 
-func (s *Slurm) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+func (s *Scheduler) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
 	if len(s.opts.Env) > 0 {
 		cmd.Env = append(os.Environ(), s.opts.Env...)
@@ -596,12 +598,12 @@ func oneLine(out []byte, err error) string {
 	return err.Error()
 }
 
-// SlurmTaskError says how an array task ended when it did not complete.
-type SlurmTaskError struct {
+// TaskError says how an array task ended when it did not complete.
+type TaskError struct {
 	Task, State, Node, Reason string
 }
 
-func (e *SlurmTaskError) Error() string {
+func (e *TaskError) Error() string {
 	msg := fmt.Sprintf("slurm task %s ended %s", e.Task, e.State)
 	if e.Node != "" {
 		msg += " on " + e.Node
@@ -612,9 +614,9 @@ func (e *SlurmTaskError) Error() string {
 	return msg
 }
 
-// slurmTask is one array task: the Handle of one worker on a cluster.
-type slurmTask struct {
-	s    *Slurm
+// task is one array task: the controller.Handle of one worker on a cluster.
+type task struct {
+	s    *Scheduler
 	key  taskKey
 	last atomic.Pointer[queueEntry] // squeue's newest word while it runs
 	done chan struct{}
@@ -622,16 +624,16 @@ type slurmTask struct {
 	once sync.Once
 }
 
-func (t *slurmTask) String() string        { return t.key.job + "_" + strconv.Itoa(t.key.index) }
-func (t *slurmTask) PID() int              { return 0 }
-func (t *slurmTask) Done() <-chan struct{} { return t.done }
+func (t *task) String() string        { return t.key.job + "_" + strconv.Itoa(t.key.index) }
+func (t *task) PID() int              { return 0 }
+func (t *task) Done() <-chan struct{} { return t.done }
 
-func (t *slurmTask) Wait() error {
+func (t *task) Wait() error {
 	<-t.done
 	return t.err
 }
 
-func (t *slurmTask) finish(err error) {
+func (t *task) finish(err error) {
 	t.once.Do(func() {
 		t.err = err
 		close(t.done)
@@ -639,7 +641,7 @@ func (t *slurmTask) finish(err error) {
 }
 
 // Signal forwards sig to the worker, which is the task's batch step.
-func (t *slurmTask) Signal(sig os.Signal) error {
+func (t *task) Signal(sig os.Signal) error {
 	name := "TERM"
 	if s, ok := sig.(syscall.Signal); ok {
 		name = strconv.Itoa(int(s))
@@ -653,7 +655,7 @@ func (t *slurmTask) Signal(sig os.Signal) error {
 }
 
 // Kill cancels the task.
-func (t *slurmTask) Kill() error {
+func (t *task) Kill() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if out, err := t.s.command(ctx, "scancel", t.String()).CombinedOutput(); err != nil {
@@ -663,7 +665,7 @@ func (t *slurmTask) Kill() error {
 }
 
 // Node is the node the task runs on, once squeue has shown it running.
-func (t *slurmTask) Node() string {
+func (t *task) Node() string {
 	if e := t.last.Load(); e != nil {
 		return e.node
 	}
@@ -671,7 +673,7 @@ func (t *slurmTask) Node() string {
 }
 
 // Queued reports whether squeue shows the task pending, and its reason.
-func (t *slurmTask) Queued() (bool, string) {
+func (t *task) Queued() (bool, string) {
 	e := t.last.Load()
 	if e == nil || e.state != "PENDING" {
 		return false, ""
@@ -681,8 +683,8 @@ func (t *slurmTask) Queued() (bool, string) {
 
 // DryRun writes the scripts of every worker group of opts's trial without
 // submitting anything, and prints them to w.
-func (s *Slurm) DryRun(opts Options, w io.Writer) error {
-	paths, err := s.WriteScripts(plannedGroups(opts, s.trial))
+func (s *Scheduler) DryRun(opts controller.Options, w io.Writer) error {
+	paths, err := s.WriteScripts(controller.PlanGroups(opts))
 	for _, p := range paths {
 		b, rerr := os.ReadFile(p)
 		if rerr != nil {
@@ -693,20 +695,12 @@ func (s *Slurm) DryRun(opts Options, w io.Writer) error {
 	return err
 }
 
-// plannedGroups are the worker specs a controller would start for opts,
-// with the name server of opts as given.
-func plannedGroups(opts Options, trial names.Trial) [][]WorkerSpec {
-	opts.setDefaults()
-	c := &Controller{opts: opts, trial: trial, endpoint: strings.Join(opts.NameResolve, ",")}
-	return groupSpecs(opts.Config, opts.Dir, c.workerArgs(), c.workerEnv(), opts.CUDABinary)
-}
-
 // CancelTrial cancels every job of the trial: those recorded in
 // slurm/jobs.txt and those with the trial's job names. It is for a trial
 // whose controller is gone (`rlctl stop`); a live controller's StopAll
 // does the same and waits.
-func (s *Slurm) CancelTrial(ctx context.Context) error {
-	b, err := os.ReadFile(s.dir.Path(SlurmDir, SlurmJobsFile))
+func (s *Scheduler) CancelTrial(ctx context.Context) error {
+	b, err := os.ReadFile(s.dir.Path(Dir, JobsFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("controller: %w", err)
 	}

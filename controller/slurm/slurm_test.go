@@ -1,7 +1,6 @@
-package controller
+package slurm
 
 import (
-	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -11,6 +10,10 @@ import (
 
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/nameresolve/names"
+
+	"github.com/distrl/distrl/controller"
+
+	"github.com/distrl/distrl/nameresolve/etcd"
 )
 
 func TestSlurmResources(t *testing.T) {
@@ -24,20 +27,20 @@ func TestSlurmResources(t *testing.T) {
 		{experiment.Resources{Memory: "1G"}, []string{"--mem=954M"}}, // 1e9 bytes, rounded up to MiB
 		{experiment.Resources{Memory: "2Gi", GPUs: 2}, []string{"--mem=2048M", "--gres=gpu:2"}},
 	} {
-		if got := slurmResources(tt.in); !slices.Equal(got, tt.want) {
-			t.Errorf("slurmResources(%+v) = %q, want %q", tt.in, got, tt.want)
+		if got := resources(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("resources(%+v) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
 
 func TestSlurmScript(t *testing.T) {
-	dir := TrialDir("/shared/trials/exp/t1")
-	s, err := NewSlurm(SlurmOptions{Executable: "/opt/distrl/rlctl", Partition: "gpu", Account: "rl", Time: "1:00:00",
+	dir := controller.TrialDir("/shared/trials/exp/t1")
+	s, err := New(Options{Executable: "/opt/distrl/rlctl", Partition: "gpu", Account: "rl", Time: "1:00:00",
 		SbatchArgs: []string{"--qos=high"}}, dir, names.NewTrial("exp", "t1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := WorkerSpec{Type: "actor", Index: 0, Name: "actor/0", Args: []string{"--nameresolve", "10.0.0.1:2379", "--log-level", "it's"},
+	spec := controller.WorkerSpec{Type: "actor", Index: 0, Name: "actor/0", Args: []string{"--nameresolve", "10.0.0.1:2379", "--log-level", "it's"},
 		Resources: experiment.Resources{CPUs: 1, Memory: "256Mi"}}
 	got := s.Script(spec, 8)
 	for _, want := range []string{
@@ -58,35 +61,15 @@ func TestSlurmScript(t *testing.T) {
 	}
 }
 
-func TestCheckRemoteNameResolve(t *testing.T) {
-	for _, tt := range []struct {
-		eps []string
-		ok  bool
-	}{
-		{nil, false},
-		{[]string{"127.0.0.1:2379"}, false},
-		{[]string{"10.1.2.3:2379", "http://127.0.0.5:2379"}, false},
-		{[]string{"localhost:2379"}, false},
-		{[]string{"[::1]:2379"}, false},
-		{[]string{"10.1.2.3:2379"}, true},
-		{[]string{"http://head-node:2379", "10.1.2.4:2379"}, true},
-	} {
-		err := CheckRemoteNameResolve(tt.eps)
-		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrNameResolve)) {
-			t.Errorf("CheckRemoteNameResolve(%q) = %v, want ok=%v", tt.eps, err, tt.ok)
-		}
-	}
-}
-
 // A group of 10 workers, 4 per process, is an array of 3 tasks; each task
 // works out its first index, count and log from SLURM_ARRAY_TASK_ID.
 func TestSlurmScriptHosted(t *testing.T) {
-	dir := TrialDir("/shared/trials/exp/t1")
-	s, err := NewSlurm(SlurmOptions{Executable: "/opt/distrl/rlctl"}, dir, names.NewTrial("exp", "t1"))
+	dir := controller.TrialDir("/shared/trials/exp/t1")
+	s, err := New(Options{Executable: "/opt/distrl/rlctl"}, dir, names.NewTrial("exp", "t1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs := processSpecs("echo", experiment.Group{Count: 10, PerProcess: 4}, dir, []string{"--ttl", "3s"}, nil, "")
+	specs := controller.ProcessSpecs("echo", experiment.Group{Count: 10, PerProcess: 4}, dir, []string{"--ttl", "3s"}, nil, "")
 	got := s.Script(specs[0], groupWorkers(specs))
 	for _, want := range []string{
 		"#SBATCH --array=0-2\n",
@@ -103,18 +86,18 @@ func TestSlurmScriptHosted(t *testing.T) {
 	script = strings.Replace(script, " 2>&1", "", 1)
 	for _, spec := range specs {
 		cmd := exec.Command("sh", "-c", script)
-		cmd.Env = append(cmd.Environ(), "SLURM_ARRAY_TASK_ID="+strconv.Itoa(spec.task()))
+		cmd.Env = append(cmd.Environ(), "SLURM_ARRAY_TASK_ID="+strconv.Itoa(spec.Task()))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("task %d: %v: %s", spec.task(), err, out)
+			t.Fatalf("task %d: %v: %s", spec.Task(), err, out)
 		}
 		want := fmt.Sprintf("/opt/distrl/rlctl worker --type echo --index %d --count %d --ttl 3s LOG=%s\n", spec.Index, spec.Count, spec.LogPath)
 		if string(out) != want {
-			t.Errorf("task %d runs\n  %s want\n  %s", spec.task(), out, want)
+			t.Errorf("task %d runs\n  %s want\n  %s", spec.Task(), out, want)
 		}
 	}
 	// A group of a process per worker keeps the index as the task.
-	one := processSpecs("echo", experiment.Group{Count: 3}, dir, nil, nil, "")
+	one := controller.ProcessSpecs("echo", experiment.Group{Count: 3}, dir, nil, nil, "")
 	if got := s.Script(one[0], groupWorkers(one)); !strings.Contains(got, "#SBATCH --array=0-2\n") ||
 		!strings.Contains(got, `--index "$SLURM_ARRAY_TASK_ID"`) || strings.Contains(got, "--count") {
 		t.Errorf("script of one worker per process:\n%s", got)
@@ -123,17 +106,43 @@ func TestSlurmScriptHosted(t *testing.T) {
 
 // A group on a CUDA device runs the CUDA binary and asks for its GPU.
 func TestSlurmScriptCUDA(t *testing.T) {
-	dir := TrialDir("/shared/trials/exp/t1")
-	s, err := NewSlurm(SlurmOptions{Executable: "/opt/distrl/rlctl"}, dir, names.NewTrial("exp", "t1"))
+	dir := controller.TrialDir("/shared/trials/exp/t1")
+	s, err := New(Options{Executable: "/opt/distrl/rlctl"}, dir, names.NewTrial("exp", "t1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := experiment.Group{Count: 1, Resources: experiment.Resources{GPUs: 1}, Config: map[string]any{"device": "cuda:0"}}
-	specs := processSpecs("policy", g, dir, nil, nil, "/opt/distrl/rlctl-cuda")
+	specs := controller.ProcessSpecs("policy", g, dir, nil, nil, "/opt/distrl/rlctl-cuda")
 	got := s.Script(specs[0], groupWorkers(specs))
 	for _, want := range []string{"#SBATCH --gres=gpu:1\n", `exec /opt/distrl/rlctl-cuda worker --type policy`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("script lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// A shared etcd's password reaches the workers in their environment only:
+// never in a SLURM script, which any user of the cluster may read.
+func TestSlurmScriptKeepsThePasswordOut(t *testing.T) {
+	cfg, err := experiment.Builtin("echo-64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const password = "pw:with colon"
+	opts := controller.Options{Config: cfg, Trial: "t1", Dir: controller.TrialDir(t.TempDir()), NameResolve: []string{"https://10.0.0.1:2379"},
+		NameResolveSecurity: etcd.Security{CACert: "/pki/ca.pem", User: "distrl:" + password}, RemoteWorkers: true}
+	s, err := New(Options{Executable: "/opt/rlctl"}, opts.Dir, names.NewTrial(cfg.Name, "t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := controller.PlanGroups(opts)
+	if len(groups) == 0 {
+		t.Fatal("no groups")
+	}
+	for _, specs := range groups {
+		script := s.Script(specs[0], groupWorkers(specs))
+		if !strings.Contains(script, "--nameresolve-user distrl") || strings.Contains(script, password) {
+			t.Errorf("%s: want the user and not the password in the script:\n%s", specs[0].Name, script)
 		}
 	}
 }

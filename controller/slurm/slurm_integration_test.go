@@ -1,4 +1,4 @@
-package controller
+package slurm
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/internal/testsupport/slurmtest"
 	"github.com/distrl/distrl/nameresolve/names"
+
+	"github.com/distrl/distrl/controller"
 )
 
 func TestMain(m *testing.M) {
@@ -32,15 +34,15 @@ trap 'echo "TERM"; exit 0' TERM
 while :; do sleep 0.1; done
 `
 
-func newTestSlurm(t *testing.T, c *slurmtest.Cluster, opts SlurmOptions) (*Slurm, TrialDir) {
+func newTestSlurm(t *testing.T, c *slurmtest.Cluster, opts Options) (*Scheduler, controller.TrialDir) {
 	t.Helper()
-	dir := TrialDir(t.TempDir())
+	dir := controller.TrialDir(t.TempDir())
 	exe := filepath.Join(string(dir), "fake-rlctl")
 	if err := os.WriteFile(exe, []byte(slurmWorker), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	opts.Executable, opts.Env, opts.Poll = exe, c.Env(), 200*time.Millisecond
-	s, err := NewSlurm(opts, dir, names.NewTrial("slurmtest", strings.ReplaceAll(t.Name(), "/", "-")))
+	s, err := New(opts, dir, names.NewTrial("slurmtest", strings.ReplaceAll(t.Name(), "/", "-")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,7 @@ func readTestFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-func waitDone(t *testing.T, h Handle) error {
+func waitDone(t *testing.T, h controller.Handle) error {
 	t.Helper()
 	select {
 	case <-h.Done():
@@ -95,13 +97,13 @@ func waitDone(t *testing.T, h Handle) error {
 // (the name server's password) reaches the tasks, the script never holds it.
 func TestSlurmSchedulerOnCluster(t *testing.T) {
 	c := slurmtest.Get(t)
-	s, dir := newTestSlurm(t, c, SlurmOptions{})
+	s, dir := newTestSlurm(t, c, Options{})
 	ctx := context.Background()
-	specs := make([]WorkerSpec, 4)
+	specs := make([]controller.WorkerSpec, 4)
 	for i := range specs {
 		name := "echo/" + strconv.Itoa(i)
-		specs[i] = WorkerSpec{Type: "echo", Index: i, Name: name, Args: []string{"--ttl", "3s"}, LogPath: dir.Log(name),
-			Env: []string{EnvNameResolvePassword + "=s3cret pw"}}
+		specs[i] = controller.WorkerSpec{Type: "echo", Index: i, Name: name, Args: []string{"--ttl", "3s"}, LogPath: dir.Log(name),
+			Env: []string{controller.EnvNameResolvePassword + "=s3cret pw"}}
 	}
 	hs, err := s.StartGroup(ctx, specs)
 	if err != nil {
@@ -119,7 +121,7 @@ func TestSlurmSchedulerOnCluster(t *testing.T) {
 	if len(nodes) < 2 {
 		t.Errorf("4 tasks ran on %d nodes: %v", len(nodes), nodes)
 	}
-	jobs, err := os.ReadFile(dir.Path(SlurmDir, SlurmJobsFile))
+	jobs, err := os.ReadFile(dir.Path(Dir, JobsFile))
 	if err != nil || !strings.HasPrefix(string(jobs), s.Jobs()[0]+" echo") {
 		t.Errorf("jobs.txt: %q, %v (jobs %v)", jobs, err, s.Jobs())
 	}
@@ -128,7 +130,7 @@ func TestSlurmSchedulerOnCluster(t *testing.T) {
 	if err := hs[1].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	var te *SlurmTaskError
+	var te *TaskError
 	if err := waitDone(t, hs[1]); !errors.As(err, &te) || te.State != "CANCELLED" {
 		t.Errorf("cancelled task ended with %v", err)
 	}
@@ -183,21 +185,21 @@ func TestSlurmCheck(t *testing.T) {
 	cfg := testConfig(t)
 	for _, tt := range []struct {
 		name string
-		opts SlurmOptions
+		opts Options
 		path string // PATH, "" to keep it
 		want string
 	}{
-		{"ok", SlurmOptions{Partition: "debug"}, "", ""},
-		{"no sbatch", SlurmOptions{}, t.TempDir(), "no sbatch on PATH"},
-		{"no partition", SlurmOptions{Partition: "nosuch"}, "", `partition "nosuch" does not exist`},
-		{"bad option", SlurmOptions{SbatchArgs: []string{"--mem=99999999G"}}, "", "sbatch refuses the echo workers' script"},
+		{"ok", Options{Partition: "debug"}, "", ""},
+		{"no sbatch", Options{}, t.TempDir(), "no sbatch on PATH"},
+		{"no partition", Options{Partition: "nosuch"}, "", `partition "nosuch" does not exist`},
+		{"bad option", Options{SbatchArgs: []string{"--mem=99999999G"}}, "", "sbatch refuses the echo workers' script"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.path != "" {
 				t.Setenv("PATH", tt.path)
 			}
 			s, dir := newTestSlurm(t, c, tt.opts)
-			err := s.Check(context.Background(), Options{Config: cfg, Dir: dir, Trial: "t", NameResolve: []string{"10.0.0.1:2379"}})
+			err := s.Check(context.Background(), controller.Options{Config: cfg, Dir: dir, Trial: "t", NameResolve: []string{"10.0.0.1:2379"}})
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("Check: %v", err)

@@ -10,7 +10,13 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/stream"
+
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 )
+
+// TestMain registers the environments the tests' workers name, as rlctl
+// does at start.
+func TestMain(m *testing.M) { workertest.Main(m) }
 
 // valueOf is the probe policy's value estimate: 1000 plus the sum of the
 // observation, so a test can recompute the value of any observation it

@@ -158,9 +158,6 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 	case cfg.InferenceTimeoutMs < 0:
 		return cfg, nil, badConfig("inference_timeout_ms %d, want >= 0", cfg.InferenceTimeoutMs)
 	}
-	if err := env.Register(); err != nil {
-		return cfg, nil, fmt.Errorf("actor: register the built-in environments: %w", err)
-	}
 	// A throwaway environment checks the name and env_config now, while
 	// the previous configuration is still intact.
 	e, err := api.NewEnv(cfg.Env, cfg.EnvConfig)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
@@ -108,9 +107,6 @@ func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 	}
 	pcfg := policy.Config{ObsDim: cfg.ObsDim, ActionDim: cfg.ActionDim, Head: cfg.Head}
 	if cfg.Env != "" {
-		if err := env.Register(); err != nil {
-			return cfg, pcfg, fmt.Errorf("policy worker: register the built-in environments: %w", err)
-		}
 		fromEnv, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
 		if err != nil {
 			return cfg, pcfg, rpc.Errorf(rpc.ErrTypeBadArguments, "%v", err)

@@ -32,9 +32,10 @@
 //	load_params {version, params}  replace the parameters (a flat float32 tensor)
 //	get_params                     -> {version, params}
 //
-// The built-in environments are registered (env.Register) when a
-// configuration names one. The binary that hosts the type registers it in
-// the worker.Registry it passes to worker.New: Register(TypeName, New).
+// The binary that hosts the type registers it, and the environments its
+// configurations may name, once at start: the type in the worker.Registry
+// it passes to worker.New (Add(NewType(devices))), the environments in
+// api's registry (env.Register). The type registers nothing itself.
 //
 // # Published parameters
 //

@@ -2,10 +2,8 @@ package policyworker_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -28,14 +26,9 @@ import (
 // testTypes are the worker types these tests run.
 var testTypes = workertest.Registry(map[string]worker.Factory{policyworker.TypeName: policyworker.New})
 
-func TestMain(m *testing.M) {
-	// The tests build local policies for CartPole to compare against.
-	if err := env.Register(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
-}
+// TestMain registers the environments, as rlctl does: the tests also
+// build local policies for CartPole to compare against.
+func TestMain(m *testing.M) { workertest.Main(m) }
 
 var testTrial = names.NewTrial("unit", "policyworker")
 

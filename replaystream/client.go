@@ -11,13 +11,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/distrl/distrl/internal/endpoint"
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
-
-	"github.com/distrl/distrl/internal/endpoint"
 )
 
 // Errors of Client.Send; nothing was sent, try again later.

@@ -8,13 +8,12 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/distrl/distrl/internal/endpoint"
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
-
-	"github.com/distrl/distrl/internal/endpoint"
 )
 
 // Kind is the stream kind of replay servers in name resolve:

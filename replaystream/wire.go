@@ -6,7 +6,6 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/zsock"
-
 	"github.com/distrl/distrl/rpc"
 )
 

@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/endpoint"
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
 	zmq "github.com/pebbe/zmq4"
-
-	"github.com/distrl/distrl/internal/endpoint"
 )
 
 // maxDropsPerPoll bounds how many malformed messages one Poll discards

@@ -9,10 +9,9 @@ import (
 
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
-
-	"github.com/distrl/distrl/worker/member"
 )
 
 // Algorithms a trainer runs: the "algorithm" key of its configuration.

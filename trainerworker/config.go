@@ -120,9 +120,6 @@ func parseConfig(args rpc.Args) (settings, error) {
 		return s, badConfig("max_updates %d, want >= 0", cfg.MaxUpdates)
 	}
 
-	if err := env.Register(); err != nil {
-		return s, fmt.Errorf("trainer: register the built-in environments: %w", err)
-	}
 	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
 	if err != nil {
 		return s, badConfig("%v", err)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/distrl/distrl/algo/dqn"
 	"github.com/distrl/distrl/api"
-	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/internal/ckptfile"
 	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nn"
@@ -148,9 +147,6 @@ func parseDQNConfig(args rpc.Args) (DQNConfig, dqn.Config, policy.Config, error)
 	}
 	if err := dcfg.Validate(); err != nil {
 		return cfg, dcfg, pc, dqnBad("%v", err)
-	}
-	if err := env.Register(); err != nil {
-		return cfg, dcfg, pc, fmt.Errorf("trainer: register the built-in environments: %w", err)
 	}
 	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
 	if err != nil {

@@ -25,6 +25,10 @@ import (
 	"github.com/distrl/distrl/worker/panel"
 )
 
+// TestMain registers the environments the tests' workers name, as rlctl
+// does at start.
+func TestMain(m *testing.M) { workertest.Main(m) }
+
 // testTypes are the worker types these tests run.
 var testTypes = workertest.Registry(map[string]worker.Factory{
 	trainerworker.TypeName: trainerworker.New,

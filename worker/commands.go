@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/rpc"
-
 	"github.com/distrl/distrl/worker/member"
 )
 

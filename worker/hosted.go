@@ -10,7 +10,6 @@ import (
 
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
-
 	"github.com/distrl/distrl/worker/member"
 )
 

@@ -11,9 +11,8 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
-	zmq "github.com/pebbe/zmq4"
-
 	"github.com/distrl/distrl/worker/member"
+	zmq "github.com/pebbe/zmq4"
 )
 
 // ErrTypeBadState is the rpc error type of a command that the worker's

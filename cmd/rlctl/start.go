@@ -10,13 +10,12 @@ import (
 	"strings"
 
 	"github.com/distrl/distrl/controller"
+	"github.com/distrl/distrl/controller/slurm"
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/panel"
 	"github.com/urfave/cli/v2"
-
-	"github.com/distrl/distrl/controller/slurm"
 )
 
 // Exit codes of rlctl start.

@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/controller"
+	"github.com/distrl/distrl/controller/slurm"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker/member"
 	"github.com/distrl/distrl/worker/panel"
 	"github.com/urfave/cli/v2"
-
-	"github.com/distrl/distrl/controller/slurm"
 )
 
 func stopCommand() *cli.Command {

@@ -12,6 +12,7 @@ import (
 	"github.com/distrl/distrl/actorworker"
 	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/echoworker"
+	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/replayworker"
@@ -23,6 +24,12 @@ import (
 
 // builtinTypes is the registry of every built-in worker type.
 func builtinTypes() (*worker.Registry, error) {
+	// The program registers what it offers, once: its worker types here,
+	// and the environments their configurations may name in api's
+	// registry. No library registers anything itself.
+	if err := env.Register(); err != nil {
+		return nil, err
+	}
 	reg := worker.NewRegistry()
 	for _, t := range []worker.Type{
 		echoworker.Type(),

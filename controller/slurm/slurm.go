@@ -22,10 +22,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/nameresolve/names"
-
-	"github.com/distrl/distrl/controller"
 )
 
 // Files of a SLURM trial, under the trial directory (on a cluster, a

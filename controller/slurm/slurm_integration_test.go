@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/internal/testsupport/slurmtest"
 	"github.com/distrl/distrl/nameresolve/names"
-
-	"github.com/distrl/distrl/controller"
 )
 
 func TestMain(m *testing.M) {

@@ -12,7 +12,6 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 
 	"github.com/distrl/distrl/controller"
-
 	"github.com/distrl/distrl/nameresolve/etcd"
 )
 

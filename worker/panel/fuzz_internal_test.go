@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
-
 	"github.com/distrl/distrl/worker/member"
 )
 

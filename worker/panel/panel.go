@@ -12,9 +12,8 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
-	"github.com/vmihailenco/msgpack/v5"
-
 	"github.com/distrl/distrl/worker/member"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // ErrWorkerNotFound: no live address record for the worker.

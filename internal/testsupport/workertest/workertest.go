@@ -15,8 +15,9 @@ import (
 	"github.com/distrl/distrl/worker/panel"
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
-
 	"github.com/distrl/distrl/worker/member"
+
+	"github.com/distrl/distrl/env"
 )
 
 // Registry is a registry of the given worker types, for a test package's
@@ -175,4 +176,16 @@ func WaitState(t testing.TB, cp *panel.ControlPanel, name string, want member.St
 		return err
 	})
 	return st
+}
+
+// Main registers the built-in environments, as rlctl does at start (no
+// worker type registers them itself), runs the tests and exits: the
+// TestMain of packages whose tests configure workers that name
+// environments.
+func Main(m *testing.M) {
+	if err := env.Register(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
 }

@@ -277,7 +277,9 @@ func TestSlurmStopAfterControllerKilled(t *testing.T) {
 	if q := s.queue(); strings.Count(q, "RUNNING") != 2 {
 		t.Fatalf("want the 2 workers still running after the controller died:\n%s", q)
 	}
+	began := time.Now()
 	out, code := runRlctl(t, s.env, "stop", s.trial.Experiment, s.trial.Trial, "--workdir", s.work)
+	t.Logf("rlctl stop took %v", time.Since(began).Round(time.Millisecond))
 	if code != 0 || !strings.Contains(out, "cancelled the slurm jobs") {
 		t.Errorf("rlctl stop: exit %d:\n%s", code, out)
 	}

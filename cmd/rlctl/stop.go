@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -75,7 +76,12 @@ func runStop(c *cli.Context, args []string) error {
 	stopped := 0
 	if err == nil {
 		defer repo.Close()
-		stopped, err = interruptTrial(c.Context, repo, trial)
+		// A record of this host whose controller process is gone: its ctl
+		// record may outlive it (a SIGKILL leaves the lease to expire),
+		// and asking it would wait out a timeout.
+		host, _ := os.Hostname()
+		gone := recErr == nil && rec.Host == host
+		stopped, err = interruptTrial(c.Context, repo, trial, gone)
 	}
 	var pids []int
 	if recErr == nil {
@@ -111,32 +117,40 @@ func runStop(c *cli.Context, args []string) error {
 	return nil
 }
 
-// interruptTrial asks the trial's controller to stop if it is registered,
-// else interrupts every registered worker. It returns how many it reached.
-func interruptTrial(ctx context.Context, repo *etcd.Repository, trial names.Trial) (int, error) {
+// interruptTrial asks the trial's controller to stop, if one is registered
+// and not known to be gone (controllerGone), which stops the workers in
+// order; else, or when it does not answer within ctlTimeout, it interrupts
+// every registered worker. It returns how many it reached.
+func interruptTrial(ctx context.Context, repo *etcd.Repository, trial names.Trial, controllerGone bool) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	panel := panel.New(repo, trial, panel.Options{})
-	defer panel.Close()
-	live, err := panel.AutoConnect(ctx)
+	cp := panel.New(repo, trial, panel.Options{})
+	defer cp.Close()
+	live, err := cp.AutoConnect(ctx)
 	if err != nil {
 		return 0, err
 	}
-	targets := live
-	for _, w := range live {
-		if w == controller.CtlName {
-			targets = []string{w} // it stops the workers in order
-			break
+	workers := slices.DeleteFunc(slices.Clone(live), func(w string) bool { return w == controller.CtlName })
+	if len(workers) < len(live) && !controllerGone {
+		cctx, ccancel := context.WithTimeout(ctx, ctlTimeout)
+		err := cp.Request(cctx, controller.CtlName, member.CmdInterrupt, nil, nil)
+		ccancel()
+		if err == nil {
+			return 1, nil
 		}
 	}
 	n := 0
-	for _, r := range panel.GroupRequest(ctx, targets, member.CmdInterrupt, nil) {
+	for _, r := range cp.GroupRequest(ctx, workers, member.CmdInterrupt, nil) {
 		if r.Err == nil {
 			n++
 		}
 	}
 	return n, nil
 }
+
+// ctlTimeout bounds the wait for a registered controller elsewhere to
+// answer "interrupt": a live one answers in milliseconds.
+const ctlTimeout = 2 * time.Second
 
 // waitStopped waits until the signalled processes have exited and no
 // member of the trial is registered (repo may be nil: no name server).

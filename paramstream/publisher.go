@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/distrl/distrl/internal/endpoint"
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
@@ -20,8 +21,8 @@ import (
 // Defaults of the options.
 const (
 	DefaultPolicy = "default"
-	DefaultHost   = "127.0.0.1"
-	DefaultTTL    = 10 * time.Second
+	DefaultHost   = endpoint.DefaultHost
+	DefaultTTL    = endpoint.DefaultTTL
 
 	// maxRequestSize caps what the publisher's ROUTER accepts: requests
 	// are a few dozen bytes, and ZMQ drops a peer that sends more before
@@ -102,13 +103,8 @@ type Publisher struct {
 // other constructors; binding does not block.
 func NewPublisher(ctx context.Context, opts PublisherOptions) (*Publisher, error) {
 	opts.Policy = cmp.Or(opts.Policy, DefaultPolicy)
-	opts.Host = cmp.Or(opts.Host, DefaultHost)
-	opts.TTL = cmp.Or(opts.TTL, DefaultTTL)
-	switch {
-	case opts.Repo == nil:
-		return nil, errors.New("paramstream: PublisherOptions.Repo is required")
-	case opts.TTL < 0:
-		return nil, fmt.Errorf("paramstream: PublisherOptions.TTL %v is negative", opts.TTL)
+	if err := endpoint.Prepare("paramstream: PublisherOptions", opts.Repo, &opts.Host, &opts.TTL, nil); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("paramstream: new publisher: %w", err)

@@ -22,10 +22,10 @@ import (
 // Errors of Client.Send; nothing was sent, try again later.
 var (
 	// ErrNoReplayShard: the request names a shard no replay server holds now.
-	ErrNoReplayShard = errors.New("replayreplaystream: no such replay shard")
+	ErrNoReplayShard = errors.New("replaystream: no such replay shard")
 	// ErrReplayBusy: the shard is not connected yet (or any more), or its
 	// queue is full.
-	ErrReplayBusy = errors.New("replayreplaystream: replay shard not connected or its queue full; request not sent")
+	ErrReplayBusy = errors.New("replaystream: replay shard not connected or its queue full; request not sent")
 )
 
 // ClientOptions configure a Client.
@@ -89,12 +89,12 @@ func NewClient(ctx context.Context, opts ClientOptions) (*Client, error) {
 	opts.Slack = cmp.Or(opts.Slack, 2*time.Second)
 	opts.SendHWM = cmp.Or(opts.SendHWM, 64)
 	if opts.Repo == nil {
-		return nil, errors.New("replayreplaystream: ClientOptions.Repo is required")
+		return nil, errors.New("replaystream: ClientOptions.Repo is required")
 	}
 	log := zsock.LoggerOr(opts.Logger).With("replay", opts.Name)
 	w, snap, err := endpoint.NewWatch(ctx, opts.Repo, opts.Trial.StreamPrefix(Kind, opts.Name), log)
 	if err != nil {
-		return nil, fmt.Errorf("replayreplaystream: replay client: %w", err)
+		return nil, fmt.Errorf("replaystream: replay client: %w", err)
 	}
 	c := &Client{opts: opts, log: log, watch: w, shards: map[string]*shardConn{},
 		enc: zsock.NewEncoder(), dec: zsock.NewDecoder(), pending: map[int64]inFlight{}}
@@ -118,7 +118,7 @@ func (c *Client) apply(snap map[string]string) {
 		}
 		idx, err := strconv.Atoi(path.Base(key))
 		if err != nil || idx < 0 || idx > MaxShard {
-			c.log.Warn("replayreplaystream: replay record with a bad index skipped", "key", key)
+			c.log.Warn("replaystream: replay record with a bad index skipped", "key", key)
 			continue
 		}
 		o := endpoint.ConnectingOptions(0, c.opts.Curve)
@@ -130,7 +130,7 @@ func (c *Client) apply(snap map[string]string) {
 			}
 		}
 		if err != nil {
-			c.log.Warn("replayreplaystream: cannot connect to replay server", "key", key, "address", addr, "err", err)
+			c.log.Warn("replaystream: cannot connect to replay server", "key", key, "address", addr, "err", err)
 			continue
 		}
 		c.shards[key] = &shardConn{index: idx, addr: addr, sock: sock}
@@ -184,14 +184,14 @@ func (c *Client) Send(shard int, req *Request) (int64, error) {
 	req.RID = c.nextRID
 	e := c.enc.Reset()
 	if err := e.Encode(req); err != nil {
-		return 0, fmt.Errorf("replayreplaystream: encode replay request: %w", err)
+		return 0, fmt.Errorf("replaystream: encode replay request: %w", err)
 	}
 	if _, err := sh.sock.SendBytes(c.enc.Bytes(), zmq.DONTWAIT); err != nil {
 		if zsock.IsEAGAIN(err) {
 			c.stats.Backpressure++
 			return 0, ErrReplayBusy
 		}
-		return 0, fmt.Errorf("replayreplaystream: send replay request: %w", err)
+		return 0, fmt.Errorf("replaystream: send replay request: %w", err)
 	}
 	c.stats.Sent++
 	c.pending[req.RID] = inFlight{op: req.Op, shard: sh.index,
@@ -213,7 +213,7 @@ func (c *Client) Poll() ([]*Reply, error) {
 				break
 			}
 			if err != nil {
-				return out, fmt.Errorf("replayreplaystream: receive replay reply: %w", err)
+				return out, fmt.Errorf("replaystream: receive replay reply: %w", err)
 			}
 			rep := &Reply{}
 			if err := decode(c.dec, frame, rep); err != nil {

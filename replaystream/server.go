@@ -3,7 +3,6 @@ package replaystream
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -66,23 +65,20 @@ type Server struct {
 // registers it under trial.Stream(Kind, Name, Index).
 func NewServer(ctx context.Context, opts ServerOptions) (*Server, error) {
 	opts.Name = cmp.Or(opts.Name, DefaultName)
-	opts.Host = cmp.Or(opts.Host, endpoint.DefaultHost)
-	opts.TTL = cmp.Or(opts.TTL, endpoint.DefaultTTL)
-	opts.MaxMsgSize = cmp.Or(opts.MaxMsgSize, endpoint.DefaultMaxMsgSize)
-	if opts.Repo == nil {
-		return nil, errors.New("replayreplaystream: ServerOptions.Repo is required")
+	if err := endpoint.Prepare("replaystream: ServerOptions", opts.Repo, &opts.Host, &opts.TTL, &opts.MaxMsgSize); err != nil {
+		return nil, err
 	}
 	if opts.Index < 0 || opts.Index > MaxShard {
-		return nil, fmt.Errorf("replayreplaystream: replay server index %d: want 0..%d", opts.Index, MaxShard)
+		return nil, fmt.Errorf("replaystream: replay server index %d: want 0..%d", opts.Index, MaxShard)
 	}
 	s := &Server{opts: opts, log: zsock.LoggerOr(opts.Logger).With("replay", opts.Name),
 		key: opts.Trial.Stream(Kind, opts.Name, opts.Index), dec: zsock.NewDecoder(), enc: zsock.NewEncoder()}
 	var err error
 	o := zsock.Options{MaxMsgSize: opts.MaxMsgSize, RouterMandatory: true, Curve: opts.Curve.SocketKeys()}
 	if s.sock, s.addr, err = endpoint.Bind(ctx, zmq.ROUTER, o, opts.Host, opts.Repo, s.key, opts.TTL, ""); err != nil {
-		return nil, fmt.Errorf("replayreplaystream: replay server %q: %w", opts.Name, err)
+		return nil, fmt.Errorf("replaystream: replay server %q: %w", opts.Name, err)
 	}
-	s.log.Info("replayreplaystream: replay server ready", "address", s.addr, "key", s.key)
+	s.log.Info("replaystream: replay server ready", "address", s.addr, "key", s.key)
 	return s, nil
 }
 
@@ -100,7 +96,7 @@ func (s *Server) Recv(max int) ([]*Request, error) {
 			break
 		}
 		if err != nil {
-			return out, fmt.Errorf("replayreplaystream: receive replay request: %w", err)
+			return out, fmt.Errorf("replaystream: receive replay request: %w", err)
 		}
 		if len(parts) != 2 {
 			s.malformed(fmt.Errorf("%d frames, want 1", len(parts)-1), parts[0], nil)
@@ -126,7 +122,7 @@ func (s *Server) Recv(max int) ([]*Request, error) {
 
 func (s *Server) malformed(err error, identity []byte, req *Request) {
 	s.stats.Malformed++
-	s.malLog.Warn(s.log, "replayreplaystream: malformed replay request dropped", "err", err)
+	s.malLog.Warn(s.log, "replaystream: malformed replay request dropped", "err", err)
 	if req != nil { // the request id is known: tell the client
 		s.Reply(req, &Reply{Error: &rpc.Error{Type: ErrTypeBadRequest, Message: err.Error()}})
 	}
@@ -141,7 +137,7 @@ func (s *Server) Reply(req *Request, rep *Reply) error {
 	rep.Op, rep.RID = req.Op, req.RID
 	e := s.enc.Reset()
 	if err := e.Encode(rep); err != nil {
-		return fmt.Errorf("replayreplaystream: encode replay reply: %w", err)
+		return fmt.Errorf("replaystream: encode replay reply: %w", err)
 	}
 	_, err := s.sock.SendMessageDontwait(req.identity, s.enc.Bytes())
 	switch {
@@ -150,7 +146,7 @@ func (s *Server) Reply(req *Request, rep *Reply) error {
 	case zsock.IsEAGAIN(err) || zsock.IsHostUnreachable(err):
 		s.stats.Undeliverable++
 	default:
-		return fmt.Errorf("replayreplaystream: send replay reply: %w", err)
+		return fmt.Errorf("replaystream: send replay reply: %w", err)
 	}
 	return nil
 }

@@ -122,17 +122,13 @@ type InferenceServer struct {
 // registration.
 func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*InferenceServer, error) {
 	opts.Policy = cmp.Or(opts.Policy, DefaultPolicy)
-	opts.Host = cmp.Or(opts.Host, DefaultHost)
-	opts.TTL = cmp.Or(opts.TTL, DefaultTTL)
-	opts.MaxMsgSize = cmp.Or(opts.MaxMsgSize, DefaultMaxMsgSize)
-	log := zsock.LoggerOr(opts.Logger).With("policy", opts.Policy)
-	switch {
-	case opts.Repo == nil:
-		return nil, errors.New("stream: InferenceServerOptions.Repo is required")
-	case opts.Index < 0 || opts.ObsDim < 0 || opts.TTL < 0 || opts.MaxMsgSize < 0:
-		return nil, fmt.Errorf("stream: invalid InferenceServerOptions (Index %d, ObsDim %d, TTL %v, MaxMsgSize %d)",
-			opts.Index, opts.ObsDim, opts.TTL, opts.MaxMsgSize)
+	if err := endpoint.Prepare("stream: InferenceServerOptions", opts.Repo, &opts.Host, &opts.TTL, &opts.MaxMsgSize); err != nil {
+		return nil, err
 	}
+	if opts.Index < 0 || opts.ObsDim < 0 {
+		return nil, fmt.Errorf("stream: invalid InferenceServerOptions (Index %d, ObsDim %d)", opts.Index, opts.ObsDim)
+	}
+	log := zsock.LoggerOr(opts.Logger).With("policy", opts.Policy)
 	s := &InferenceServer{
 		opts: opts, log: log, dim: opts.ObsDim,
 		key: opts.Trial.Stream("inference", opts.Policy, opts.Index),

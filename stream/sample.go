@@ -420,18 +420,14 @@ type SampleConsumer struct {
 // registration.
 func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*SampleConsumer, error) {
 	opts.Stream = cmp.Or(opts.Stream, DefaultStream)
-	opts.Host = cmp.Or(opts.Host, DefaultHost)
-	opts.TTL = cmp.Or(opts.TTL, DefaultTTL)
 	opts.RecvHWM = cmp.Or(opts.RecvHWM, DefaultRecvHWM)
-	opts.MaxMsgSize = cmp.Or(opts.MaxMsgSize, DefaultMaxMsgSize)
-	log := zsock.LoggerOr(opts.Logger).With("stream", opts.Stream)
-	switch {
-	case opts.Repo == nil:
-		return nil, errors.New("stream: SampleConsumerOptions.Repo is required")
-	case opts.Index < 0 || opts.TTL < 0 || opts.RecvHWM < 0 || opts.MaxMsgSize < 0:
-		return nil, fmt.Errorf("stream: invalid SampleConsumerOptions (Index %d, TTL %v, RecvHWM %d, MaxMsgSize %d)",
-			opts.Index, opts.TTL, opts.RecvHWM, opts.MaxMsgSize)
+	if err := endpoint.Prepare("stream: SampleConsumerOptions", opts.Repo, &opts.Host, &opts.TTL, &opts.MaxMsgSize); err != nil {
+		return nil, err
 	}
+	if opts.Index < 0 || opts.RecvHWM < 0 {
+		return nil, fmt.Errorf("stream: invalid SampleConsumerOptions (Index %d, RecvHWM %d)", opts.Index, opts.RecvHWM)
+	}
+	log := zsock.LoggerOr(opts.Logger).With("stream", opts.Stream)
 	c := &SampleConsumer{
 		opts: opts, log: log, dec: zsock.NewDecoder(),
 		key: opts.Trial.Stream("sample", opts.Stream, opts.Index),

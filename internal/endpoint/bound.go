@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,4 +87,26 @@ func unregister(repo nameresolve.Repository, key string) error {
 		return nil
 	}
 	return fmt.Errorf("unregister %q: %w", key, err)
+}
+
+// Prepare is the part of opening a bound endpoint that every one shares:
+// host and ttl get the defaults where zero, and so does maxMsgSize where
+// the endpoint has one (nil: none); repo must be set and no value
+// negative. what names the options in the error ("stream:
+// InferenceServerOptions"); the endpoint checks its own fields after.
+func Prepare(what string, repo nameresolve.Repository, host *string, ttl *time.Duration, maxMsgSize *int64) error {
+	*host = cmp.Or(*host, DefaultHost)
+	*ttl = cmp.Or(*ttl, DefaultTTL)
+	if maxMsgSize != nil {
+		*maxMsgSize = cmp.Or(*maxMsgSize, DefaultMaxMsgSize)
+	}
+	switch {
+	case repo == nil:
+		return fmt.Errorf("%s.Repo is required", what)
+	case *ttl < 0:
+		return fmt.Errorf("%s.TTL %v is negative", what, *ttl)
+	case maxMsgSize != nil && *maxMsgSize < 0:
+		return fmt.Errorf("%s.MaxMsgSize %d is negative", what, *maxMsgSize)
+	}
+	return nil
 }

@@ -311,7 +311,7 @@ func (p *Publisher) send(envelope [][]byte, reply []byte) (delivered bool, err e
 }
 
 func (p *Publisher) sendFailed(err error) error {
-	if zsock.IsEAGAIN(err) || zsock.IsHostUnreachable(err) {
+	if zsock.Undeliverable(err) {
 		p.stats.Undeliverable++
 		return nil
 	}

@@ -143,7 +143,7 @@ func (s *Server) Reply(req *Request, rep *Reply) error {
 	switch {
 	case err == nil:
 		s.stats.Replies++
-	case zsock.IsEAGAIN(err) || zsock.IsHostUnreachable(err):
+	case zsock.Undeliverable(err):
 		s.stats.Undeliverable++
 	default:
 		return fmt.Errorf("replaystream: send replay reply: %w", err)

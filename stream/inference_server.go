@@ -307,7 +307,7 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 		switch {
 		case err == nil:
 			s.stats.Replies++
-		case zsock.IsEAGAIN(err) || zsock.IsHostUnreachable(err):
+		case zsock.Undeliverable(err):
 			s.stats.Undeliverable++
 		default:
 			return fmt.Errorf("stream: send inference reply: %w", err)

@@ -173,3 +173,9 @@ func IsEAGAIN(err error) bool {
 func IsHostUnreachable(err error) bool {
 	return err != nil && zmq.AsErrno(err) == zmq.Errno(syscall.EHOSTUNREACH)
 }
+
+// Undeliverable reports whether err is a ROUTER_MANDATORY reply that could
+// not go out, its peer gone (EHOSTUNREACH) or its queue full (EAGAIN with
+// DONTWAIT): the servers count such replies and drop them, since the
+// peer asks again or times out.
+func Undeliverable(err error) bool { return IsEAGAIN(err) || IsHostUnreachable(err) }

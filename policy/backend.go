@@ -95,10 +95,11 @@ func (c *cpuBackend) SetParams(params []float32) error {
 func (c *cpuBackend) Close() error { return nil }
 
 // Act splits the batch into up to len(c.parts) runs of rows that differ in
-// length by at most one and evaluates them at once. Each row's answer is
-// computed by the same operations whatever the split (a GEMM's rows are
-// independent, and each row has its own draw), so the thread count changes
-// the speed, not the actions.
+// length by at most one and evaluates them at once. A GEMM's rows are
+// independent and each row has its own draw, so the answers are one
+// goroutine's to float32 rounding (a BLAS may order a part's sums otherwise
+// than the whole's), and so are the actions, but for a draw within that
+// rounding of a boundary between two.
 func (c *cpuBackend) Act(obs []float32, batch int, draws []float64, out *Acted) error {
 	k := min(len(c.parts), batch/minPartRows)
 	if k <= 1 {

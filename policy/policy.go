@@ -45,7 +45,8 @@ type Config struct {
 	SharedTrunk bool `msgpack:"shared_trunk"`
 	// Threads is how many goroutines the CPU backend may evaluate one
 	// batch on, each given at least 64 rows; 0 and 1 mean the calling
-	// goroutine alone. The split changes the speed, not the answers.
+	// goroutine alone. The answers are those of one goroutine to float32
+	// rounding (see cpuBackend.Act).
 	Threads int `msgpack:"threads"`
 }
 

@@ -81,14 +81,8 @@ func CheckWorkers(cfg *experiment.Config, types WorkerTypes, checkpoints string)
 		if !ok || t.Check == nil {
 			continue
 		}
-		indices := []int{0, cfg.Workers[typ].N() - 1}
-		switch indices[1] {
-		case -1:
-			indices = nil
-		case 0:
-			indices = indices[:1]
-		}
-		for _, index := range indices {
+		n := cfg.Workers[typ].N()
+		for _, index := range []int{0, n - 1}[:min(n, 2)] { // none, the one, or the first and the last
 			raw, err := msgpack.Marshal(workerKwargs(cfg, types, typ, index, checkpoints))
 			if err == nil {
 				err = t.Check(rpc.RawArgs(raw), index)

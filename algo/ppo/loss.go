@@ -99,9 +99,6 @@ func (l *Learner) lossAndGrad(mb *samples, grad []float32) (lossTerms, error) {
 	if n <= 0 {
 		return t, errors.New("ppo: loss of an empty minibatch")
 	}
-	if len(l.shards) == 0 {
-		l.SetThreads(1)
-	}
 	k := max(min(len(l.shards), n/minShardRows), 1)
 	for i := 1; i < k; i++ {
 		sh := &l.shards[i]

@@ -82,6 +82,11 @@ type Options struct {
 	// themselves when the controller's record has been gone this long
 	// (the controller died). DefaultOrphanTimeout if zero; negative: never.
 	OrphanTimeout time.Duration
+	// NoMetrics: the workers serve no Prometheus metrics (rlctl start
+	// --no-metrics). By default every worker process serves them on a
+	// port of its own (rlctl worker --metrics :0), named in its status
+	// records.
+	NoMetrics bool
 	// Curve is the experiment's key pair when workers run with CURVE.
 	Curve *rpc.CurveKeyPair
 	// Out receives progress; nil discards it. TTY redraws the status line

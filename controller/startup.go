@@ -25,6 +25,10 @@ func (c *Controller) workerArgs() []string {
 	if c.opts.OrphanTimeout > 0 {
 		args = append(args, "--orphan-timeout", c.opts.OrphanTimeout.String())
 	}
+	if !c.opts.NoMetrics {
+		// Any free port, on the address the worker advertises.
+		args = append(args, "--metrics", ":0")
+	}
 	nrArgs, _ := c.nameResolveArgs()
 	args = append(args, nrArgs...)
 	// The name server answers: a worker that finds it busy (hundreds

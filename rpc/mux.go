@@ -18,6 +18,28 @@ type Mux struct {
 	mu       sync.RWMutex
 	handlers map[string]Handler
 	served   atomic.Uint64
+	observer atomic.Pointer[Observer]
+}
+
+// Observer is told the outcome of each request a Server dispatched to a
+// Mux, on the goroutine that served it: the command ("" for one the Mux
+// has no handler for, so that a client cannot name new series in the
+// observer's metrics) and "ok" or the error type of the reply.
+type Observer func(command, outcome string)
+
+// SetObserver installs o (nil: none) as the Mux's observer.
+func (m *Mux) SetObserver(o Observer) {
+	if o == nil {
+		m.observer.Store(nil)
+		return
+	}
+	m.observer.Store(&o)
+}
+
+func (m *Mux) observe(command, outcome string) {
+	if o := m.observer.Load(); o != nil {
+		(*o)(command, outcome)
+	}
 }
 
 // NewMux returns an empty Mux.

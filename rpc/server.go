@@ -432,12 +432,17 @@ func (s *Server) dispatch(ctx context.Context, e *encoder, frames [][]byte) {
 	mux.served.Add(1)
 	h := mux.Handler(req.command)
 	if h == nil {
+		mux.observe("", ErrTypeUnknownCommand)
 		s.reject(e, req.command, Errorf(ErrTypeUnknownCommand, "unknown command %q", req.command))
 		return
 	}
 	if err := s.call(ctx, e, req.command, h, req.args); err != nil {
-		s.reject(e, req.command, wireError(err))
+		re := wireError(err)
+		mux.observe(req.command, re.Type)
+		s.reject(e, req.command, re)
+		return
 	}
+	mux.observe(req.command, "ok")
 }
 
 // call runs h and encodes its result into e. Encoding happens inside the

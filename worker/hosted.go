@@ -10,6 +10,7 @@ import (
 
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker/member"
 )
 
@@ -32,6 +33,9 @@ type host struct {
 	maxRequests int
 	size        int
 
+	// metricsLoop is the loop's heartbeat in the workers' metrics.
+	metricsLoop *telemetry.Loop
+
 	// turns and beat are the loop's: only the goroutine running the
 	// workers touches them.
 	turns int64
@@ -50,6 +54,7 @@ type host struct {
 // it: a loop stuck in a poll or a handler stops doing so.
 func (h *host) turn(now time.Time) {
 	h.turns++
+	h.metricsLoop.Turned(now)
 	if now.Sub(h.beat) < h.every {
 		return
 	}
@@ -109,9 +114,10 @@ func NewHosted(ctx context.Context, opts Options, count int) ([]*Worker, error) 
 	}
 	h := &host{
 		srv: srv, loopID: first, every: opts.Heartbeat, users: count, size: count,
-		maxRequests: opts.RequestsPerLoop * count,
-		loop:        newRecordWriter(opts.Repo, opts.Trial.Loop(first), opts.StatusTTL, opts.Logger.With("loop", first)),
+		maxRequests: opts.RequestsPerLoop * count, metricsLoop: &telemetry.Loop{},
+		loop: newRecordWriter(opts.Repo, opts.Trial.Loop(first), opts.StatusTTL, opts.Logger.With("loop", first)),
 	}
+	h.metricsLoop.Turned(time.Now())
 	workers := make([]*Worker, count)
 	errs := make([]error, count)
 	sem := make(chan struct{}, newParallel)

@@ -8,6 +8,7 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/telemetry"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -128,6 +129,19 @@ type Info struct {
 	// Curve is the trial's key pair when it runs with CURVE (nil: not):
 	// every socket the type opens (stream, paramstream) must use it.
 	Curve *rpc.CurveKeyPair
+	// Metrics records the worker's Prometheus metrics (telemetry); the
+	// type records its own figures through its part (Metrics.Actor(),
+	// Metrics.Policy(), ...). nil outside a worker process: see Telemetry.
+	Metrics *telemetry.Worker
+}
+
+// Telemetry returns i.Metrics, or a handle that records into a registry
+// nothing serves if it is nil (a type made by a test without the base).
+func (i Info) Telemetry() *telemetry.Worker {
+	if i.Metrics == nil {
+		return telemetry.Discard(telemetry.Identity{Experiment: i.Trial.Experiment, Trial: i.Trial.Trial, Type: i.Type, Index: i.Index})
+	}
+	return i.Metrics
 }
 
 // Log returns i.Logger, or slog.Default() if it is nil.

@@ -11,6 +11,7 @@ import (
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
 )
@@ -72,6 +73,12 @@ type Options struct {
 	// (LoopRecord); it must be well under the HungAfter of the panels
 	// watching the worker.
 	Heartbeat time.Duration
+	// Metrics is the process's registry the workers record into; nil: a
+	// registry of the workers' own, which nothing serves.
+	Metrics *telemetry.Registry
+	// MetricsAddr is the "host:port" serving Metrics at /metrics, written
+	// into the status records for service discovery; "": not served.
+	MetricsAddr string
 }
 
 func (o *Options) setDefaults() {
@@ -98,6 +105,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = telemetry.NewRegistry()
 	}
 }
 
@@ -134,22 +144,30 @@ type Worker struct {
 	exiting        bool
 	exitState      member.State
 
-	status *recordWriter
-	stats  counters
+	status  *recordWriter
+	stats   counters
+	metrics *telemetry.Worker
 }
 
 // newWorker creates one worker of h, routes its requests and registers its address.
 func newWorker(ctx context.Context, opts Options, factory Factory, h *host) (*Worker, error) {
 	name := names.WorkerName(opts.Type, opts.Index)
 	log := opts.Logger.With("worker", name)
+	metrics := opts.Metrics.Worker(telemetry.Identity{
+		Experiment: opts.Trial.Experiment, Trial: opts.Trial.Trial, Type: opts.Type, Index: opts.Index,
+	})
+	metrics.SetLoop(h.metricsLoop)
+	metrics.SetState(string(member.StateReady))
 	impl, err := factory(Info{
 		Name: name, Type: opts.Type, Index: opts.Index, Trial: opts.Trial,
 		Host: opts.Host, TTL: opts.AddressTTL, Repo: opts.Repo, Logger: log, Curve: opts.Curve,
+		Metrics: metrics,
 	})
 	if err != nil {
+		metrics.Remove()
 		return nil, fmt.Errorf("worker %s: %w", name, err)
 	}
-	w := &Worker{opts: opts, name: name, impl: impl, host: h, log: log, state: member.StateReady}
+	w := &Worker{opts: opts, name: name, impl: impl, host: h, log: log, state: member.StateReady, metrics: metrics}
 	w.stats.start = time.Now()
 	w.stats.stateChanged = w.stats.start
 	// A worker alone on its server also answers requests that name no
@@ -160,12 +178,15 @@ func newWorker(ctx context.Context, opts Options, factory Factory, h *host) (*Wo
 	}
 	if err := w.commands(w.mux); err != nil {
 		_ = impl.Close()
+		metrics.Remove()
 		return nil, err
 	}
+	w.mux.SetObserver(metrics.Request)
 	h.srv.Route(name, w.mux)
 	if err := w.register(ctx); err != nil {
 		h.srv.Unroute(name)
 		_ = impl.Close()
+		metrics.Remove()
 		return nil, err
 	}
 	w.status = newRecordWriter(opts.Repo, opts.Trial.Status(name), opts.StatusTTL, log)
@@ -269,7 +290,9 @@ func (w *Worker) result() error {
 func (w *Worker) poll(ctx context.Context) (res PollResult) {
 	begin := time.Now()
 	defer func() {
-		w.stats.pollTime += time.Since(begin)
+		took := time.Since(begin)
+		w.stats.pollTime += took
+		w.metrics.PollSeconds.Add(took.Seconds())
 		if r := recover(); r != nil {
 			w.failPanic("poll", r)
 			res = PollResult{}
@@ -279,6 +302,7 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 	res, err := w.impl.Poll(ctx)
 	w.updateWarning()
 	w.stats.polls++
+	w.metrics.Polls.Inc()
 	w.stats.samples += res.Samples
 	w.stats.batches += res.Batches
 	switch {
@@ -418,6 +442,7 @@ func (w *Worker) setState(s member.State) {
 	}
 	w.log.Info("state", "from", w.state, "to", s)
 	w.state = s
+	w.metrics.SetState(string(s))
 	w.stats.stateChanged = time.Now()
 	w.status.publish(w.currentStatus().Record())
 }
@@ -436,7 +461,7 @@ func (w *Worker) exit(final member.State) {
 
 func (w *Worker) currentStatus() member.Status {
 	s := member.ProcessStatus(w.name, w.state, w.Addr(), w.stats.stateChanged)
-	s.Error, s.Warning = w.errMsg, w.warning
+	s.Error, s.Warning, s.Metrics = w.errMsg, w.warning, w.opts.MetricsAddr
 	s.Loop, s.Loops = w.host.loopID, w.host.turns
 	if !w.host.beat.IsZero() {
 		s.HeartbeatMs = w.host.beat.UnixMilli()
@@ -463,6 +488,7 @@ func (w *Worker) shutdown() {
 	if err := w.impl.Close(); err != nil {
 		w.log.Warn("close worker implementation", "err", err)
 	}
+	w.metrics.Remove()
 	w.host.release()
 	w.log.Info("worker exited", "state", w.state)
 }

@@ -50,6 +50,7 @@ func startCommand() *cli.Command {
 			&cli.DurationFlag{Name: "worker-ttl", Value: controller.DefaultWorkerTTL, Usage: "the workers' address lease: how long a killed or stopped process stays registered"},
 			&cli.DurationFlag{Name: "orphan-timeout", Value: controller.DefaultOrphanTimeout, Usage: "workers interrupt themselves when the controller's record has been gone this long (negative: never)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "slurm: write and print the sbatch scripts, submit nothing"},
+			&cli.BoolFlag{Name: "no-metrics", Usage: "the workers serve no Prometheus metrics (by default each worker process serves /metrics on a free port, found through service discovery: docs/metrics.md)"},
 			&cli.StringFlag{Name: "cuda-binary", EnvVars: []string{"RLCTL_CUDA_BINARY"}, Usage: "the rlctl built with CUDA (make build-cuda) that runs the workers on a CUDA device (default: rlctl-cuda beside this rlctl); with slurm at the same path on every node"},
 			&cli.GenericFlag{Name: "set", Value: &setList{}, Usage: "override a configuration value, key a dotted path (repeatable): --set workers.actor.count=4"},
 		),
@@ -121,7 +122,7 @@ func runStart(c *cli.Context, args []string) error {
 		Out: os.Stdout, TTY: controller.IsTerminal(os.Stdout), Logger: log,
 		RegisterTimeout: c.Duration("register-timeout"), OrphanTimeout: c.Duration("orphan-timeout"),
 		HungAfter: c.Duration("hung-after"), WorkerTTL: c.Duration("worker-ttl"),
-		CUDABinary: c.String("cuda-binary"), Types: types,
+		CUDABinary: c.String("cuda-binary"), Types: types, NoMetrics: c.Bool("no-metrics"),
 	}
 	switch s := c.String("scheduler"); s {
 	case "local":

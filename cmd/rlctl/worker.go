@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"runtime/pprof"
 	"sync"
@@ -13,10 +14,12 @@ import (
 	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/echoworker"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/webserve"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/sinkworker"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker"
 	"github.com/urfave/cli/v2"
@@ -73,6 +76,7 @@ func workerCommand() *cli.Command {
 			&cli.DurationFlag{Name: "heartbeat", Value: worker.DefaultHeartbeat, Usage: "how often the worker loop refreshes the heartbeat of its status record (a panel reports HUNG when it is older than its bound)"},
 			&cli.DurationFlag{Name: flagNameResolveWait, Usage: "keep trying a name server that does not answer (to connect, and to register) for this long before giving up (rlctl start gives its workers 30s)"},
 			&cli.DurationFlag{Name: "orphan-timeout", Usage: "interrupt the worker once the trial's controller record (ctl), after it was seen, has been gone this long (0: never); rlctl start gives its workers 15s"},
+			&cli.StringFlag{Name: "metrics", EnvVars: []string{"RLCTL_METRICS"}, Usage: "serve the process's Prometheus metrics at http://`HOST:PORT`/metrics (\":0\": any free port on the worker's --host); the address goes into the workers' status records for service discovery. Off by default; rlctl start turns it on"},
 		),
 		Action: runWorker,
 	}
@@ -94,13 +98,21 @@ func runWorker(c *cli.Context) error {
 		return err
 	}
 	defer sess.Close()
+	host := workerHost(c, sess)
 	opts := worker.Options{
 		Trial: sess.trial, Registry: types, Type: c.String("type"), Index: c.Int("index"),
-		Host: workerHost(c, sess), Port: c.Int("port"), Repo: sess.repo,
+		Host: host, Port: c.Int("port"), Repo: sess.repo,
 		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"), Heartbeat: c.Duration("heartbeat"),
 		SpinWait:     spinWait(c.Duration("spin-wait")),
 		RegisterWait: c.Duration(flagNameResolveWait),
 		Curve:        sess.curve, Logger: sess.log,
+	}
+	if addr := c.String("metrics"); addr != "" {
+		srv, err := serveMetrics(addr, host, &opts, sess)
+		if err != nil {
+			return cli.Exit(err.Error(), exitUsage)
+		}
+		defer srv.Close()
 	}
 	workers, err := worker.NewHosted(c.Context, opts, c.Int("count"))
 	if err != nil {
@@ -201,4 +213,31 @@ func startCPUProfile(path string, d time.Duration) (stop func(), err error) {
 	}
 	time.AfterFunc(d, stop)
 	return stop, nil
+}
+
+// serveMetrics serves a new registry at addr (an empty host: the worker's
+// own) and has the workers of opts record into it and name it in their
+// status records.
+func serveMetrics(addr, host string, opts *worker.Options, sess *session) (*webserve.Server, error) {
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %q: want HOST:PORT or :PORT: %w", addr, err)
+	}
+	if h == "" {
+		h = host
+	}
+	reg := telemetry.NewRegistry()
+	srv, err := webserve.Listen(net.JoinHostPort(h, port), reg.Handler(), sess.log)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics: %w", err)
+	}
+	advertised := srv.Addr()
+	if ip := net.ParseIP(h); ip != nil && ip.IsUnspecified() {
+		// Bound on every interface: advertise the worker's own address.
+		_, p, _ := net.SplitHostPort(advertised)
+		advertised = net.JoinHostPort(host, p)
+	}
+	opts.Metrics, opts.MetricsAddr = reg, advertised
+	sess.log.Info("serving metrics", "url", "http://"+advertised+"/metrics")
+	return srv, nil
 }

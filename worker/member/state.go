@@ -65,6 +65,9 @@ type Status struct {
 	// (LoopRecord). 0: not known yet.
 	Loops       int64 `json:"loops,omitempty" msgpack:"loops,omitempty"`
 	HeartbeatMs int64 `json:"heartbeat_ms,omitempty" msgpack:"heartbeat_ms,omitempty"`
+	// Metrics is the "host:port" whose /metrics serves the worker's
+	// Prometheus metrics (shared by the workers of one process); "": none.
+	Metrics string `json:"metrics,omitempty" msgpack:"metrics,omitempty"`
 }
 
 // Updated is UpdatedMs as a time.

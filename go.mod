@@ -12,11 +12,12 @@ require (
 	go.uber.org/zap v1.27.1
 	gonum.org/v1/gonum v0.17.0
 	google.golang.org/grpc v1.83.2
+	gorgonia.org/cu v0.9.6
 )
 
 require (
+	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	gorgonia.org/cu v0.9.6 // indirect
 )
 
 require (
@@ -45,7 +46,7 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_golang v1.23.2 // indirect
+	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.67.5 // indirect
 	github.com/prometheus/procfs v0.16.1 // indirect
@@ -74,7 +75,7 @@ require (
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	golang.org/x/crypto v0.58.0
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/net v0.61.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect

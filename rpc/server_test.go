@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,5 +271,47 @@ func TestServerClose(t *testing.T) {
 			t.Fatalf("rebind after Close: %v", err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The Mux's observer hears of every request dispatched to it, with the
+// outcome on the wire; a request that never reached it (malformed,
+// oversized) is not its to count, and an unknown command is reported
+// without its name.
+func TestMuxObserver(t *testing.T) {
+	s := startServer(t, ServerOptions{MaxPayload: 1024})
+	var mu sync.Mutex
+	var seen [][2]string
+	s.Mux().SetObserver(func(command, outcome string) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, [2]string{command, outcome})
+	})
+	sock := rawREQ(t, s.Addr())
+	req := func(v ...any) []byte { return mustMarshal(t, v) }
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		want  [][2]string
+	}{
+		{"ok", req("ping", nil), [][2]string{{"ping", "ok"}}},
+		{"unknown command", req("nope", nil), [][2]string{{"", ErrTypeUnknownCommand}}},
+		{"bad arguments", req("add", map[string]string{"a": "x"}), [][2]string{{"add", ErrTypeBadArguments}}},
+		{"panic", req("panic", nil), [][2]string{{"panic", ErrTypeHandlerPanic}}},
+		{"custom error", req("custom", nil), [][2]string{{"custom", "not_ready"}}},
+		{"malformed", []byte("hello"), nil},
+		{"oversized", req("ping", map[string]string{"pad": strings.Repeat("x", 4096)}), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			rawRoundTrip(t, sock, tc.frame)
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(seen, tc.want) {
+				t.Errorf("observed %v, want %v", seen, tc.want)
+			}
+		})
 	}
 }

@@ -10,8 +10,10 @@ RLCTL        := $(BIN)/rlctl
 # slurmctld, slurmd, slurm-client and munge: the SLURM tests run a real
 # multi-node cluster (scripts/slurmcluster.sh; as root, else they skip).
 # libopenblas-dev: package nn's matrix products (build with -tags noopenblas for gonum's pure Go).
+# prometheus and chromium: the tests of watching a trial scrape real workers
+# with a real Prometheus and render the dashboard in headless Chromium.
 APT_PACKAGES := libzmq3-dev libopenblas-dev pkg-config python3-zmq python3-msgpack python3-numpy \
-                slurmctld slurmd slurm-client munge iproute2 util-linux
+                slurmctld slurmd slurm-client munge iproute2 util-linux prometheus chromium
 STATICCHECK_VERSION := v0.8.2
 GOBIN        := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m

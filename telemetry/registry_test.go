@@ -151,16 +151,7 @@ func TestRemove(t *testing.T) {
 // namespace, _total exactly on counters, base units.
 func TestNamingConventions(t *testing.T) {
 	r := NewRegistry()
-	w := r.Worker(actor0)
-	w.SetState("RUNNING")
-	w.Request("ping", "ok")
-	w.SetLoop(&Loop{})
-	w.loop.Load().Turned(time.Now())
-	w.Actor()
-	w.Policy()
-	w.Trainer().Loss("policy", 1)
-	w.Sink()
-	w.ReplayTable("t")
+	allFamilies(t, r)
 	mfs, err := r.Prometheus().Gather()
 	if err != nil {
 		t.Fatal(err)

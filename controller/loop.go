@@ -178,7 +178,11 @@ func (c *Controller) failure(ctx context.Context, p *process, reason string, kil
 	p.restarts++
 	c.restarts++
 	p.restarting = true
+	if c.record.Restarts == nil {
+		c.record.Restarts = map[string]int{}
+	}
 	for _, m := range p.members {
+		c.record.Restarts[m.name]++
 		// The new process counts from zero: keep what the old one did.
 		if m.lastStats != nil {
 			s := sample{stats: m.lastStats}.counters()
@@ -188,6 +192,9 @@ func (c *Controller) failure(ctx context.Context, p *process, reason string, kil
 		m.lastStats = nil
 		m.lastState = ""
 	}
+	// Written now, not with the new pid: a dashboard shows the restart
+	// while it runs.
+	c.writeRecord()
 	c.out.event("restarting %s (%d of %d): %s", p.spec.Name, p.restarts, limit, reason)
 	old := p.handle
 	spec := p.spec

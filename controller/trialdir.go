@@ -76,6 +76,10 @@ type Record struct {
 	EmbeddedEtcd bool   `json:"embedded_etcd"`
 	// Workers maps worker names to the pids of their current processes.
 	Workers map[string]int `json:"workers,omitempty"`
+	// Restarts counts, by worker name, the restarts of the process that
+	// runs it (every worker a process hosts counts its restart): the
+	// dashboard's per-worker figure, which metrics.jsonl does not carry.
+	Restarts map[string]int `json:"restarts,omitempty"`
 }
 
 // Active reports whether the record says a controller is at work.

@@ -222,6 +222,9 @@ func TestHistoryIncremental(t *testing.T) {
 	if tail.Run == all.Run || tail.Total != 1 || len(tail.Points) != 0 {
 		t.Fatalf("new run: %+v (first run %d)", tail, all.Run)
 	}
+	if _, body, _ := get(t, h, "/api/history?since=1"); !strings.Contains(body, `"points":[]`) {
+		t.Errorf("no points are not []: %s", body)
+	}
 }
 
 func TestLogTail(t *testing.T) {

@@ -98,7 +98,8 @@ func (h *history) since(i, limit int) History {
 	defer h.mu.Unlock()
 	i = min(max(i, 0), len(h.points))
 	end := min(i+limit, len(h.points))
-	return History{Run: h.run, Since: i, Next: end, Total: len(h.points), Points: append([]Point(nil), h.points[i:end]...)}
+	// Never nil: a client reads [] where null would break it.
+	return History{Run: h.run, Since: i, Next: end, Total: len(h.points), Points: append([]Point{}, h.points[i:end]...)}
 }
 
 // last is the newest point, nil before the first.

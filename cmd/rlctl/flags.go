@@ -262,8 +262,10 @@ func openSession(c *cli.Context) (*session, error) {
 }
 
 // panel returns a control panel for the session's trial; close it before the session.
-func (s *session) panel() *panel.ControlPanel {
-	var opts panel.Options
+func (s *session) panel() *panel.ControlPanel { return s.panelWith(panel.Options{}) }
+
+// panelWith is panel with options of the caller's (the session sets Curve).
+func (s *session) panelWith(opts panel.Options) *panel.ControlPanel {
 	if s.curve != nil {
 		opts.Curve = s.curve.ClientKeys()
 	}

@@ -58,7 +58,7 @@ func newApp() *cli.App {
 			"talks to live workers.",
 		Flags: globalFlags(),
 		Commands: []*cli.Command{
-			startCommand(), stopCommand(), statusCommand(), plotCommand(), experimentsCommand(),
+			startCommand(), stopCommand(), statusCommand(), dashboardCommand(), sdCommand(), plotCommand(), experimentsCommand(),
 			workerCommand(), requestCommand(), lsCommand(), nameserverCommand(), keygenCommand(), devicesCommand(),
 		},
 		EnableBashCompletion: true,

@@ -51,6 +51,8 @@ func startCommand() *cli.Command {
 			&cli.DurationFlag{Name: "orphan-timeout", Value: controller.DefaultOrphanTimeout, Usage: "workers interrupt themselves when the controller's record has been gone this long (negative: never)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "slurm: write and print the sbatch scripts, submit nothing"},
 			&cli.BoolFlag{Name: "no-metrics", Usage: "the workers serve no Prometheus metrics (by default each worker process serves /metrics on a free port, found through service discovery: docs/metrics.md)"},
+			&cli.StringFlag{Name: flagDashboard, Usage: "serve the trial's live dashboard, /sd and /metrics at this address (127.0.0.1:8080; port 0: a free one) from the start until the controller exits; it prints the line: dashboard URL. Beyond loopback every request needs the token (see --dashboard-token)"},
+			dashboardTokenFlag(),
 			&cli.StringFlag{Name: "cuda-binary", EnvVars: []string{"RLCTL_CUDA_BINARY"}, Usage: "the rlctl built with CUDA (make build-cuda) that runs the workers on a CUDA device (default: rlctl-cuda beside this rlctl); with slurm at the same path on every node"},
 			&cli.GenericFlag{Name: "set", Value: &setList{}, Usage: "override a configuration value, key a dotted path (repeatable): --set workers.actor.count=4"},
 		),
@@ -151,6 +153,13 @@ func runStart(c *cli.Context, args []string) error {
 		}
 	default:
 		return cli.Exit(fmt.Sprintf("--scheduler %q: want local or slurm", s), exitUsage)
+	}
+	if addr := c.String(flagDashboard); addr != "" {
+		stop, err := startDashboard(c, addr, dir, names.NewTrial(cfg.Name, args[1]), opts.HungAfter, os.Getpid(), log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	res, err := controller.Run(c.Context, opts)
 	switch res.Outcome {

@@ -34,8 +34,8 @@ func runStatus(c *cli.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ep := global(c, flagNameResolve)
 	rec, recErr := dir.ReadRecord()
+	ep, embedded := trialNameResolve(c, rec, recErr)
 	if recErr == nil {
 		alive := "not running"
 		if rec.Alive() {
@@ -48,9 +48,6 @@ func runStatus(c *cli.Context, args []string) error {
 		}
 		if rec.Scheduler == "slurm" {
 			fmt.Printf("slurm: scripts in %s, job ids in %s\n", dir.Path(slurm.Dir), dir.Path(slurm.Dir, slurm.JobsFile))
-		}
-		if rec.NameResolve != "" {
-			ep = rec.NameResolve
 		}
 		if rec.EmbeddedEtcd && !rec.Alive() {
 			ep = "" // the embedded etcd went with its controller
@@ -69,7 +66,7 @@ func runStatus(c *cli.Context, args []string) error {
 	if ep == "" {
 		return nil
 	}
-	cfg, err := etcdConfig(c, ep, recErr == nil && rec.EmbeddedEtcd)
+	cfg, err := etcdConfig(c, ep, embedded)
 	if err != nil {
 		return err
 	}

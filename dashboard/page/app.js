@@ -130,8 +130,9 @@
         points = [];
         if (h.since !== 0) continue;
       }
-      points = points.concat(h.points);
-      if (h.next >= h.total || h.points.length === 0) return;
+      const got = h.points || [];
+      points = points.concat(got);
+      if (h.next >= h.total || got.length === 0) return;
     }
   }
 
@@ -155,7 +156,7 @@
 
   // chart draws ys against xs into svg: axes, grid, one line.
   function chart(svg, xy, o) {
-    const W = 560, H = 240, L = 56, R = 12, T = 10, B = 30;
+    const W = 560, H = 240, L = 56, R = 26, T = 10, B = 30;
     const nodes = [];
     svg.dataset.n = String(xy.length);
     if (xy.length < 2) {

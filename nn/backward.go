@@ -63,27 +63,41 @@ func (m *ActorCritic) Backward(ws *Workspace, batch int, dOut *Output, grad []fl
 	n := batch * m.maxWidth
 	ws.gradA, ws.gradB = grow(ws.gradA, n), grow(ws.gradB, n)
 
-	// Heads read the trunk's output, or the observations when there is no
-	// shared trunk. With a shared trunk, both heads send their input
-	// gradient into gradTrunk: the first overwrites it, the second adds.
-	x := ws.obs
-	var dTrunk []float32
+	// The dense layers read the features: the last convolution's output,
+	// or the observations when there is none, whose gradient nobody needs.
+	feat := ws.obs
+	var dFeat []float32
+	if k := len(m.conv); k > 0 {
+		feat = ws.conv[k-1]
+		ws.gradFeat = grow(ws.gradFeat, batch*m.features)
+		dFeat = ws.gradFeat
+	}
+	// Heads read the trunk's output, or the features when there is no
+	// shared trunk. Both heads send their input gradient into the same
+	// buffer (gradTrunk, or gradFeat): the first overwrites it, the second
+	// adds.
+	x, dx := feat, dFeat
 	if k := len(m.trunk); k > 0 {
 		x = ws.trunk[k-1]
 		ws.gradTrunk = grow(ws.gradTrunk, batch*m.trunk[k-1].out)
-		dTrunk = ws.gradTrunk
+		dx = ws.gradTrunk
 	}
 	var beta float32
 	if len(dPi) != 0 {
-		m.backwardChain(ws, m.pi, x, ws.pi, dPi, batch, grad, dTrunk, beta)
+		m.backwardChain(ws, m.pi, x, ws.pi, dPi, batch, grad, dx, beta)
 		beta = 1
 	}
 	if len(dOut.Values) != 0 {
-		m.backwardChain(ws, m.v, x, ws.v, dOut.Values, batch, grad, dTrunk, beta)
+		m.backwardChain(ws, m.v, x, ws.v, dOut.Values, batch, grad, dx, beta)
 		beta = 1
 	}
-	if dTrunk != nil && beta != 0 {
-		m.backwardChain(ws, m.trunk, ws.obs, ws.trunk, dTrunk, batch, grad, nil, 0)
+	if beta != 0 { // some gradient flowed into the shared layers
+		if len(m.trunk) > 0 {
+			m.backwardChain(ws, m.trunk, feat, ws.trunk, ws.gradTrunk, batch, grad, dFeat, 0)
+		}
+		if dFeat != nil {
+			m.backwardConv(ws, dFeat, batch, grad)
+		}
 	}
 
 	if len(dLogStd) != 0 {
@@ -118,12 +132,7 @@ func (m *ActorCritic) backwardChain(ws *Workspace, ls []layer, x []float32, acts
 		}
 		w := m.params[l.w : l.w+l.in*l.out]
 		matMulTransA(in, dy, grad[l.w:l.w+l.in*l.out], batch, l.in, l.out)
-		gb := grad[l.b : l.b+l.out]
-		for r := range batch {
-			for j, d := range dy[r*l.out : (r+1)*l.out] {
-				gb[j] += d
-			}
-		}
+		sumRows(dy, grad[l.b:l.b+l.out], batch, l.out)
 		// dIn = dy·Wᵀ, skipped at the bottom of a chain nobody needs it from.
 		switch {
 		case i > 0:
@@ -133,6 +142,16 @@ func (m *ActorCritic) backwardChain(ws *Workspace, ls []layer, x []float32, acts
 			dy = d
 		case dx != nil:
 			matMulTransB(dy, w, dx, beta, batch, l.in, l.out)
+		}
+	}
+}
+
+// sumRows adds the rows rows of dy ([rows, out]) to gb ([out]): a bias's
+// gradient, summed over the batch (and a convolution's over its pixels).
+func sumRows(dy, gb []float32, rows, out int) {
+	for r := range rows {
+		for j, d := range dy[r*out : (r+1)*out] {
+			gb[j] += d
 		}
 	}
 }

@@ -37,8 +37,10 @@ func init() {
 // gonum's kernels (a single row, or fewer than smallOps multiply-adds: on
 // the 2-core development machine OpenBLAS took 166 ns for a 1x4x64 GEMM
 // that gonum does in 57, and 827 ns for 1x64x64 against 722; from 8x4x64
-// on it is faster). Slices of length 0 are never passed to C: a zero-size
-// operation returns first.
+// on it is faster), unless gonum would split the product over goroutines
+// (more rows than serialRows allows), which costs wake-ups and allocations:
+// a conv network's 1024-wide features at batch 1 did. Slices of length 0
+// are never passed to C: a zero-size operation returns first.
 type openBLAS struct{}
 
 // smallOps is the size (multiply-adds) below which gonum's kernels run.
@@ -59,7 +61,7 @@ func (openBLAS) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []flo
 	if m == 0 || n == 0 {
 		return
 	}
-	if m == 1 || m*n*k < smallOps {
+	if (m == 1 || m*n*k < smallOps) && m <= serialRows(n) {
 		small.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}

@@ -96,6 +96,13 @@ func TestNetworkOpenBLASAgreesWithGonum(t *testing.T) {
 		{ObsDim: 17, Hidden: []int{33, 7}, Activation: ReLU, Head: Gaussian, ActionDim: 3},
 		{ObsDim: 5, Hidden: []int{129}, Activation: Tanh, Head: Categorical, ActionDim: 6, SharedTrunk: true},
 		{ObsDim: 9, Hidden: []int{256, 65}, Activation: ReLU, Head: Categorical, ActionDim: 18},
+		// Convolutions: MinAtar's network, and a strided, padded stack with a
+		// 1×1 layer and a Gaussian head on a large enough image that a
+		// batch of 130 spans several im2col chunks.
+		{ObsDim: 400, InputShape: []int{10, 10, 4}, Conv: []ConvLayer{{Filters: 16, Kernel: 3, Stride: 1}},
+			Hidden: []int{128}, Activation: ReLU, Head: Categorical, ActionDim: 6, SharedTrunk: true},
+		{ObsDim: 1200, InputShape: []int{20, 20, 3}, Conv: []ConvLayer{{Filters: 8, Kernel: 5, Stride: 2, Padding: 2},
+			{Filters: 6, Kernel: 1, Stride: 1}, {Filters: 4, Kernel: 3, Stride: 2}}, Hidden: []int{33}, Activation: Tanh, Head: Gaussian, ActionDim: 3},
 	}
 	t.Cleanup(func() { active = nativeKernels })
 	for _, spec := range specs {
@@ -124,7 +131,10 @@ func TestNetworkOpenBLASAgreesWithGonum(t *testing.T) {
 			}
 			outG, gradG := run(goKernels)
 			outO, gradO := run(nativeKernels)
-			widest := slices.Max(append([]int{spec.ObsDim, batch}, spec.Hidden...))
+			widest := slices.Max(append([]int{spec.ObsDim, batch, m.features}, spec.Hidden...))
+			for _, l := range m.conv {
+				widest = max(widest, l.cols())
+			}
 			for _, p := range []struct {
 				what      string
 				got, want []float32

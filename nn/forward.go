@@ -3,6 +3,7 @@ package nn
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"gonum.org/v1/gonum/blas"
 )
@@ -49,6 +50,11 @@ type Workspace struct {
 	trunk, pi, v [][]float32 // post-activation output of each hidden layer
 	gradA, gradB []float32   // ping-pong buffers for gradients inside a chain
 	gradTrunk    []float32   // gradient flowing from the heads into a shared trunk
+
+	conv                 [][]float32 // post-activation output of each convolution
+	col, dcol            []float32   // one chunk's im2col matrix, and its gradient
+	gradFeat             []float32   // gradient flowing from the dense layers into the convolutions
+	gradConvA, gradConvB []float32   // ping-pong buffers for gradients between convolutions
 }
 
 // NewWorkspace returns an empty Workspace. It is equivalent to
@@ -60,7 +66,8 @@ func NewWorkspace() *Workspace { return new(Workspace) }
 var ErrShape = errors.New("nn: shape mismatch")
 
 // Forward evaluates the network on batch observations stored row by row in
-// obs ([batch*ObsDim]) and writes the policy head's output, the log-stds
+// obs ([batch*ObsDim]; with Spec.InputShape each row is an [H, W, C]
+// image, channels last) and writes the policy head's output, the log-stds
 // and the values into out (see Output). The activations are kept in ws for
 // a following Backward; obs is copied, so the caller may reuse it at once.
 func (m *ActorCritic) Forward(obs []float32, batch int, ws *Workspace, out *Output) error {
@@ -96,7 +103,12 @@ func (m *ActorCritic) Forward(obs []float32, batch int, ws *Workspace, out *Outp
 	*head = grow(*head, batch*a)
 	out.Values = grow(out.Values, batch)
 
-	x := m.forwardChain(m.trunk, ws.obs, batch, ws.trunk, nil)
+	x := ws.obs
+	if len(m.conv) > 0 {
+		m.growConv(ws, batch)
+		x = m.forwardConv(ws, x, batch)
+	}
+	x = m.forwardChain(m.trunk, x, batch, ws.trunk, nil)
 	m.forwardChain(m.pi, x, batch, ws.pi, *head)
 	m.forwardChain(m.v, x, batch, ws.v, out.Values)
 
@@ -199,10 +211,14 @@ func activateGrad(act Activation, y, dy []float32) {
 			dy[i] *= 1 - v*v
 		}
 	case ReLU:
+		// Branch-free: y is max(x, 0), never negative (or -0), so its bits
+		// are zero exactly where the unit is off, and the mask built from
+		// them keeps dy where it is on (NaN included, as v <= 0 would).
+		// A branch on the sign of a random pre-activation is mispredicted
+		// half the time; it took a sixth of a conv network's training step.
 		for i, v := range y {
-			if v <= 0 {
-				dy[i] = 0
-			}
+			on := uint32(int32(-math.Float32bits(v)) >> 31)
+			dy[i] = math.Float32frombits(math.Float32bits(dy[i]) & on)
 		}
 	}
 }

@@ -39,3 +39,21 @@ func randVec(rng *rand.Rand, n int, scale float64) []float32 {
 }
 
 func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
+
+// setUnitParams draws every weight of m from N(0, 1/fan-in) and every
+// bias from N(0, 0.1²), so that each layer's outputs are of order 1: not
+// a rounding-level remnant of the policy head's 0.01 init, nor a large
+// sum that cancels to a small output, whose float32 rounding would hide
+// the error the comparison looks for.
+func setUnitParams(t testing.TB, m *nn.ActorCritic, rng *rand.Rand) {
+	t.Helper()
+	p := m.Params()
+	for _, info := range m.Layout() {
+		scale := 0.1
+		if len(info.Shape) > 1 {
+			fanIn := info.Size() / info.Shape[len(info.Shape)-1]
+			scale = 1 / math.Sqrt(float64(fanIn))
+		}
+		copy(p[info.Offset:], randVec(rng, info.Size(), scale))
+	}
+}

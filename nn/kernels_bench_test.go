@@ -16,13 +16,21 @@ var benchKernels = []struct {
 }{{"native", &nativeKernels}, {"gonum", &goKernels}}
 
 // benchNets are CartPole's MLP (the default policy of every CartPole
-// experiment) and a wide one, the size of a pixel task's dense layers.
+// experiment), a wide one, the size of a pixel task's dense layers, and
+// the MinAtar paper's convolutional network (10×10×4 observations, 16
+// 3×3 filters, a dense layer of 128, six actions), each at the batches
+// it runs at: an actor's 1 (MinAtar only, the network an inline actor
+// evaluates per step), a vectorised actor's 64, a policy worker's or
+// learner's 512 and a large learner batch of 4096.
 var benchNets = []struct {
-	name string
-	spec Spec
+	name    string
+	spec    Spec
+	batches []int
 }{
-	{"cartpole", Spec{ObsDim: 4, Hidden: []int{64, 64}, Activation: Tanh, Head: Categorical, ActionDim: 2}},
-	{"512x512", Spec{ObsDim: 64, Hidden: []int{512, 512}, Activation: Tanh, Head: Categorical, ActionDim: 6}},
+	{"cartpole", Spec{ObsDim: 4, Hidden: []int{64, 64}, Activation: Tanh, Head: Categorical, ActionDim: 2}, []int{64, 512, 4096}},
+	{"512x512", Spec{ObsDim: 64, Hidden: []int{512, 512}, Activation: Tanh, Head: Categorical, ActionDim: 6}, []int{64, 512, 4096}},
+	{"minatar", Spec{ObsDim: 400, InputShape: []int{10, 10, 4}, Conv: []ConvLayer{{Filters: 16, Kernel: 3, Stride: 1}},
+		Hidden: []int{128}, Activation: ReLU, Head: Categorical, ActionDim: 6, SharedTrunk: true}, []int{1, 64, 512}},
 }
 
 // onOneCore runs f with GOMAXPROCS 1, so that the figures are per core:
@@ -34,7 +42,7 @@ func onOneCore(f func()) {
 }
 
 // BenchmarkForwardKernels is the forward pass on one core in rows/s, for
-// both networks at batch 64, 512 and 4096, on the native kernels and on
+// every network of benchNets at its batches, on the native kernels and on
 // gonum's.
 func BenchmarkForwardKernels(b *testing.B) {
 	benchKernelsOn(b, false)
@@ -49,7 +57,7 @@ func BenchmarkTrainKernels(b *testing.B) {
 func benchKernelsOn(b *testing.B, backward bool) {
 	for _, kc := range benchKernels {
 		for _, net := range benchNets {
-			for _, batch := range []int{64, 512, 4096} {
+			for _, batch := range net.batches {
 				b.Run("kernels="+kc.name+"/net="+net.name+"/batch="+strconv.Itoa(batch), func(b *testing.B) {
 					active = *kc.k
 					defer func() { active = nativeKernels }()

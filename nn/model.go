@@ -36,10 +36,13 @@ type ActorCritic struct {
 	params []float32
 	layout []ParamInfo
 
-	// A network is three chains of layers: the trunk (shared hidden layers,
+	// A network is the convolutions (empty without Spec.Conv), whose output
+	// feeds three chains of dense layers: the trunk (shared hidden layers,
 	// empty unless Spec.SharedTrunk) feeds both pi and v. Keeping the
 	// shared and separate cases in one shape lets Forward and Backward
 	// treat them with the same code.
+	conv         []convLayer
+	features     int // width of the dense layers' input: ObsDim, or the last convolution's output
 	trunk, pi, v []layer
 	logStd       int // offset of the log-std vector, or -1
 	maxWidth     int // widest layer, which sizes the backward scratch buffers
@@ -54,13 +57,27 @@ type ActorCritic struct {
 // the Haar-distributed initialisation of Saxe et al. that PPO baselines
 // use) times a gain of sqrt(2) for hidden layers, 0.01 for the policy head
 // and 1 for the value head; biases start at zero and a Gaussian head's
-// log-std at spec.InitLogStd.
+// log-std at spec.InitLogStd. A convolution's weights are initialised as a
+// hidden layer's, viewed as the [Kernel·Kernel·Cin, Filters] matrix they
+// are (as PyTorch's orthogonal_ does for a Conv2d, which the PPO baselines'
+// Atari networks use): gain sqrt(2) suits the ReLU that usually follows.
 func NewActorCritic(spec Spec, seed int64) (*ActorCritic, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("nn: new actor-critic: %w", err)
 	}
-	m := &ActorCritic{spec: spec.clone(), logStd: -1}
+	m := &ActorCritic{spec: spec.clone(), logStd: -1, features: spec.ObsDim}
 	n := 0
+	geoms, _ := spec.convGeometry() // cannot fail: Validate ran it
+	for i, g := range geoms {
+		prefix := "conv." + strconv.Itoa(i)
+		l := convLayer{convGeom: g, w: n, b: n + g.cols()*g.outC}
+		m.layout = append(m.layout,
+			ParamInfo{Name: prefix + ".w", Shape: []int{g.k, g.k, g.inC, g.outC}, Offset: l.w},
+			ParamInfo{Name: prefix + ".b", Shape: []int{g.outC}, Offset: l.b})
+		n += g.cols()*g.outC + g.outC
+		m.conv = append(m.conv, l)
+		m.features = g.outSize()
+	}
 	add := func(net string, idx, in, out int, act bool) layer {
 		prefix := net + "." + strconv.Itoa(idx)
 		l := layer{in: in, out: out, w: n, b: n + in*out, act: act}
@@ -83,16 +100,16 @@ func NewActorCritic(spec Spec, seed int64) (*ActorCritic, error) {
 		return ls
 	}
 	if spec.SharedTrunk {
-		m.trunk = chain("trunk", spec.ObsDim, spec.Hidden, 0)
-		in := spec.ObsDim
+		m.trunk = chain("trunk", m.features, spec.Hidden, 0)
+		in := m.features
 		if len(spec.Hidden) > 0 {
 			in = spec.Hidden[len(spec.Hidden)-1]
 		}
 		m.pi = chain("pi", in, nil, spec.ActionDim)
 		m.v = chain("v", in, nil, 1)
 	} else {
-		m.pi = chain("pi", spec.ObsDim, spec.Hidden, spec.ActionDim)
-		m.v = chain("v", spec.ObsDim, spec.Hidden, 1)
+		m.pi = chain("pi", m.features, spec.Hidden, spec.ActionDim)
+		m.v = chain("v", m.features, spec.Hidden, 1)
 	}
 	if spec.Head == Gaussian {
 		m.logStd = n
@@ -102,6 +119,9 @@ func NewActorCritic(spec Spec, seed int64) (*ActorCritic, error) {
 	m.params = make([]float32, n)
 
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6e6e2d696e6974)) // "nn-init"
+	for _, l := range m.conv {
+		orthogonal(m.params[l.w:l.w+l.cols()*l.outC], l.cols(), l.outC, hiddenGain, rng)
+	}
 	initChain := func(ls []layer, headGain float64) {
 		for _, l := range ls {
 			gain := hiddenGain

@@ -299,6 +299,9 @@ func TestWorkspaceReuse(t *testing.T) {
 		cartPole,
 		{ObsDim: 3, Hidden: []int{5}, Activation: nn.ReLU, Head: nn.Gaussian, ActionDim: 2, SharedTrunk: true},
 		{ObsDim: 6, Hidden: []int{130, 7, 9}, Activation: nn.Tanh, Head: nn.Categorical, ActionDim: 4},
+		minAtar,
+		{ObsDim: 48, InputShape: []int{4, 4, 3}, Conv: []nn.ConvLayer{{Filters: 5, Kernel: 2, Stride: 2}, {Filters: 3, Kernel: 1, Stride: 1}},
+			Hidden: []int{6}, Activation: nn.Tanh, Head: nn.Gaussian, ActionDim: 2},
 	}
 	ws, out := nn.NewWorkspace(), new(nn.Output)
 	for round := range 2 {

@@ -35,15 +35,35 @@ const maxParams = 1 << 28
 
 // Spec describes the architecture of an ActorCritic.
 type Spec struct {
-	ObsDim     int        // length of one observation
+	ObsDim int // length of one observation
+
+	// InputShape is the shape of one observation as [H, W, C], channels
+	// last (the observation's flat index is (y·W + x)·C + c), with
+	// H·W·C = ObsDim. It is required by Conv and may be given without it,
+	// as a record of the observation's shape; nil means a flat vector.
+	InputShape []int
+	// Conv are 2-D convolutions applied to the observation, in order,
+	// before the dense layers, each followed by Activation. Their output,
+	// flattened in the same (y, x, channel) order, is the input of the
+	// dense layers. They form one trunk that the policy and value heads
+	// share whatever SharedTrunk says (see SharedTrunk). Empty: an MLP.
+	Conv []ConvLayer
+
 	Hidden     []int      // widths of the hidden layers, e.g. [64, 64]; may be empty
-	Activation Activation // nonlinearity after each hidden layer
+	Activation Activation // nonlinearity after each hidden and convolutional layer
 	Head       HeadKind   // policy distribution
 	ActionDim  int        // number of discrete actions, or continuous action dimensions
 
 	// SharedTrunk makes policy and value heads sit on one common stack of
 	// hidden layers. The default (false) gives each its own MLP, as common
 	// PPO baselines do, so the value loss cannot disturb policy features.
+	//
+	// It does not apply to Conv, which both heads always share: the
+	// convolutions are most of a pixel network's cost, which separate
+	// copies would double, and the networks this package is meant to
+	// reproduce (MinAtar's, Atari's Nature CNN in PPO baselines) share
+	// them. MinAtar's actor-critic network shares the dense layer too:
+	// Conv [{16, 3, 1, 0}], Hidden [128], SharedTrunk true.
 	SharedTrunk bool
 
 	// InitLogStd is the initial value of every log standard deviation of a
@@ -59,6 +79,10 @@ var ErrInvalidSpec = errors.New("nn: invalid spec")
 func (s Spec) Validate() error {
 	if s.ObsDim <= 0 {
 		return fmt.Errorf("%w: ObsDim must be positive, got %d", ErrInvalidSpec, s.ObsDim)
+	}
+	convs, err := s.convGeometry()
+	if err != nil {
+		return err
 	}
 	for i, h := range s.Hidden {
 		if h <= 0 {
@@ -96,8 +120,13 @@ func (s Spec) Validate() error {
 		return true
 	}
 	ok := true
+	features := s.ObsDim
+	for _, g := range convs {
+		ok = ok && add(g.cols(), g.outC)
+		features = g.outSize()
+	}
 	if s.SharedTrunk {
-		in := s.ObsDim
+		in := features
 		for _, h := range s.Hidden {
 			ok = ok && add(in, h)
 			in = h
@@ -105,7 +134,7 @@ func (s Spec) Validate() error {
 		ok = ok && add(in, s.ActionDim) && add(in, 1)
 	} else {
 		for _, outDim := range []int{s.ActionDim, 1} {
-			in := s.ObsDim
+			in := features
 			for _, h := range s.Hidden {
 				ok = ok && add(in, h)
 				in = h
@@ -126,18 +155,31 @@ func (s Spec) Validate() error {
 // spec cannot be changed through a slice the caller still holds.
 func (s Spec) clone() Spec {
 	s.Hidden = append([]int(nil), s.Hidden...)
+	if s.InputShape != nil {
+		s.InputShape = append([]int(nil), s.InputShape...)
+	}
+	if s.Conv != nil {
+		s.Conv = append([]ConvLayer(nil), s.Conv...)
+	}
 	return s
 }
 
 // ParamInfo locates one parameter tensor inside the flat parameter vector.
 //
-// Names are "<net>.<layer>.w" and "<net>.<layer>.b" with net one of "pi"
-// (policy), "v" (value) or "trunk" (shared hidden layers), layers numbered
-// from 0 in forward order, plus "logstd" for a Gaussian head. With separate
-// trunks "pi" and "v" hold all their layers, the last being the head; with a
-// shared trunk "trunk" holds the hidden layers and "pi.0" and "v.0" are the
-// heads. Weights have Shape [in, out] and are stored row-major; biases have
-// Shape [out].
+// Names are "<net>.<layer>.w" and "<net>.<layer>.b" with net one of "conv"
+// (convolutions), "pi" (policy), "v" (value) or "trunk" (shared hidden
+// layers), layers numbered from 0 in forward order, plus "logstd" for a
+// Gaussian head. Storage order is conv, trunk, pi, v, logstd. With
+// separate trunks "pi" and "v" hold all their dense layers, the last being
+// the head; with a shared trunk "trunk" holds the hidden layers and "pi.0"
+// and "v.0" are the heads. Dense weights have Shape [in, out] and are
+// stored row-major; biases have Shape [out].
+//
+// A convolution's weights have Shape [Kernel, Kernel, Cin, Filters],
+// row-major: element (ky, kx, c, f) weighs input channel c at kernel
+// offset (ky, kx) for filter f. That is a dense [Kernel·Kernel·Cin,
+// Filters] matrix whose rows are in the order im2col lays out a patch,
+// so one GEMM applies it to every patch of a batch.
 type ParamInfo struct {
 	Name   string
 	Shape  []int

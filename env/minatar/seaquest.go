@@ -1,0 +1,309 @@
+package minatar
+
+import (
+	"math/rand/v2"
+	"slices"
+)
+
+// Seaquest channels.
+const (
+	sqSubFront = iota
+	sqSubBack
+	sqFriendlyBullet
+	sqTrail
+	sqEnemyBullet
+	sqEnemyFish
+	sqEnemySub
+	sqOxygenGauge
+	sqDiverGauge
+	sqDiver
+)
+
+const (
+	maxOxygen        = 200
+	maxDivers        = 6
+	seaquestSpawn    = 20 // initial steps between enemy spawns
+	seaquestMove     = 5  // initial move period of enemies (a move every 6 steps)
+	seaquestMinMove  = 2  // the fastest enemies move every 3 steps
+	diverSpawnPeriod = 30
+	diverMovePeriod  = 5
+	subShotCooldown  = 5        // steps between two shots of the player
+	enemyShotPeriod  = 10       // steps between two shots of an enemy submarine
+	seaBottom        = Size - 2 // row 9 holds the gauges
+)
+
+var seaquestSpec = spec{
+	name: "seaquest",
+	channels: []string{"sub_front", "sub_back", "friendly_bullet", "trail", "enemy_bullet",
+		"enemy_fish", "enemy_sub", "oxygen_gauge", "diver_gauge", "diver"},
+	glyphs:  "Ss*-+FUo=D",
+	minimal: []int32{Noop, Left, Up, Right, Down, Fire},
+	newGame: func(ramping bool) game { return newSeaquest(ramping) },
+}
+
+// enemySub is an enemy submarine: it moves like a fish and shoots.
+type enemySub struct {
+	runner
+	shotDue int
+}
+
+// seaquest: the player's submarine starts at the surface (row 0) and moves
+// in four directions down to row 8, shooting torpedoes sideways. Fish and
+// enemy submarines cross rows 1-8 and end the episode on contact, as do
+// the enemy submarines' bullets; a torpedo that hits one earns 1. Divers
+// cross too and are picked up on contact, up to 6. Under water the oxygen
+// runs down; surfacing with a diver refills it and costs the diver, or,
+// with all 6, rescues them for a bonus of the oxygen left (1 per tenth);
+// surfacing with none, or running out of oxygen, ends the episode. Each
+// surfacing makes the enemies come more often and faster.
+type seaquest struct {
+	ramping  bool
+	x, y     int
+	right    bool // facing
+	oxygen   int
+	divers   int  // aboard
+	surfaced bool // at the surface since the last surfacing
+	torps    []runner
+	bullets  []runner
+	fish     []runner
+	subs     []enemySub
+	swimmers []runner // divers in the water
+	pace     pace
+	enemyDue int
+	diverDue int
+	shotDue  int
+}
+
+// newSeaquest sizes the object lists for the most a game can hold, so
+// that steps append without allocating.
+func newSeaquest(ramping bool) *seaquest {
+	return &seaquest{
+		ramping:  ramping,
+		torps:    make([]runner, 0, 4),
+		bullets:  make([]runner, 0, 2*(seaBottom+1)),
+		fish:     make([]runner, 0, seaBottom),
+		subs:     make([]enemySub, 0, seaBottom),
+		swimmers: make([]runner, 0, 8),
+	}
+}
+
+func (g *seaquest) reset(*rand.Rand) {
+	*g = seaquest{
+		ramping:  g.ramping,
+		x:        Size / 2,
+		oxygen:   maxOxygen,
+		surfaced: true,
+		torps:    g.torps[:0],
+		bullets:  g.bullets[:0],
+		fish:     g.fish[:0],
+		subs:     g.subs[:0],
+		swimmers: g.swimmers[:0],
+		pace:     pace{spawn: seaquestSpawn, move: seaquestMove},
+		enemyDue: seaquestSpawn,
+		diverDue: diverSpawnPeriod,
+	}
+}
+
+func (g *seaquest) step(a int32, rng *rand.Rand) (reward int, terminal bool) {
+	switch a {
+	case Fire:
+		if g.shotDue == 0 {
+			g.torps = append(g.torps, runner{x: g.x, y: g.y, right: g.right})
+			g.shotDue = subShotCooldown
+		}
+	case Left:
+		g.x, g.right = max(0, g.x-1), false
+	case Right:
+		g.x, g.right = min(Size-1, g.x+1), true
+	case Up:
+		g.y = max(0, g.y-1)
+	case Down:
+		g.y = min(seaBottom, g.y+1)
+	}
+
+	// Torpedoes move a cell per step and sink the fish, else the
+	// submarine, they meet; enemies that move onto one later in the step
+	// sink too.
+	for i := range g.torps {
+		g.torps[i].move()
+	}
+	g.torps = slices.DeleteFunc(g.torps, runner.offGrid)
+	reward += g.torpedoed()
+
+	// Divers are picked up when the submarine is on their cell, before or
+	// after they move, if it has room.
+	g.swimmers = slices.DeleteFunc(g.swimmers, func(d runner) bool { return g.pickUp(d) })
+	for i := range g.swimmers {
+		g.swimmers[i].tick(diverMovePeriod)
+	}
+	g.swimmers = slices.DeleteFunc(g.swimmers, func(d runner) bool { return d.offGrid() || g.pickUp(d) })
+
+	// Enemies hit the submarine by sharing its cell before or after they
+	// move, and sink if they move onto a torpedo.
+	for i := range g.subs {
+		s := &g.subs[i]
+		terminal = terminal || s.at(g.x, g.y)
+		if s.tick(g.pace.move) && !s.offGrid() {
+			terminal = terminal || s.at(g.x, g.y)
+		}
+		if s.offGrid() {
+			continue
+		}
+		if s.shotDue > 0 {
+			s.shotDue--
+		} else {
+			s.shotDue = enemyShotPeriod
+			g.bullets = append(g.bullets, runner{x: s.x, y: s.y, right: s.right})
+		}
+	}
+	for i := range g.bullets {
+		b := &g.bullets[i]
+		terminal = terminal || b.at(g.x, g.y)
+		b.move()
+		terminal = terminal || b.at(g.x, g.y)
+	}
+	g.bullets = slices.DeleteFunc(g.bullets, runner.offGrid)
+	for i := range g.fish {
+		f := &g.fish[i]
+		terminal = terminal || f.at(g.x, g.y)
+		if f.tick(g.pace.move) {
+			terminal = terminal || f.at(g.x, g.y)
+		}
+	}
+	g.fish = slices.DeleteFunc(g.fish, runner.offGrid)
+	g.subs = slices.DeleteFunc(g.subs, func(s enemySub) bool { return s.offGrid() })
+	reward += g.torpedoed()
+
+	if g.enemyDue--; g.enemyDue <= 0 {
+		g.spawnEnemy(rng)
+		g.enemyDue = g.pace.spawn
+	}
+	if g.diverDue--; g.diverDue <= 0 {
+		g.swimmers = append(g.swimmers, fromSide(rng, 1+rng.IntN(seaBottom)))
+		g.swimmers[len(g.swimmers)-1].wait = diverMovePeriod
+		g.diverDue = diverSpawnPeriod
+	}
+	if g.shotDue > 0 {
+		g.shotDue--
+	}
+
+	if g.y > 0 {
+		g.oxygen--
+		g.surfaced = false
+	} else if !g.surfaced {
+		if g.divers == 0 {
+			terminal = true
+		} else {
+			reward += g.surface()
+		}
+	}
+	return reward, terminal || g.oxygen < 0
+}
+
+// torpedoed sinks the fish, else the submarines, on a torpedo's cell,
+// removing the torpedo too, and returns how many torpedoes hit.
+func (g *seaquest) torpedoed() int {
+	n := len(g.torps)
+	g.torps = slices.DeleteFunc(g.torps, func(t runner) bool {
+		return sink(&g.fish, t.x, t.y) || sink(&g.subs, t.x, t.y)
+	})
+	return n - len(g.torps)
+}
+
+// sink removes the objects of *list at (x, y) and reports whether there
+// were any.
+func sink[T interface{ at(x, y int) bool }](list *[]T, x, y int) bool {
+	n := len(*list)
+	*list = slices.DeleteFunc(*list, func(o T) bool { return o.at(x, y) })
+	return len(*list) < n
+}
+
+// pickUp takes diver d aboard if the submarine is on its cell and has room.
+func (g *seaquest) pickUp(d runner) bool {
+	if !d.at(g.x, g.y) || g.divers >= maxDivers {
+		return false
+	}
+	g.divers++
+	return true
+}
+
+// surface refills the oxygen and ramps the difficulty. With a full load
+// the divers are rescued for a bonus of the oxygen gauge's cells; with
+// fewer one diver is used up.
+func (g *seaquest) surface() int {
+	g.surfaced = true
+	bonus := 0
+	if g.divers == maxDivers {
+		bonus = g.oxygenCells()
+		g.divers = 0
+	} else {
+		g.divers--
+	}
+	g.oxygen = maxOxygen
+	if g.ramping && g.pace.canRamp(seaquestMinMove) {
+		g.pace.harder(seaquestMinMove)
+	}
+	return bonus
+}
+
+// oxygenCells is the length of the oxygen gauge: a cell per tenth of the
+// tank, rounded down.
+func (g *seaquest) oxygenCells() int { return max(0, g.oxygen) * Size / maxOxygen }
+
+// spawnEnemy sends a fish, or with probability 1/3 a submarine, into a row
+// chosen uniformly from 1-8, from a random side; if an enemy is already in
+// that row, nothing spawns.
+func (g *seaquest) spawnEnemy(rng *rand.Rand) {
+	r := fromSide(rng, 1+rng.IntN(seaBottom))
+	isSub := rng.IntN(3) == 0
+	r.wait = g.pace.move
+	for _, f := range g.fish {
+		if f.y == r.y {
+			return
+		}
+	}
+	for _, s := range g.subs {
+		if s.y == r.y {
+			return
+		}
+	}
+	if isSub {
+		g.subs = append(g.subs, enemySub{runner: r, shotDue: enemyShotPeriod})
+	} else {
+		g.fish = append(g.fish, r)
+	}
+}
+
+func (g *seaquest) draw(o grid) {
+	o.set(g.y, g.x, sqSubFront)
+	back := g.x + 1
+	if g.right {
+		back = g.x - 1
+	}
+	o.set(g.y, back, sqSubBack) // not drawn when it would be off the grid
+	for _, t := range g.torps {
+		o.set(t.y, t.x, sqFriendlyBullet)
+	}
+	for _, b := range g.bullets {
+		o.set(b.y, b.x, sqEnemyBullet)
+	}
+	trailed := func(r runner, ch int) {
+		o.set(r.y, r.x, ch)
+		o.set(r.y, r.trailX(), sqTrail)
+	}
+	for _, f := range g.fish {
+		trailed(f, sqEnemyFish)
+	}
+	for _, s := range g.subs {
+		trailed(s.runner, sqEnemySub)
+	}
+	for _, d := range g.swimmers {
+		trailed(d, sqDiver)
+	}
+	for c := range g.oxygenCells() {
+		o.set(Size-1, c, sqOxygenGauge)
+	}
+	for c := Size - 1 - g.divers; c < Size-1; c++ {
+		o.set(Size-1, c, sqDiverGauge)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/env/minatar"
 	"github.com/distrl/distrl/pyenv"
 )
 
@@ -20,11 +21,17 @@ var registerOnce = sync.OnceValue(func() error {
 	if err := api.RegisterEnv(SimpleSpreadName, newSimpleSpreadEnv); err != nil {
 		return err
 	}
+	for _, g := range minatar.Games() {
+		if err := api.RegisterEnv(minatar.EnvName(g), minatar.Factory(g)); err != nil {
+			return err
+		}
+	}
 	return pyenv.Register()
 })
 
 // Register adds the built-in environments to the api registry under
-// [CartPoleName] and [SimpleSpreadName], and Python environments under
-// pyenv.Name ("python"). Calling it again is a no-op that
+// [CartPoleName] and [SimpleSpreadName], the MinAtar games under
+// minatar-<game> (minatar-breakout, ...; package minatar), and Python
+// environments under pyenv.Name ("python"). Calling it again is a no-op that
 // returns the first call's result.
 func Register() error { return registerOnce() }

@@ -11,7 +11,10 @@ import (
 // registered as envName with configuration envCfg: ObsDim is the width of
 // one agent's observation, and the action space picks the head (Discrete(N)
 // gives a categorical head over N actions, a Box a Gaussian head of its
-// size). The rest are the defaults: DefaultHidden, tanh, seed 0, sampling.
+// size). An observation Box of three dimensions is taken for an image,
+// [H, W, C] channels last, and sets ObsShape, so that a configuration
+// need only add Conv (WithConv) to put convolutions in front. The rest are
+// the defaults: DefaultHidden, tanh, no convolutions, seed 0, sampling.
 //
 // It creates a throwaway environment through [api.NewEnv] to read the
 // spaces, so the environment must be registered first (env.Register for
@@ -38,6 +41,9 @@ func ConfigForEnv(envName string, envCfg map[string]any) (Config, error) {
 		ActionDim:  act.Dim(),
 		Hidden:     append([]int(nil), DefaultHidden...),
 		Activation: nn.Tanh,
+	}
+	if obs.Kind == api.Box && len(obs.Shape) == 3 {
+		cfg.ObsShape = append([]int(nil), obs.Shape...)
 	}
 	switch act.Kind {
 	case api.Discrete:

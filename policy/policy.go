@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/nn"
@@ -48,7 +49,21 @@ type Config struct {
 	// goroutine alone. The answers are those of one goroutine to float32
 	// rounding (see cpuBackend.Act).
 	Threads int `msgpack:"threads"`
+	// ObsShape is the shape of one observation, [H, W, C] channels last
+	// (nn.Spec.InputShape), with H·W·C = ObsDim; nil for a flat vector.
+	// ConfigForEnv fills it in for an environment whose observations are
+	// three-dimensional. Conv needs it.
+	ObsShape []int `msgpack:"obs_shape,omitempty"`
+	// Conv are convolutions before the hidden layers (nn.Spec.Conv), for
+	// observations that are images; both heads share them. Empty: an MLP.
+	Conv []nn.ConvLayer `msgpack:"conv,omitempty"`
 }
+
+// MinAtarConv is the convolution of the MinAtar paper's networks (Young &
+// Tian 2019): 16 filters of 3×3, stride 1, no padding. With Hidden
+// [128], the ReLU activation and a shared trunk it is their actor-critic
+// network; with a categorical head and dqn's learner, their DQN.
+var MinAtarConv = []nn.ConvLayer{{Filters: 16, Kernel: 3, Stride: 1}}
 
 // WithShape overrides the hidden layers and the activation where a worker's
 // configuration gives them: nil hidden and "" activation keep c's.
@@ -60,10 +75,28 @@ func (c Config) WithShape(hidden []int, activation nn.Activation) Config {
 	return c
 }
 
+// WithConv sets the convolutions where a worker's configuration gives
+// them: nil keeps c's, and a non-nil empty slice removes them.
+func (c Config) WithConv(conv []nn.ConvLayer) Config {
+	if conv != nil {
+		c.Conv = slices.Clone(conv)
+	}
+	return c
+}
+
+// clone returns a copy of c that shares no slice with it.
+func (c Config) clone() Config {
+	c.Hidden = slices.Clone(c.Hidden)
+	c.ObsShape = slices.Clone(c.ObsShape)
+	c.Conv = slices.Clone(c.Conv)
+	return c
+}
+
 // spec returns the network spec of c with the defaults filled in.
 func (c Config) spec() nn.Spec {
 	s := nn.Spec{
-		ObsDim: c.ObsDim, Hidden: slices.Clone(c.Hidden), Activation: c.Activation,
+		ObsDim: c.ObsDim, InputShape: slices.Clone(c.ObsShape), Conv: slices.Clone(c.Conv),
+		Hidden: slices.Clone(c.Hidden), Activation: c.Activation,
 		Head: c.Head, ActionDim: c.ActionDim, SharedTrunk: c.SharedTrunk,
 	}
 	if c.Hidden == nil {
@@ -127,7 +160,7 @@ func NewOn(cfg Config, open OpenBackend) (*ActorCritic, error) {
 		}
 	}
 	return &ActorCritic{
-		cfg:     cfg,
+		cfg:     cfg.clone(),
 		net:     net,
 		backend: b,
 		rng:     rand.New(rand.NewPCG(uint64(cfg.Seed), samplingStream)),
@@ -139,11 +172,7 @@ func NewOn(cfg Config, open OpenBackend) (*ActorCritic, error) {
 func (p *ActorCritic) Close() error { return p.backend.Close() }
 
 // Config returns the policy's configuration with the defaults filled in.
-func (p *ActorCritic) Config() Config {
-	c := p.cfg
-	c.Hidden = slices.Clone(c.Hidden)
-	return c
-}
+func (p *ActorCritic) Config() Config { return p.cfg.clone() }
 
 // Net returns the underlying network (not a copy), for code that trains it
 // in place. Writes through it do not change Version, and reach a device
@@ -187,8 +216,8 @@ func (p *ActorCritic) Params() (version int64, params []float32) {
 	return p.version, slices.Clone(p.net.Params())
 }
 
-// Infer computes one action per row of obs ([B, ObsDim]) in a single
-// forward pass. For a categorical head it fills out.Actions ([B]) and
+// Infer computes one action per row of obs ([B, ObsDim], or [B, ObsShape...]
+// for a policy with ObsShape) in a single forward pass. For a categorical head it fills out.Actions ([B]) and
 // clears out.ContActions; for a Gaussian head it fills out.ContActions
 // ([B, ActionDim]), unclipped, and clears out.Actions. LogProbs and Values
 // are [B], and out.Version is the parameter version. out's tensors are
@@ -202,8 +231,12 @@ func (p *ActorCritic) Infer(obs api.Tensor[float32], out *api.Inference) error {
 	if err := obs.Validate(); err != nil {
 		return fmt.Errorf("policy: infer: observations: %w", err)
 	}
-	if len(obs.Shape) != 2 || obs.Shape[1] != p.cfg.ObsDim {
-		return fmt.Errorf("policy: infer: observations have shape %v, want [batch, %d]", obs.Shape, p.cfg.ObsDim)
+	if !p.obsShapeOK(obs.Shape) {
+		want := fmt.Sprintf("[batch %d]", p.cfg.ObsDim)
+		if p.cfg.ObsShape != nil {
+			want += fmt.Sprintf(" or [batch %s]", strings.Trim(fmt.Sprint(p.cfg.ObsShape), "[]"))
+		}
+		return fmt.Errorf("policy: infer: observations have shape %v, want %s", obs.Shape, want)
 	}
 	b, a := obs.Shape[0], p.cfg.ActionDim
 	gaussian := p.cfg.Head == nn.Gaussian
@@ -277,6 +310,16 @@ func (p *ActorCritic) Infer(obs api.Tensor[float32], out *api.Inference) error {
 		}
 	}
 	return nil
+}
+
+// obsShapeOK reports whether a batch of observations has the shape Infer
+// takes: [B, ObsDim], or [B, ObsShape...] (the same values, row-major, as
+// an environment with image observations produces them).
+func (p *ActorCritic) obsShapeOK(shape []int) bool {
+	if len(shape) == 2 && shape[1] == p.cfg.ObsDim {
+		return true
+	}
+	return len(shape) >= 2 && p.cfg.ObsShape != nil && slices.Equal(shape[1:], p.cfg.ObsShape)
 }
 
 // grow returns s resliced to n elements, reallocating only if its capacity

@@ -449,10 +449,10 @@ func TestInferThreads(t *testing.T) {
 	wide := policy.Config{ObsDim: 9, ActionDim: 5, Head: nn.Categorical, Hidden: []int{128, 96}, Seed: 3}
 	greedy := cartPole
 	greedy.Deterministic = true
-	for _, cfg := range []policy.Config{cartPole, greedy, box, wide} {
+	for _, cfg := range []policy.Config{cartPole, greedy, box, wide, small} {
 		for _, threads := range []int{2, 3, 8} {
 			for _, batch := range []int{1, 63, 128, 129, 500, 4097} {
-				name := fmt.Sprintf("%s/det=%v/hidden=%v/threads=%d/batch=%d", cfg.Head, cfg.Deterministic, cfg.Hidden, threads, batch)
+				name := fmt.Sprintf("%s/det=%v/hidden=%v/conv=%v/threads=%d/batch=%d", cfg.Head, cfg.Deterministic, cfg.Hidden, cfg.Conv, threads, batch)
 				t.Run(name, func(t *testing.T) {
 					obs := randObs(uint64(batch), batch, cfg.ObsDim)
 					par := cfg

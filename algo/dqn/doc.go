@@ -8,6 +8,10 @@
 // The Q network is an nn.ActorCritic with a categorical head: its logits
 // are Q(s, ·). With Dueling the value head is V(s) and the logits are the
 // advantages, on a shared trunk: Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a').
+// A spec with convolutions (nn.Spec.Conv) gives a Q network on images, as
+// the MinAtar paper's DQN (policy.MinAtarConv, then a hidden layer of 128,
+// ReLU); the convolutions are shared by both heads either way, and Obs
+// and NextObs hold each image flat, channels last.
 //
 // A batch holds transitions as localreplay makes them: s_t, a_t, the
 // discounted n-step reward sum R, s_{t+m} and the discount gamma^m (0 when

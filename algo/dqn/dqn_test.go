@@ -2,6 +2,7 @@ package dqn
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -13,10 +14,22 @@ func testSpec() nn.Spec {
 	return nn.Spec{ObsDim: 3, Hidden: []int{5}, Activation: nn.Tanh, Head: nn.Categorical, ActionDim: 3}
 }
 
-func randBatch(r *rand.Rand, n int) *Batch {
+// convSpec is a Q network on 4×4×2 images: a padded, strided 3×3
+// convolution of 3 filters, then testSpec's hidden layer.
+func convSpec() nn.Spec {
+	s := testSpec()
+	s.ObsDim, s.InputShape = 32, []int{4, 4, 2}
+	s.Conv = []nn.ConvLayer{{Filters: 3, Kernel: 3, Stride: 2, Padding: 1}}
+	return s
+}
+
+func randBatch(r *rand.Rand, n int) *Batch { return randBatchOf(r, n, testSpec().ObsDim) }
+
+// randBatchOf is randBatch for observations of obsDim values.
+func randBatchOf(r *rand.Rand, n, obsDim int) *Batch {
 	b := &Batch{}
 	for i := range n {
-		for range 3 {
+		for range obsDim {
 			b.Obs = append(b.Obs, float32(r.NormFloat64()))
 			b.NextObs = append(b.NextObs, float32(r.NormFloat64()))
 		}
@@ -29,43 +42,51 @@ func randBatch(r *rand.Rand, n int) *Batch {
 }
 
 // The gradient against central finite differences of the loss, with and
-// without the dueling head, samples in the Huber loss's quadratic and
-// linear parts.
+// without the dueling head, for an MLP and a conv network, samples in the
+// Huber loss's quadratic and linear parts.
 func TestGradientMatchesFiniteDifferences(t *testing.T) {
-	for _, dueling := range []bool{false, true} {
-		cfg := DefaultConfig()
-		cfg.HuberDelta, cfg.Dueling = 0.5, dueling
-		l, err := NewLearner(testSpec(), cfg, 3)
-		if err != nil {
-			t.Fatal(err)
+	for _, spec := range []nn.Spec{testSpec(), convSpec()} {
+		for _, dueling := range []bool{false, true} {
+			t.Run(fmt.Sprintf("conv=%v/dueling=%v", spec.Conv, dueling), func(t *testing.T) {
+				testGradient(t, spec, dueling)
+			})
 		}
-		r := rand.New(rand.NewPCG(1, 2))
-		// A target network that differs from the online one, and Q-values
-		// far enough apart that no step of the check flips an argmax (which
-		// moves the target, a jump no gradient has).
-		for i := range l.target.Params() {
-			l.target.Params()[i] += float32(r.NormFloat64() * 0.5)
-			l.online.Params()[i] += float32(r.NormFloat64() * 0.5)
-		}
-		b := randBatch(r, 6)
-		if _, _, err := l.lossAndGrad(b, nil, true); err != nil {
-			t.Fatal(err)
-		}
-		grad := append([]float32(nil), l.grad...)
-		p := l.online.Params()
-		const h = 3e-3
-		for k := range 40 {
-			i := r.IntN(len(p))
-			old := p[i]
-			p[i] = old + h
-			up, _ := l.Loss(b)
-			p[i] = old - h
-			down, _ := l.Loss(b)
-			p[i] = old
-			num := (up - down) / (2 * h)
-			if math.Abs(num-float64(grad[i])) > 2e-3+2e-2*math.Abs(num) {
-				t.Errorf("dueling=%v param %d (check %d): analytic %v, numeric %v", dueling, i, k, grad[i], num)
-			}
+	}
+}
+
+func testGradient(t *testing.T, spec nn.Spec, dueling bool) {
+	cfg := DefaultConfig()
+	cfg.HuberDelta, cfg.Dueling = 0.5, dueling
+	l, err := NewLearner(spec, cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	// A target network that differs from the online one, and Q-values
+	// far enough apart that no step of the check flips an argmax (which
+	// moves the target, a jump no gradient has).
+	for i := range l.target.Params() {
+		l.target.Params()[i] += float32(r.NormFloat64() * 0.5)
+		l.online.Params()[i] += float32(r.NormFloat64() * 0.5)
+	}
+	b := randBatchOf(r, 6, spec.ObsDim)
+	if _, _, err := l.lossAndGrad(b, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	grad := append([]float32(nil), l.grad...)
+	p := l.online.Params()
+	const h = 3e-3
+	for k := range 40 {
+		i := r.IntN(len(p))
+		old := p[i]
+		p[i] = old + h
+		up, _ := l.Loss(b)
+		p[i] = old - h
+		down, _ := l.Loss(b)
+		p[i] = old
+		num := (up - down) / (2 * h)
+		if math.Abs(num-float64(grad[i])) > 2e-3+2e-2*math.Abs(num) {
+			t.Errorf("param %d (check %d): analytic %v, numeric %v", i, k, grad[i], num)
 		}
 	}
 }

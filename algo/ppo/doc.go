@@ -3,6 +3,12 @@
 // networks of package nn and the time-major [api.SampleBatch]es that
 // actors send.
 //
+// The network may start with convolutions (nn.Spec.Conv) for image
+// observations; a batch then carries each step's image flat, channels
+// last ([T, H·W·C]). The learner takes the values after the time
+// dimension as one observation whatever their shape, so it needs no
+// change when batches carry [T, H, W, C].
+//
 // A [Learner] owns a network, an Adam optimizer and a seeded random
 // generator. [Learner.Update] takes the batches collected since the last
 // update, computes advantages and returns per batch with generalized

@@ -12,6 +12,12 @@ import (
 // cartPoleSpec is the CartPole network of the learning test and benchmark.
 var cartPoleSpec = nn.Spec{ObsDim: 4, Hidden: []int{64, 64}, Activation: nn.Tanh, Head: nn.Categorical, ActionDim: 2}
 
+// tinyImage is a convolutional network on 4×4×2 observations small enough
+// for finite differences: a padded, strided 3×3 convolution of 3 filters
+// (4×4 → 2×2×3), then a hidden layer of 8.
+var tinyImage = nn.Spec{ObsDim: 32, InputShape: []int{4, 4, 2}, Conv: []nn.ConvLayer{{Filters: 3, Kernel: 3, Stride: 2, Padding: 1}},
+	Hidden: []int{8}, Activation: nn.Tanh, Head: nn.Categorical, ActionDim: 2}
+
 func newNet(tb testing.TB, spec nn.Spec, seed int64) *nn.ActorCritic {
 	tb.Helper()
 	net, err := nn.NewActorCritic(spec, seed)

@@ -237,8 +237,11 @@ func (l *Learner) checkBatch(b *api.SampleBatch) error {
 	if n == 0 {
 		return nil
 	}
-	if d := b.Obs.Shape[1]; d != l.obsDim {
-		return fmt.Errorf("%w: observations have %d values, the network takes %d", ErrInvalidBatch, d, l.obsDim)
+	// One step's observation is whatever follows the time dimension: a
+	// vector, or an image for a conv network, which takes it flat.
+	if d := len(b.Obs.Data) / n; d != l.obsDim {
+		return fmt.Errorf("%w: observations of shape %v have %d values a step, the network takes %d",
+			ErrInvalidBatch, b.Obs.Shape[1:], d, l.obsDim)
 	}
 	if len(b.LogProbs.Data) != n || len(b.Values.Data) != n {
 		return fmt.Errorf("%w: PPO needs the behaviour policy's LogProbs and Values for every step", ErrInvalidBatch)

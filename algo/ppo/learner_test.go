@@ -2,6 +2,7 @@ package ppo
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -273,12 +274,19 @@ func TestUpdateDeterministic(t *testing.T) {
 
 // TestStateRestore checks that a checkpoint taken between updates, sent
 // through msgpack and restored into a learner with different parameters,
-// resumes exactly: same parameters after the next update, bit for bit.
+// resumes exactly: same parameters after the next update, bit for bit, for
+// an MLP and for a conv network.
 func TestStateRestore(t *testing.T) {
+	for _, spec := range []nn.Spec{cartPoleSpec, tinyImage} {
+		t.Run(fmt.Sprintf("conv=%v", spec.Conv), func(t *testing.T) { testStateRestore(t, spec) })
+	}
+}
+
+func testStateRestore(t *testing.T, spec nn.Spec) {
 	cfg := DefaultConfig()
 	cfg.MinibatchSize, cfg.LRDecayUpdates = 16, 10
 	rng := rand.New(rand.NewPCG(5, 5))
-	a := newLearner(t, cartPoleSpec, cfg)
+	a := newLearner(t, spec, cfg)
 	var data [][]*api.SampleBatch
 	for range 3 {
 		data = append(data, onPolicyBatches(t, a, rng, batchSpec{t: 40, terminated: []int{12}}))
@@ -295,7 +303,7 @@ func TestStateRestore(t *testing.T) {
 	if err := msgpack.Unmarshal(wire, &s); err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewLearner(newNet(t, cartPoleSpec, 99), cfg)
+	b, err := NewLearner(newNet(t, spec, 99), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

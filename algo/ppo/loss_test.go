@@ -83,8 +83,8 @@ func TestLossGradientFiniteDifferences(t *testing.T) {
 	tests := []struct {
 		name string
 		head nn.HeadKind
-		// shared selects a shared trunk.
-		shared bool
+		// shared selects a shared trunk, conv a convolution in front.
+		shared, conv bool
 		// clipEps and logRatios: the rows cycle through logRatios as
 		// log(new/old) at the starting point.
 		clipEps   float64
@@ -106,6 +106,12 @@ func TestLossGradientFiniteDifferences(t *testing.T) {
 			logRatios: []float64{-0.3, 0.3}, valueOffsets: []float64{0}},
 		{name: "gaussian clipped", head: nn.Gaussian, clipEps: 0.2, clipValue: true,
 			logRatios: []float64{-0.5, -0.05, 0.05, 0.5}, valueOffsets: []float64{0.6, 0.05, -0.6, -0.05}, wantClipFrac: 0.5},
+		{name: "categorical conv clipped", head: nn.Categorical, conv: true, clipEps: 0.2, clipValue: true,
+			logRatios: []float64{-0.5, 0.05}, valueOffsets: []float64{-0.6, -0.05, 0.05, 0.6}, wantClipFrac: 0.5},
+		{name: "categorical conv shared trunk", head: nn.Categorical, conv: true, shared: true, clipEps: 0.2,
+			logRatios: []float64{0.5, 0.05, -0.5, -0.05}, valueOffsets: []float64{0}, wantClipFrac: 0.5},
+		{name: "gaussian conv", head: nn.Gaussian, conv: true, clipEps: 10,
+			logRatios: []float64{-0.3, 0.3}, valueOffsets: []float64{0}},
 	}
 	const (
 		rows = 8
@@ -117,6 +123,9 @@ func TestLossGradientFiniteDifferences(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(5, 6))
 			spec := nn.Spec{ObsDim: 4, Hidden: []int{8}, Activation: nn.Tanh, Head: tt.head, ActionDim: 2, SharedTrunk: tt.shared}
+			if tt.conv {
+				spec.ObsDim, spec.InputShape, spec.Conv = tinyImage.ObsDim, tinyImage.InputShape, tinyImage.Conv
+			}
 			cfg := DefaultConfig()
 			cfg.ClipEps, cfg.ClipValueLoss, cfg.EntropyCoef = tt.clipEps, tt.clipValue, 0.05
 			l := newLearner(t, spec, cfg)
@@ -214,54 +223,60 @@ func TestLossGradientFiniteDifferences(t *testing.T) {
 // gradient between its two sides.
 func TestLossThreads(t *testing.T) {
 	for _, head := range []nn.HeadKind{nn.Categorical, nn.Gaussian} {
-		for _, rows := range []int{8, 127, 128, 301, 1024} {
-			for _, threads := range []int{2, 3, 16} {
-				t.Run(fmt.Sprintf("%s/rows=%d/threads=%d", head, rows, threads), func(t *testing.T) {
-					rng := rand.New(rand.NewPCG(uint64(rows), 9))
-					spec := nn.Spec{ObsDim: 5, Hidden: []int{32, 32}, Activation: nn.Tanh, Head: head, ActionDim: 3}
-					cfg := DefaultConfig()
-					cfg.ClipEps, cfg.EntropyCoef = 10, 0.01
-					one, many := newLearner(t, spec, cfg), newLearner(t, spec, cfg)
-					many.SetThreads(threads)
-					mb := &samples{}
-					mb.resize(rows, spec.ObsDim, spec.ActionDim, head == nn.Gaussian)
-					for _, x := range [][]float32{mb.obs, mb.adv, mb.returns, mb.oldValues, mb.cont} {
-						fill(rng, x, 1)
-					}
-					for i := range rows {
-						mb.oldLogp[i] = float32(-1 + 0.3*rng.NormFloat64())
-					}
-					for i := range mb.actions {
-						mb.actions[i] = rng.Int32N(int32(spec.ActionDim))
-					}
-					g1, gn := make([]float32, one.Net().NumParams()), make([]float32, one.Net().NumParams())
-					t1, err := one.lossAndGrad(mb, g1)
-					if err != nil {
-						t.Fatal(err)
-					}
-					tn, err := many.lossAndGrad(mb, gn)
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, p := range [][2]float64{{t1.total, tn.total}, {t1.policy, tn.policy}, {t1.value, tn.value},
-						{t1.entropy, tn.entropy}, {t1.approxKL, tn.approxKL}, {t1.clipFrac, tn.clipFrac}} {
-						if math.Abs(p[0]-p[1]) > 1e-6*max(1, math.Abs(p[0])) {
-							t.Fatalf("loss terms %+v with one goroutine, %+v with %d", t1, tn, threads)
+		for _, conv := range []bool{false, true} {
+			for _, rows := range []int{8, 127, 128, 301, 1024} {
+				for _, threads := range []int{2, 3, 16} {
+					t.Run(fmt.Sprintf("%s/conv=%v/rows=%d/threads=%d", head, conv, rows, threads), func(t *testing.T) {
+						rng := rand.New(rand.NewPCG(uint64(rows), 9))
+						spec := nn.Spec{ObsDim: 5, Hidden: []int{32, 32}, Activation: nn.Tanh, Head: head, ActionDim: 3}
+						if conv {
+							spec = tinyImage
+							spec.Head, spec.ActionDim = head, 3
 						}
-					}
-					var scale float64
-					for _, g := range g1 {
-						scale = max(scale, math.Abs(float64(g)))
-					}
-					if scale == 0 {
-						t.Fatal("zero gradient")
-					}
-					for i := range g1 {
-						if math.Abs(float64(g1[i]-gn[i])) > 1e-5*scale {
-							t.Fatalf("gradient %d: %v with one goroutine, %v with %d (largest %v)", i, g1[i], gn[i], threads, scale)
+						cfg := DefaultConfig()
+						cfg.ClipEps, cfg.EntropyCoef = 10, 0.01
+						one, many := newLearner(t, spec, cfg), newLearner(t, spec, cfg)
+						many.SetThreads(threads)
+						mb := &samples{}
+						mb.resize(rows, spec.ObsDim, spec.ActionDim, head == nn.Gaussian)
+						for _, x := range [][]float32{mb.obs, mb.adv, mb.returns, mb.oldValues, mb.cont} {
+							fill(rng, x, 1)
 						}
-					}
-				})
+						for i := range rows {
+							mb.oldLogp[i] = float32(-1 + 0.3*rng.NormFloat64())
+						}
+						for i := range mb.actions {
+							mb.actions[i] = rng.Int32N(int32(spec.ActionDim))
+						}
+						g1, gn := make([]float32, one.Net().NumParams()), make([]float32, one.Net().NumParams())
+						t1, err := one.lossAndGrad(mb, g1)
+						if err != nil {
+							t.Fatal(err)
+						}
+						tn, err := many.lossAndGrad(mb, gn)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for _, p := range [][2]float64{{t1.total, tn.total}, {t1.policy, tn.policy}, {t1.value, tn.value},
+							{t1.entropy, tn.entropy}, {t1.approxKL, tn.approxKL}, {t1.clipFrac, tn.clipFrac}} {
+							if math.Abs(p[0]-p[1]) > 1e-6*max(1, math.Abs(p[0])) {
+								t.Fatalf("loss terms %+v with one goroutine, %+v with %d", t1, tn, threads)
+							}
+						}
+						var scale float64
+						for _, g := range g1 {
+							scale = max(scale, math.Abs(float64(g)))
+						}
+						if scale == 0 {
+							t.Fatal("zero gradient")
+						}
+						for i := range g1 {
+							if math.Abs(float64(g1[i]-gn[i])) > 1e-5*scale {
+								t.Fatalf("gradient %d: %v with one goroutine, %v with %d (largest %v)", i, g1[i], gn[i], threads, scale)
+							}
+						}
+					})
+				}
 			}
 		}
 	}

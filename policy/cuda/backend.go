@@ -39,6 +39,12 @@ const narrowMax = 8
 // no such device, or the CUDA driver failed to set it up.
 var ErrDevice = errors.New("cuda: device unavailable")
 
+// ErrUnsupported is wrapped by the error of Open for a network the kernels
+// cannot run: one with convolutions (nn.Spec.Conv), which kernels.cu has
+// no kernel for yet. Evaluating only its dense layers would answer
+// silently wrong, so Open refuses it; such a policy runs on the CPU.
+var ErrUnsupported = errors.New("cuda: network not supported")
+
 // layer is one dense layer of the network on the device.
 type layer struct {
 	in, out int
@@ -111,6 +117,11 @@ func Opener(ordinal int) policy.OpenBackend {
 // Open creates a context on GPU ordinal, loads the kernels and uploads
 // net's parameters.
 func Open(ordinal int, net *nn.ActorCritic) (*Backend, error) {
+	// Checked first, so the answer does not depend on the device.
+	if conv := net.Spec().Conv; len(conv) > 0 {
+		return nil, fmt.Errorf("%w: %d convolutional layers (%+v): the CUDA backend runs dense layers only; use device cpu",
+			ErrUnsupported, len(conv), conv)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	n, err := cu.NumDevices()

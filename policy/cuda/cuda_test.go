@@ -308,6 +308,18 @@ func TestOpenBadDevice(t *testing.T) {
 	t.Log(err)
 }
 
+// TestOpenRefusesConv: a network with convolutions is ErrUnsupported,
+// whatever the device, rather than run without them.
+func TestOpenRefusesConv(t *testing.T) {
+	cfg := policy.Config{ObsDim: 400, ObsShape: []int{10, 10, 4}, Conv: policy.MinAtarConv, ActionDim: 6,
+		Head: nn.Categorical, Hidden: []int{128}, Activation: nn.ReLU, SharedTrunk: true}
+	for _, ordinal := range []int{0, 99} {
+		if _, err := policy.NewOn(cfg, cuda.Opener(ordinal)); !errors.Is(err, cuda.ErrUnsupported) {
+			t.Errorf("NewOn with cuda:%d: %v, want ErrUnsupported", ordinal, err)
+		}
+	}
+}
+
 // TestDevices lists the GPUs, as `rlctl-cuda devices` prints them.
 func TestDevices(t *testing.T) {
 	ds, err := cuda.Devices()

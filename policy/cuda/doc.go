@@ -24,6 +24,9 @@
 // order as on the CPU backend, so the same seed gives the same actions.
 // Gaussian actions are sampled on the CPU from the copied means.
 //
+// Only dense networks run here: Open refuses one with convolutions
+// (ErrUnsupported) rather than evaluate it without them.
+//
 // Parameters are uploaded whole by SetParams, between batches, so a batch
 // never sees half of a version. A CUDA context is current on one OS thread:
 // every call locks its goroutine to its thread and makes the backend's

@@ -18,6 +18,7 @@ import (
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
@@ -219,6 +220,13 @@ type Worker struct {
 	recent     [member.ReturnWindow]api.EpisodeStat
 	recentNext int
 	recentLen  int
+
+	// metrics records the counters of Stats in Prometheus. The targets
+	// count per environment step, too often to record there, so each
+	// poll adds what the targets counted since recorded, the totals the
+	// last poll recorded.
+	metrics  *telemetry.Actor
+	recorded TargetStats
 }
 
 var (
@@ -230,7 +238,7 @@ var (
 
 // New is the worker.Factory of the actor type.
 func New(info worker.Info) (worker.Impl, error) {
-	return &Worker{info: info, log: info.Log()}, nil
+	return &Worker{info: info, log: info.Log(), metrics: info.Telemetry().Actor()}, nil
 }
 
 // Type is the actor worker type, for a worker.Registry.
@@ -345,6 +353,9 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if w.ring == nil {
 		return worker.PollResult{}, errors.New("actor: polled before configure")
 	}
+	// Deferred, so that a poll that fails half way still records the
+	// steps it took: Stats counts them.
+	defer w.record()
 	if !w.started {
 		if err := w.startEpisodes(ctx); err != nil {
 			return worker.PollResult{}, err
@@ -577,10 +588,41 @@ func (w *Worker) totals() TargetStats {
 	return s
 }
 
+// record adds to the Prometheus counters what the targets counted since
+// the last call, and sets the return gauge if episodes ended.
+func (w *Worker) record() {
+	s, last := w.totals(), w.recorded
+	w.recorded = s
+	if d := s.EnvSteps - last.EnvSteps; d > 0 {
+		w.metrics.EnvSteps.Add(float64(d))
+	}
+	if d := s.InferenceFailures - last.InferenceFailures; d > 0 {
+		w.metrics.InferenceFailures.Add(float64(d))
+	}
+	if d := s.Episodes - last.Episodes; d > 0 {
+		w.metrics.Episodes.Add(float64(d))
+		ret, _ := w.recentMeans()
+		w.metrics.Return.Set(ret)
+	}
+}
+
 func (w *Worker) addEpisode(e api.EpisodeStat) {
 	w.recent[w.recentNext] = e
 	w.recentNext = (w.recentNext + 1) % member.ReturnWindow
 	w.recentLen = min(w.recentLen+1, member.ReturnWindow)
+}
+
+// recentMeans are the mean return and length of the last
+// member.ReturnWindow episodes (0 before the first).
+func (w *Worker) recentMeans() (ret, length float64) {
+	if w.recentLen == 0 {
+		return 0, 0
+	}
+	for _, e := range w.recent[:w.recentLen] {
+		ret += float64(e.Return)
+		length += float64(e.Length)
+	}
+	return ret / float64(w.recentLen), length / float64(w.recentLen)
 }
 
 // Stats reports the actor's counters. mean_return and mean_length are over
@@ -589,15 +631,7 @@ func (w *Worker) addEpisode(e api.EpisodeStat) {
 // steps_per_s is environment steps per second since the first poll.
 func (w *Worker) Stats() map[string]any {
 	s := w.totals()
-	var ret, length float64
-	for i := range w.recentLen {
-		ret += float64(w.recent[i].Return)
-		length += float64(w.recent[i].Length)
-	}
-	if w.recentLen > 0 {
-		ret /= float64(w.recentLen)
-		length /= float64(w.recentLen)
-	}
+	ret, length := w.recentMeans()
 	var rate float64
 	if w.started {
 		if d := time.Since(w.begin).Seconds(); d > 0 {
@@ -740,5 +774,8 @@ func (w *Worker) Close() error {
 	w.started, w.draining = false, false
 	w.stepCost, w.slots = 0, 0
 	w.recentLen, w.recentNext = 0, 0
+	// The targets' counts start over with the next configuration; every
+	// poll recorded what they had counted.
+	w.recorded = TargetStats{}
 	return errors.Join(errs...)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/distrl/distrl/pyenv"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	"github.com/distrl/distrl/worker/panel"
@@ -44,15 +45,17 @@ func testLogger(t testing.TB) *slog.Logger { return workertest.Logger(t, slog.Le
 
 func ctxT(t testing.TB) context.Context { return workertest.Ctx(t, 20*time.Second) }
 
-// cluster is workers running in-process, driven through a control panel.
+// cluster is workers running in-process, driven through a control panel,
+// that record into the registry metrics, as the workers of a process do.
 type cluster struct {
-	repo  nameresolve.Repository
-	panel *panel.ControlPanel
+	repo    nameresolve.Repository
+	panel   *panel.ControlPanel
+	metrics *telemetry.Registry
 }
 
 func newCluster(t *testing.T) *cluster {
 	repo := workertest.Repo(t)
-	return &cluster{repo: repo, panel: workertest.Panel(t, repo, testTrial)}
+	return &cluster{repo: repo, panel: workertest.Panel(t, repo, testTrial), metrics: telemetry.NewRegistry()}
 }
 
 // start runs worker typ/index until the test ends and returns its name.
@@ -60,7 +63,7 @@ func (c *cluster) start(t *testing.T, typ string, index int) string {
 	t.Helper()
 	return workertest.Start(t, worker.Options{
 		Trial: testTrial, Registry: testTypes, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
-		IdleWait: 20 * time.Millisecond, Logger: testLogger(t),
+		IdleWait: 20 * time.Millisecond, Logger: testLogger(t), Metrics: c.metrics,
 	}).Name()
 }
 

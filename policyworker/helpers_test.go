@@ -16,6 +16,7 @@ import (
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	"github.com/distrl/distrl/worker/panel"
@@ -36,22 +37,24 @@ var testTrial = names.NewTrial("unit", "policyworker")
 func testLogger(t testing.TB) *slog.Logger { return workertest.Logger(t, slog.LevelInfo) }
 
 // fixture is a policy worker running in-process and a control panel
-// connected to it.
+// connected to it; metrics is the registry the worker records into.
 type fixture struct {
-	repo  nameresolve.Repository
-	panel *panel.ControlPanel
-	name  string
+	repo    nameresolve.Repository
+	panel   *panel.ControlPanel
+	name    string
+	metrics *telemetry.Registry
 }
 
 // startWorker starts policy worker index in-process. idleWait is its idle
 // tick; the socket wake-up makes its length irrelevant to latency.
 func startWorker(t testing.TB, repo nameresolve.Repository, index int, idleWait time.Duration, log *slog.Logger) *fixture {
 	t.Helper()
+	reg := telemetry.NewRegistry()
 	r := workertest.StartChecked(t, worker.Options{
 		Trial: testTrial, Registry: testTypes, Type: policyworker.TypeName, Index: index, Host: "127.0.0.1",
-		Repo: repo, IdleWait: idleWait, Logger: log,
+		Repo: repo, IdleWait: idleWait, Logger: log, Metrics: reg,
 	})
-	return &fixture{repo: repo, panel: workertest.Panel(t, repo, testTrial), name: r.Name()}
+	return &fixture{repo: repo, panel: workertest.Panel(t, repo, testTrial), name: r.Name(), metrics: reg}
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -180,6 +183,65 @@ func mustRoundTrip(t testing.TB, c *stream.RemoteInferenceClient, w *waiter, obs
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
+	}
+	return res
+}
+
+// acrossClients sends obs[i] from client i as one request each while the
+// running worker is paused, so that its first poll after it starts again
+// finds them all and answers them in one forward pass (should one arrive
+// late, it gets a batch of its own), and returns each client's answer.
+func (f *fixture) acrossClients(t *testing.T, obs [][]float32) []stream.InferenceResult {
+	t.Helper()
+	f.do(t, member.CmdPause, nil, nil)
+	cs := make([]*stream.RemoteInferenceClient, len(obs))
+	ids := make([]stream.ReqID, len(obs))
+	for i := range cs {
+		cs[i] = newClient(t, f.repo, len(obs[i]), 5*time.Second)
+		id, err := cs[i].Post(obs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	// Flush until each request has left its client (the first flushes may
+	// find the connection still coming up).
+	ctx := ctxT(t)
+	for i, c := range cs {
+		for c.Stats().Messages == 0 {
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("client %d could not send: %s", i, c.Warning())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// Sent is not yet received; give the loopback connections a moment to
+	// deliver.
+	time.Sleep(200 * time.Millisecond)
+	f.do(t, member.CmdStart, nil, nil)
+
+	res := make([]stream.InferenceResult, len(cs))
+	for i, c := range cs {
+		w := newWaiter(c)
+		for !c.Ready(ids[i]) {
+			if err := c.Poll(); err != nil {
+				t.Fatal(err)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("client %d: no reply", i)
+			}
+			if err := w.wait(10 * time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := c.Consume(ids[i])
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		res[i] = r
 	}
 	return res
 }

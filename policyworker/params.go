@@ -102,6 +102,7 @@ func (w *Worker) loadParams(version int64, params []float32) error {
 	if err := w.policy.SetParams(version, params); err != nil {
 		return rpc.Errorf(rpc.ErrTypeBadArguments, "%v", err)
 	}
+	w.metrics.Version.Set(float64(version))
 	w.log.Info("parameters loaded", "version", version)
 	return nil
 }

@@ -252,57 +252,11 @@ func TestBatchesAcrossClients(t *testing.T) {
 	f := newFixture(t)
 	f.configure(t, map[string]any{"env": env.CartPoleName, "seed": 5, "deterministic": true})
 	f.do(t, member.CmdStart, nil, nil)
-	f.do(t, member.CmdPause, nil, nil)
 
-	const clients = 4
-	obs := cartPoleObs(9, clients)
-	cs := make([]*stream.RemoteInferenceClient, clients)
-	ids := make([]stream.ReqID, clients)
-	for i := range cs {
-		cs[i] = newClient(t, f.repo, 4, 5*time.Second)
-		id, err := cs[i].Post(obs[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = id
-	}
-	// Flush until each request has left its client (the first flushes may
-	// find the connection still coming up).
-	ctx := ctxT(t)
-	for i, c := range cs {
-		for c.Stats().Messages == 0 {
-			if err := c.Flush(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("client %d could not send: %s", i, c.Warning())
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	// Sent is not yet received; give the loopback connections a moment to
-	// deliver. (Should one be late, mean_batch is still > 1.)
-	time.Sleep(200 * time.Millisecond)
-	f.do(t, member.CmdStart, nil, nil)
-
+	obs := cartPoleObs(9, 4)
+	got := f.acrossClients(t, obs)
 	want := localAnswers(t, cartPoleConfig(t, 5), 0, nil, obs)
-	for i, c := range cs {
-		w := newWaiter(c)
-		for !c.Ready(ids[i]) {
-			if err := c.Poll(); err != nil {
-				t.Fatal(err)
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("client %d: no reply", i)
-			}
-			if err := w.wait(10 * time.Millisecond); err != nil {
-				t.Fatal(err)
-			}
-		}
-		r, err := c.Consume(ids[i])
-		if err != nil {
-			t.Fatalf("client %d: %v", i, err)
-		}
+	for i, r := range got {
 		if r.Action != want.Actions.Data[i] || !near(r.Value, want.Values.Data[i]) {
 			t.Errorf("client %d got action %d value %v, want %d %v (another client's answer?)",
 				i, r.Action, r.Value, want.Actions.Data[i], want.Values.Data[i])

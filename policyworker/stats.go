@@ -47,6 +47,51 @@ func (c *counters) record(begin, end time.Time, rows int, infer time.Duration) {
 	c.count = min(c.count+1, window)
 }
 
+// queueClock bounds when the requests of a batch arrived. The server does
+// not stamp requests as they arrive (they wait in the socket's and the
+// shared memory's queues until a Poll takes them), so the worker counts
+// each request's wait from the last moment its queues can have been
+// empty: an upper bound, exact for a worker that was idle when the request
+// came. The queues were empty at the end of a take that found fewer rows
+// than max_batch; one that filled its batch may have left older requests
+// behind, so the bound stays where it was; and after a poll that found
+// none the loop slept until input woke it, so the bound is the start of
+// the poll after.
+type queueClock struct {
+	since time.Time // requests waiting now arrived after it
+	busy  bool      // the last poll took requests: the loop did not sleep
+}
+
+// empty records a poll that took no request.
+func (q *queueClock) empty() { q.busy = false }
+
+// took records a poll that began at now and finished taking rows rows
+// (max_batch maxBatch) at taken, and returns the bound of their arrival.
+func (q *queueClock) took(now, taken time.Time, rows, maxBatch int) time.Time {
+	if !q.busy {
+		q.since = now
+	}
+	since := q.since
+	if rows < maxBatch {
+		q.since = taken
+	}
+	q.busy = true
+	return since
+}
+
+// observe records a served batch in Prometheus: its rows, each of its
+// requests' wait and its forward pass. All requests of a batch share the
+// bound of their wait (queueClock), observed once per request as the
+// histogram counts requests.
+func (w *Worker) observe(rows, requests int, wait, forward time.Duration) {
+	m := w.metrics
+	m.BatchSize.Observe(float64(rows))
+	m.Forward.Observe(forward.Seconds())
+	for range requests {
+		m.QueueWait.Observe(wait.Seconds())
+	}
+}
+
 // Stats reports the serving figures. infer_ms_p50 (the median time of the
 // forward pass and sampling, without the network) and rows_per_s are over
 // the last 1000 batches, the latter up to now so that it falls to zero

@@ -12,6 +12,7 @@ import (
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
@@ -40,7 +41,11 @@ type Worker struct {
 	// batch: see paramPollEvery.
 	paramsPolled, served time.Time
 
-	stats   counters
+	stats counters
+	// metrics records the served batches in Prometheus, where stats
+	// counts them; queue bounds when their requests arrived.
+	metrics *telemetry.Policy
+	queue   queueClock
 	warning string
 	// paramWarning is why the last published version was not loaded.
 	paramWarning string
@@ -82,7 +87,7 @@ func CheckConfig(args rpc.Args, _ int) error {
 // the CPU.
 func NewFactory(devices Devices) worker.Factory {
 	return func(info worker.Info) (worker.Impl, error) {
-		return &Worker{info: info, log: info.Log(), devices: devices}, nil
+		return &Worker{info: info, log: info.Log(), devices: devices, metrics: info.Telemetry().Policy()}, nil
 	}
 }
 
@@ -145,7 +150,8 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		}
 	}
 	w.cfg, w.policy, w.server, w.params = cfg, p, srv, sub
-	w.stats = counters{}
+	w.stats, w.queue = counters{}, queueClock{}
+	w.metrics.Version.Set(float64(p.Version()))
 	w.warning, w.paramWarning = "", ""
 	if sub != nil {
 		w.loadNewest(ctx)
@@ -190,10 +196,12 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		return worker.PollResult{}, fmt.Errorf("policy worker: receive requests: %w", err)
 	}
 	if rows == 0 {
+		w.queue.empty()
 		return worker.PollResult{}, nil
 	}
 	w.served = now
 	begin := time.Now()
+	queued := w.queue.took(now, begin, rows, w.cfg.MaxBatch)
 	if err := w.policy.Infer(w.batch.Obs, &w.out); err != nil {
 		// Most likely a client sent a non-finite observation. That is no
 		// reason to stop serving everyone else: the batch goes unanswered,
@@ -208,6 +216,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		return worker.PollResult{}, fmt.Errorf("policy worker: reply: %w", err)
 	}
 	w.stats.record(begin, time.Now(), rows, inferred.Sub(begin))
+	w.observe(rows, w.batch.Requests(), begin.Sub(queued), inferred.Sub(begin))
 	w.warning = ""
 	return worker.PollResult{Samples: int64(rows), Batches: 1}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/distrl/distrl/replay"
 	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
@@ -45,12 +46,13 @@ type Config struct {
 
 // Worker is the replay worker type, used from its worker's loop only.
 type Worker struct {
-	info   worker.Info
-	log    *slog.Logger
-	cfg    Config
-	srv    *replaystream.Server
-	tables map[string]*table
-	parked []*parked
+	info    worker.Info
+	log     *slog.Logger
+	metrics *telemetry.Worker // each table records through its part
+	cfg     Config
+	srv     *replaystream.Server
+	tables  map[string]*table
+	parked  []*parked
 	// counters of requests
 	waits, timeouts, badPriority, unknownTable int64
 	ckpts                                      int64
@@ -61,6 +63,33 @@ type Worker struct {
 type table struct {
 	*replay.Table
 	caches map[string][]uint64 // actor -> ids of its live cache
+	// metrics records the table's counters in Prometheus; recorded are
+	// the counters when they were last recorded (see record).
+	metrics  *telemetry.ReplayTable
+	recorded replay.Counters
+}
+
+// newTable wraps t, recording from its counters as they are now: a table
+// resumed from a checkpoint counts what this process does.
+func newTable(t *replay.Table, m *telemetry.ReplayTable) *table {
+	tb := &table{Table: t, caches: map[string][]uint64{}, metrics: m, recorded: t.Counters()}
+	m.Items.Set(float64(tb.recorded.Size))
+	return tb
+}
+
+// record adds what the table counted since the last call to its
+// Prometheus counters: once per request, from the counters Stats reports,
+// so that both agree however the request moved items.
+func (t *table) record() {
+	c, last := t.Counters(), t.recorded
+	t.recorded = c
+	t.metrics.Items.Set(float64(c.Size))
+	if d := c.Inserts - last.Inserts; d > 0 {
+		t.metrics.Inserts.Add(float64(d))
+	}
+	if d := c.Samples - last.Samples; d > 0 {
+		t.metrics.Samples.Add(float64(d))
+	}
 }
 
 // parked is a request the rate limiter held back, with what it has done.
@@ -96,7 +125,7 @@ func (w *Worker) IdleFor() time.Duration {
 
 // New is the worker.Factory of the replay type.
 func New(info worker.Info) (worker.Impl, error) {
-	return &Worker{info: info, log: info.Log()}, nil
+	return &Worker{info: info, log: info.Log(), metrics: info.Telemetry()}, nil
 }
 
 // Type is the replay worker type, for a worker.Registry: each shard keeps
@@ -174,7 +203,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		// Checkpoints go on numbering from the newest resumed, so that
 		// they stay the newest (and survive pruning) after a restart.
 		ckpts = max(ckpts, n)
-		tables[o.Name] = &table{Table: t, caches: map[string][]uint64{}}
+		tables[o.Name] = newTable(t, w.metrics.ReplayTable(o.Name))
 	}
 	if w.srv != nil {
 		w.srv.Close()
@@ -260,6 +289,13 @@ func (w *Worker) serve(r *replaystream.Request, p *parked) int64 {
 			Message: fmt.Sprintf("no table %q", r.Table)}})
 		return 0
 	}
+	n := w.serveOn(t, r, p)
+	t.record()
+	return n
+}
+
+// serveOn handles one request on its table t.
+func (w *Worker) serveOn(t *table, r *replaystream.Request, p *parked) int64 {
 	if p == nil {
 		p = &parked{req: r, deadline: time.Now().Add(time.Duration(r.TimeoutMs) * time.Millisecond)}
 	}
@@ -271,7 +307,7 @@ func (w *Worker) serve(r *replaystream.Request, p *parked) int64 {
 	case replaystream.OpSample:
 		s, err := t.TrySample(r.N)
 		if errors.Is(err, replay.ErrWouldBlock) {
-			w.park(p, err)
+			w.park(t, p, err)
 			return 0
 		}
 		if err != nil {
@@ -307,11 +343,13 @@ func (w *Worker) serve(r *replaystream.Request, p *parked) int64 {
 
 func vec[T api.Numeric](d []T) api.Tensor[T] { return api.Tensor[T]{Shape: []int{len(d)}, Data: d} }
 
-// park keeps p for the next poll, counting its wait once.
-func (w *Worker) park(p *parked, err error) {
+// park keeps p, a request on table t, for the next poll, counting its
+// wait once.
+func (w *Worker) park(t *table, p *parked, err error) {
 	if !p.counted {
 		p.counted = true
 		w.waits++
+		t.metrics.LimiterWaits.Inc()
 	}
 	p.why = err.Error()
 	w.parked = append(w.parked, p)
@@ -334,7 +372,7 @@ func (w *Worker) insert(t *table, p *parked) int64 {
 		id, err := t.TryInsert(r.Priorities.Data[i], r.Items[i])
 		if err != nil {
 			if errors.Is(err, replay.ErrWouldBlock) {
-				w.park(p, err)
+				w.park(t, p, err)
 				return int64(i - start)
 			}
 			w.srv.Reply(r, &replaystream.Reply{Error: &rpc.Error{Type: replaystream.ErrTypeBadRequest, Message: err.Error()}})

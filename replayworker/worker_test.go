@@ -16,6 +16,7 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/panel"
 	zmq "github.com/pebbe/zmq4"
@@ -33,12 +34,19 @@ func ctxT(t testing.TB) context.Context { return workertest.Ctx(t, 20*time.Secon
 // is far longer than the test: requests must wake it.
 func startReplay(t testing.TB, repo nameresolve.Repository, panel *panel.ControlPanel, index int, ckptDir string) *workertest.Running {
 	t.Helper()
-	r := workertest.Start(t, worker.Options{Trial: testTrial, Registry: testTypes, Type: replayworker.TypeName,
-		Index: index, Host: "127.0.0.1", Repo: repo, IdleWait: time.Minute, Logger: workertest.Logger(t, slog.LevelInfo)})
 	cfg := map[string]any{
 		"tables":         []map[string]any{{"name": "t", "max_size": 1000, "alpha": 1.0, "beta": 0.5, "limiter": map[string]any{"min_size": 4}}},
 		"checkpoint_dir": ckptDir,
 	}
+	return startReplayWith(t, repo, panel, index, cfg, nil)
+}
+
+// startReplayWith runs replay worker index, recording into reg (nil: a
+// registry of its own), configured with cfg and started.
+func startReplayWith(t testing.TB, repo nameresolve.Repository, panel *panel.ControlPanel, index int, cfg map[string]any, reg *telemetry.Registry) *workertest.Running {
+	t.Helper()
+	r := workertest.Start(t, worker.Options{Trial: testTrial, Registry: testTypes, Type: replayworker.TypeName,
+		Index: index, Host: "127.0.0.1", Repo: repo, IdleWait: time.Minute, Logger: workertest.Logger(t, slog.LevelInfo), Metrics: reg})
 	name := names.WorkerName(replayworker.TypeName, index)
 	if err := panel.Request(ctxT(t), name, "configure", cfg, nil); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
@@ -39,6 +40,9 @@ type Worker struct {
 	info worker.Info
 	log  *slog.Logger
 	cons *stream.SampleConsumer
+	// metrics records in Prometheus what Stats counts: the same events,
+	// counted per batch.
+	metrics *telemetry.Sink
 
 	batches, steps, episodes int64
 	returnSum                float64 // of every finished episode
@@ -57,7 +61,7 @@ var (
 
 // New is the worker.Factory of the sink type.
 func New(info worker.Info) (worker.Impl, error) {
-	return &Worker{info: info, log: info.Log(), byActor: map[string]int64{}}, nil
+	return &Worker{info: info, log: info.Log(), metrics: info.Telemetry().Sink(), byActor: map[string]int64{}}, nil
 }
 
 // Type is the sink worker type, for a worker.Registry.
@@ -133,6 +137,8 @@ func (w *Worker) Poll(context.Context) (worker.PollResult, error) {
 			w.recent[w.nRecent%member.ReturnWindow] = e.Return
 			w.nRecent++
 		}
+		w.metrics.Samples.Add(float64(n))
+		w.metrics.Episodes.Add(float64(len(b.Episodes)))
 		res.Samples += n
 		res.Batches++
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/sinkworker"
 	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	zmq "github.com/pebbe/zmq4"
 )
@@ -27,31 +28,53 @@ func testLogger(t *testing.T) *slog.Logger { return workertest.Logger(t, slog.Le
 
 func ctxT(t *testing.T) context.Context { return workertest.Ctx(t, 10*time.Second) }
 
-// startSink runs a sink worker in-process. Its idle wait is far longer than
-// the test, so batches are only seen in time if arrivals wake it.
-func startSink(t *testing.T, repo nameresolve.Repository, index int) {
+// startSink runs a sink worker in-process and returns the registry it
+// records into. Its idle wait is far longer than the test, so batches are
+// only seen in time if arrivals wake it.
+func startSink(t *testing.T, repo nameresolve.Repository, index int) *telemetry.Registry {
 	t.Helper()
+	reg := telemetry.NewRegistry()
 	workertest.Start(t, worker.Options{
 		Trial: testTrial, Registry: testTypes, Type: sinkworker.TypeName, Index: index, Host: "127.0.0.1", Repo: repo,
-		IdleWait: time.Minute, Logger: testLogger(t),
+		IdleWait: time.Minute, Logger: testLogger(t), Metrics: reg,
 	})
+	return reg
 }
 
 // batch is a 10-step batch of actor with an episode ending at steps 4 and 9.
-func batch(t *testing.T, actor string) *api.SampleBatch {
+func batch(t *testing.T, actor string) *api.SampleBatch { return batchOf(t, actor, 10, 5) }
+
+// batchOf is a batch of actor of steps steps, of reward 1 each, with an
+// episode ending every `every` steps (0: none).
+func batchOf(t *testing.T, actor string, steps, every int) *api.SampleBatch {
 	t.Helper()
-	b, err := api.NewSampleBuilder(2, 0, 10)
+	b, err := api.NewSampleBuilder(2, 0, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.ActorID = actor
-	for s := range 10 {
-		if err := b.Append(api.StepRecord{Obs: []float32{1, 2}, Reward: 1, Terminated: s%5 == 4}); err != nil {
+	for s := range steps {
+		if err := b.Append(api.StepRecord{Obs: []float32{1, 2}, Reward: 1, Terminated: every > 0 && s%every == every-1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	out := b.Build(0)
 	return &out
+}
+
+// post posts b, waiting out back-pressure.
+func post(t *testing.T, p *stream.SampleProducer, b *api.SampleBatch) {
+	t.Helper()
+	for {
+		err := p.Post(b)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, stream.ErrBackpressure) {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 type summary struct {
@@ -89,16 +112,7 @@ func TestSinkCountsWhatArrives(t *testing.T) {
 	for actor, n := range want {
 		b := batch(t, actor)
 		for range n {
-			for {
-				err := p.Post(b)
-				if err == nil {
-					break
-				}
-				if !errors.Is(err, stream.ErrBackpressure) {
-					t.Fatal(err)
-				}
-				time.Sleep(time.Millisecond)
-			}
+			post(t, p, b)
 		}
 	}
 	// One malformed message, straight to the sink's registered address.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
@@ -36,6 +37,9 @@ type Worker struct {
 	info worker.Info
 	name string
 	algo algorithm
+	// metrics is the trainer's part, fetched once: the algorithms that
+	// replace each other record into the same series.
+	metrics *telemetry.Trainer
 }
 
 var (
@@ -47,7 +51,9 @@ var (
 )
 
 // New is the worker.Factory of the trainer type.
-func New(info worker.Info) (worker.Impl, error) { return &Worker{info: info}, nil }
+func New(info worker.Info) (worker.Impl, error) {
+	return &Worker{info: info, metrics: info.Telemetry().Trainer()}, nil
+}
 
 // Type is the trainer worker type, for a worker.Registry: a trainer keeps
 // its checkpoints in the trial's checkpoint directory.
@@ -110,9 +116,9 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	if w.algo == nil {
 		switch name {
 		case AlgoDQN:
-			w.algo = newDQN(w.info)
+			w.algo = newDQN(w.info, w.metrics)
 		default:
-			w.algo = newPPO(w.info)
+			w.algo = newPPO(w.info, w.metrics)
 		}
 		w.name = name
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
@@ -95,6 +96,7 @@ type dqnTrainer struct {
 	td       []float64
 	batch    dqn.Batch
 	lastStat dqn.Stats
+	metrics  metrics
 
 	trained, sampleErrors, updateErrors, prioritySent, checkpoints, ckptFailures int64
 	episodes                                                                     int64
@@ -106,8 +108,8 @@ type dqnTrainer struct {
 	evalSeed                                                                     int64
 }
 
-func newDQN(info worker.Info) *dqnTrainer {
-	return &dqnTrainer{info: info, log: info.Log(), resumed: -1, warnings: map[string]string{}}
+func newDQN(info worker.Info, m *telemetry.Trainer) *dqnTrainer {
+	return &dqnTrainer{info: info, log: info.Log(), resumed: -1, metrics: metrics{m}, warnings: map[string]string{}}
 }
 
 func dqnBad(format string, args ...any) error {
@@ -189,6 +191,7 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 			return err
 		}
 	}
+	w.metrics.Version.Set(float64(w.version))
 	w.pub, err = paramstream.NewPublisher(ctx, paramstream.PublisherOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
 		Policy: cfg.Policy, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log})
 	if err != nil {
@@ -251,6 +254,7 @@ func (w *dqnTrainer) checkpoint() {
 	}
 	delete(w.warnings, "checkpoint")
 	w.checkpoints++
+	w.metrics.Checkpoints.Inc()
 }
 
 func (w *dqnTrainer) publish(ctx context.Context) error {
@@ -364,6 +368,8 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 	w.version++
 	w.trained += int64(len(ids))
 	w.rate.add(time.Now(), w.trained)
+	w.metrics.updated(w.version, int64(len(ids)))
+	w.metrics.dqnLosses(st)
 	prios := make([]float64, len(td))
 	for i, x := range td {
 		prios[i] = x + 1e-6
@@ -417,6 +423,7 @@ func (w *dqnTrainer) evaluate() {
 	delete(w.warnings, "eval")
 	w.episodes++
 	w.returns.add(ret)
+	w.metrics.ended(1, &w.returns)
 }
 
 // Sockets: parameter fetches and replay replies wake an idle trainer. The

@@ -1,6 +1,7 @@
 package trainerworker_test
 
 import (
+	"maps"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -15,23 +16,24 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// A DQN trainer samples a replay worker, updates, sends priorities back to
-// it, publishes versions and plays evaluation episodes.
-func TestDQNTrainerLearnsFromReplay(t *testing.T) {
-	c := newCluster(t)
+// startDQN runs a replay worker whose table holds 200 random
+// CartPole-shaped transitions, inserted as an actor would, and a DQN
+// trainer configured with cfg (algorithm dqn added) that samples it.
+func startDQN(t *testing.T, c *cluster, cfg map[string]any) (replay, trainer *workertest.Running) {
+	t.Helper()
 	rp := c.start(t, replayworker.TypeName, 0)
 	c.run(t, rp.Name(), map[string]any{"tables": []map[string]any{{"name": "default", "alpha": 0.6, "beta": 0.4,
 		"limiter": map[string]any{"min_size": 64}}}})
 	tr := c.start(t, trainerworker.TypeName, 0)
-	c.run(t, tr.Name(), map[string]any{"algorithm": "dqn", "batch_size": 32, "publish_every": 5, "eval_every": 10,
-		"dqn": map[string]any{"dueling": true, "target_update_every": 20}})
+	cfg = maps.Clone(cfg)
+	cfg["algorithm"] = "dqn"
+	c.run(t, tr.Name(), cfg)
 
-	// Random CartPole-shaped transitions, inserted as an actor would.
 	cl, err := replaystream.NewClient(workertest.Ctx(t, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(func() { cl.Close() })
 	r := rand.New(rand.NewPCG(1, 2))
 	vec := func() api.Tensor[float32] {
 		v := make([]float32, 4)
@@ -48,6 +50,15 @@ func TestDQNTrainerLearnsFromReplay(t *testing.T) {
 	}
 	req.Priorities = api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}
 	eventually.NoError(t, 10*time.Second, "insert", func() error { _, err := cl.Send(0, req); return err })
+	return rp, tr
+}
+
+// A DQN trainer samples a replay worker, updates, sends priorities back to
+// it, publishes versions and plays evaluation episodes.
+func TestDQNTrainerLearnsFromReplay(t *testing.T) {
+	c := newCluster(t)
+	rp, tr := startDQN(t, c, map[string]any{"batch_size": 32, "publish_every": 5, "eval_every": 10,
+		"dqn": map[string]any{"dueling": true, "target_update_every": 20}})
 
 	sub := newSubscriber(t, c.repo)
 	fetchVersion(t, sub, 20)

@@ -19,6 +19,7 @@ import (
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
@@ -43,15 +44,17 @@ var testTrial = names.NewTrial("unit", "trainerworker")
 func testLogger(t testing.TB) *slog.Logger { return workertest.Logger(t, slog.LevelInfo) }
 
 // cluster is workers running in-process on one in-memory name resolve,
-// driven through a control panel.
+// driven through a control panel, that record into the registry metrics,
+// as the workers of a process do.
 type cluster struct {
-	repo  nameresolve.Repository
-	panel *panel.ControlPanel
+	repo    nameresolve.Repository
+	panel   *panel.ControlPanel
+	metrics *telemetry.Registry
 }
 
 func newCluster(t testing.TB) *cluster {
 	repo := workertest.Repo(t)
-	return &cluster{repo: repo, panel: workertest.Panel(t, repo, testTrial)}
+	return &cluster{repo: repo, panel: workertest.Panel(t, repo, testTrial), metrics: telemetry.NewRegistry()}
 }
 
 // start runs worker typ/index until the test ends (or its Stop) and returns
@@ -60,7 +63,7 @@ func (c *cluster) start(t testing.TB, typ string, index int) *workertest.Running
 	t.Helper()
 	return workertest.StartChecked(t, worker.Options{
 		Trial: testTrial, Registry: testTypes, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
-		IdleWait: 20 * time.Millisecond, Logger: testLogger(t),
+		IdleWait: 20 * time.Millisecond, Logger: testLogger(t), Metrics: c.metrics,
 	})
 }
 

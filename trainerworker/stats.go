@@ -5,7 +5,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/distrl/distrl/algo/dqn"
 	"github.com/distrl/distrl/algo/ppo"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker/member"
 )
 
@@ -105,6 +107,42 @@ func (r *rateRing) perSecond(now time.Time) float64 {
 		return 0
 	}
 	return float64(r.n[len(r.n)-1]-r.n[0]) / span
+}
+
+// metrics records a trainer's figures in Prometheus where the algorithm
+// counts them for Stats, per batch or update. Unlike Stats, its counters
+// do not start from what a checkpoint restores: they count what this
+// process did.
+type metrics struct{ *telemetry.Trainer }
+
+// updated records an update on samples steps that made version.
+func (m metrics) updated(version int64, samples int64) {
+	m.Updates.Inc()
+	m.Samples.Add(float64(samples))
+	m.Version.Set(float64(version))
+}
+
+// ended records n episodes that ended, the latest of which are in returns.
+func (m metrics) ended(n int, returns *ring) {
+	if n > 0 {
+		m.Episodes.Add(float64(n))
+		m.Return.Set(returns.mean())
+	}
+}
+
+// ppoLosses and dqnLosses set the losses of an update, a fixed set of
+// names per algorithm.
+func (m metrics) ppoLosses(st ppo.Stats) {
+	m.Loss("policy", st.PolicyLoss)
+	m.Loss("value", st.ValueLoss)
+	m.Loss("entropy", st.Entropy)
+	m.Loss("approx_kl", st.ApproxKL)
+}
+
+func (m metrics) dqnLosses(st dqn.Stats) {
+	m.Loss("loss", st.Loss)
+	m.Loss("td", st.MeanTD)
+	m.Loss("mean_q", st.MeanQ)
 }
 
 // Stats reports the trainer's figures. The worker base adds samples (agent

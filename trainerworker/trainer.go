@@ -16,6 +16,7 @@ import (
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
@@ -65,6 +66,7 @@ type ppoTrainer struct {
 	failed  int   // consecutive failed updates
 
 	st       counters
+	metrics  metrics
 	lastLog  time.Time
 	warnings map[string]string // by source; see Warning
 }
@@ -75,8 +77,9 @@ var (
 	_ worker.Reporter    = (*ppoTrainer)(nil)
 )
 
-func newPPO(info worker.Info) *ppoTrainer {
-	return &ppoTrainer{info: info, log: info.Log(), ckptVer: -1, resumed: -1, st: newCounters(), warnings: map[string]string{}}
+func newPPO(info worker.Info, m *telemetry.Trainer) *ppoTrainer {
+	return &ppoTrainer{info: info, log: info.Log(), ckptVer: -1, resumed: -1, st: newCounters(), metrics: metrics{m},
+		warnings: map[string]string{}}
 }
 
 // Configure builds the learner, resumes from the newest valid checkpoint
@@ -125,6 +128,7 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 		w.version, w.ckptVer, w.resumed = restored.Version, restored.Version, restored.Version
 		w.st.trained, w.st.updates, w.st.episodes = restored.Samples, restored.Updates, restored.Episodes
 	}
+	w.metrics.Version.Set(float64(w.version))
 	// The version is published before the consumer opens: actors send to
 	// the consumer as soon as it is registered, and their batches should
 	// come from the parameters this trainer starts with.
@@ -260,6 +264,7 @@ func (w *ppoTrainer) take(b *api.SampleBatch) {
 		w.st.episodes++
 		w.st.returns.add(float64(e.Return))
 	}
+	w.metrics.ended(len(b.Episodes), &w.st.returns)
 	lag := w.version - b.PolicyVersion
 	switch {
 	case lag < 0:
@@ -270,11 +275,14 @@ func (w *ppoTrainer) take(b *api.SampleBatch) {
 		return
 	case lag > w.set.staleness:
 		w.st.lags.add(float64(lag))
+		w.metrics.PolicyLag.Observe(float64(lag))
 		w.st.droppedStale++
 		w.st.droppedSteps += int64(n)
+		w.metrics.DroppedStale.Add(float64(n))
 		return
 	}
 	w.st.lags.add(float64(lag))
+	w.metrics.PolicyLag.Observe(float64(lag))
 	w.buffer = append(w.buffer, b)
 	w.bufLen += n
 }
@@ -366,6 +374,8 @@ func (w *ppoTrainer) update(ctx context.Context) error {
 	w.st.last, w.st.hasLast = st, true
 	w.st.lastUpdate = now.Sub(begin)
 	w.st.rate.add(now, w.st.trained)
+	w.metrics.updated(w.version, int64(steps))
+	w.metrics.ppoLosses(st)
 	if w.log.Enabled(ctx, slog.LevelDebug) {
 		w.log.Debug("trainer: update", "version", w.version, "samples", steps, "policy_loss", st.PolicyLoss,
 			"value_loss", st.ValueLoss, "approx_kl", st.ApproxKL, "ms", w.st.lastUpdate.Milliseconds())
@@ -421,6 +431,7 @@ func (w *ppoTrainer) checkpoint() {
 	delete(w.warnings, "checkpoint")
 	w.ckptVer = w.version
 	w.st.checkpoints++
+	w.metrics.Checkpoints.Inc()
 	if err := pruneCheckpoints(w.set.cfg.CheckpointDir, KeepCheckpoints); err != nil {
 		w.log.Warn("trainer: pruning old checkpoints", "err", err)
 	}

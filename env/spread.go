@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 
 	"github.com/distrl/distrl/api"
@@ -44,13 +45,14 @@ const (
 // 0.1 s per step, and overlapping agents (discs of radius 0.15) push each
 // other apart with MPE's soft contact force.
 //
-// All agents receive the same reward: minus the sum, over landmarks, of the
-// distance to the nearest agent, minus 1 per pair of agents that collide
-// (overlap) after the step. This is MPE's shared reward without its quirks:
-// the original counts every agent as colliding with itself and sums the
-// reward over agents; PettingZoo instead mixes a global and a per-agent
-// part (local_ratio). The maxima differ but the optimal behaviour is the
-// same.
+// The reward is computed after the step by one of three definitions
+// ([SpreadReward]; docs/spread.md sets them side by side). The default,
+// [SpreadRewardDistrl], gives every agent the same reward: minus the sum,
+// over landmarks, of the distance to the nearest agent, minus 1 per pair of
+// agents that collide (overlap). [SpreadRewardMAPPO] is the team reward of
+// MPE and of the MAPPO code, quirks included; [SpreadRewardPettingZoo] is
+// PettingZoo's simple_spread_v3 mix of a global and a per-agent part. All
+// three have the same optimal behaviour; their returns differ.
 //
 // An agent's observation is its velocity (2), its position (2), the
 // positions of the N landmarks relative to it (2N) and those of the other
@@ -62,6 +64,9 @@ type SimpleSpread struct {
 	agents       []string
 	state        SpreadState
 	force        [][2]float64 // scratch, one per agent
+	hits         []int        // scratch: each agent's collisions with the others
+	rewardDef    SpreadReward
+	localRatio   float64 // SpreadRewardPettingZoo's weight of the local part
 	steps        int
 	live         bool
 	pcg          *rand.PCG
@@ -77,9 +82,66 @@ type SpreadState struct {
 
 var _ api.Env = (*SimpleSpread)(nil)
 
+// SpreadReward names a definition of SimpleSpread's reward, as the
+// "reward" kwarg of the registered simple_spread.
+type SpreadReward string
+
+const (
+	// SpreadRewardDistrl, the default: every agent gets -D - C, where D is
+	// the sum over landmarks of the distance to the nearest agent and C the
+	// number of colliding pairs.
+	SpreadRewardDistrl SpreadReward = "distrl"
+	// SpreadRewardMAPPO is MPE's reward as the MAPPO code
+	// (marlbenchmark/on-policy) trains and reports it: agent i's own reward
+	// is -D - k_i, where k_i counts the agents colliding with i including
+	// i itself (MPE's is_collision(a, a) holds for any agent of positive
+	// size), and every agent gets the sum over agents of those, -N*D - N -
+	// 2C, since the scenario is collaborative (shared_reward).
+	SpreadRewardMAPPO SpreadReward = "mappo"
+	// SpreadRewardPettingZoo is PettingZoo's simple_spread_v3: agent i gets
+	// (1 - local_ratio)*(-D) + local_ratio*(-c_i), where c_i counts the
+	// other agents colliding with i; rewards differ between agents.
+	SpreadRewardPettingZoo SpreadReward = "pettingzoo"
+
+	// SpreadLocalRatio is PettingZoo's default local_ratio.
+	SpreadLocalRatio = 0.5
+)
+
+// SpreadRewards lists the reward definitions SimpleSpread knows.
+var SpreadRewards = []SpreadReward{SpreadRewardDistrl, SpreadRewardMAPPO, SpreadRewardPettingZoo}
+
+// SpreadOption configures a SimpleSpread beyond its size.
+type SpreadOption func(*SimpleSpread) error
+
+// WithSpreadReward selects the reward definition (default
+// SpreadRewardDistrl).
+func WithSpreadReward(def SpreadReward) SpreadOption {
+	return func(s *SimpleSpread) error {
+		if !slices.Contains(SpreadRewards, def) {
+			return fmt.Errorf("env: simple_spread reward %q, want one of %v", def, SpreadRewards)
+		}
+		s.rewardDef = def
+		return nil
+	}
+}
+
+// WithSpreadLocalRatio sets SpreadRewardPettingZoo's local_ratio, in [0, 1]
+// as PettingZoo asserts (default SpreadLocalRatio). Other definitions have
+// no local part, so asking for one with them is refused when the
+// environment is built.
+func WithSpreadLocalRatio(r float64) SpreadOption {
+	return func(s *SimpleSpread) error {
+		if !(r >= 0 && r <= 1) {
+			return fmt.Errorf("env: simple_spread local_ratio %v, want it in [0, 1]", r)
+		}
+		s.localRatio = r
+		return nil
+	}
+}
+
 // NewSimpleSpread returns a world of n agents and n landmarks whose episodes
 // are truncated after maxCycles steps. Call Reset before Step.
-func NewSimpleSpread(n, maxCycles int) (*SimpleSpread, error) {
+func NewSimpleSpread(n, maxCycles int, opts ...SpreadOption) (*SimpleSpread, error) {
 	if n < 1 || n > spMaxAgents {
 		return nil, fmt.Errorf("env: simple_spread with %d agents, want 1 to %d", n, spMaxAgents)
 	}
@@ -95,8 +157,22 @@ func NewSimpleSpread(n, maxCycles int) (*SimpleSpread, error) {
 			AgentVel:    make([][2]float64, n),
 			LandmarkPos: make([][2]float64, n),
 		},
-		force: make([][2]float64, n),
-		pcg:   rand.NewPCG(0, pcgStream),
+		force:      make([][2]float64, n),
+		hits:       make([]int, n),
+		rewardDef:  SpreadRewardDistrl,
+		localRatio: math.NaN(), // unset: see below
+		pcg:        rand.NewPCG(0, pcgStream),
+	}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case math.IsNaN(s.localRatio) && s.rewardDef == SpreadRewardPettingZoo:
+		s.localRatio = SpreadLocalRatio
+	case !math.IsNaN(s.localRatio) && s.rewardDef != SpreadRewardPettingZoo:
+		return nil, fmt.Errorf("env: simple_spread local_ratio set with reward %q: only %q has a local part", s.rewardDef, SpreadRewardPettingZoo)
 	}
 	s.rng = rand.New(s.pcg)
 	for i := range s.agents {
@@ -106,11 +182,24 @@ func NewSimpleSpread(n, maxCycles int) (*SimpleSpread, error) {
 }
 
 // newSimpleSpreadEnv is the registry factory. It accepts "n_agents" and
-// "max_cycles" (PettingZoo's names for N and the episode length).
+// "max_cycles" (PettingZoo's names for N and the episode length), "reward"
+// (a SpreadReward) and "local_ratio" (with reward "pettingzoo" only).
 func newSimpleSpreadEnv(cfg map[string]any) (api.Env, error) {
 	c := api.Config(cfg)
-	if err := c.CheckKeys("n_agents", "max_cycles"); err != nil {
+	if err := c.CheckKeys("n_agents", "max_cycles", "reward", "local_ratio"); err != nil {
 		return nil, err
+	}
+	def, err := c.String("reward", string(SpreadRewardDistrl))
+	if err != nil {
+		return nil, err
+	}
+	opts := []SpreadOption{WithSpreadReward(SpreadReward(def))}
+	if _, ok := cfg["local_ratio"]; ok {
+		r, err := c.Float("local_ratio", SpreadLocalRatio)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, WithSpreadLocalRatio(r))
 	}
 	n, err := c.Int("n_agents", SimpleSpreadAgents)
 	if err != nil {
@@ -120,7 +209,7 @@ func newSimpleSpreadEnv(cfg map[string]any) (api.Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewSimpleSpread(n, m)
+	return NewSimpleSpread(n, m, opts...)
 }
 
 // obsDim is the length of one agent's observation.
@@ -173,7 +262,6 @@ func (s *SimpleSpread) Step(actions []api.Action) (api.Step, error) {
 	s.integrate()
 	s.steps++
 
-	reward := float32(s.reward())
 	truncated := s.steps >= s.maxCycles
 	s.live = !truncated
 
@@ -183,8 +271,8 @@ func (s *SimpleSpread) Step(actions []api.Action) (api.Step, error) {
 		Terminated: make([]bool, s.n),
 		Truncated:  make([]bool, s.n),
 	}
-	for i := range s.n {
-		out.Rewards[i] = reward
+	for i, r := range s.Rewards() {
+		out.Rewards[i] = float32(r)
 		out.Truncated[i] = truncated
 	}
 	return out, nil
@@ -239,26 +327,94 @@ func (s *SimpleSpread) integrate() {
 	}
 }
 
-// reward is the shared reward of the current state.
-func (s *SimpleSpread) reward() float64 {
-	pos := s.state.AgentPos
+// collides is MPE's is_collision for two agents whose centres are dist
+// apart: they overlap. It holds for an agent and itself (dist 0), which is
+// where MPE's constant self-collision term comes from.
+func collides(dist float64) bool { return dist < 2*spAgentSize }
+
+// coverage is the distance term common to every definition: 0 minus, landmark
+// by landmark, the distance to its nearest agent, accumulated in MPE's order.
+func (s *SimpleSpread) coverage() float64 {
 	r := 0.0
 	for _, l := range s.state.LandmarkPos {
 		nearest := math.Inf(1)
-		for _, p := range pos {
+		for _, p := range s.state.AgentPos {
 			nearest = min(nearest, math.Hypot(p[0]-l[0], p[1]-l[1]))
 		}
 		r -= nearest
 	}
+	return r
+}
+
+// countHits fills s.hits with each agent's number of collisions with the
+// other agents and returns the number of colliding pairs.
+func (s *SimpleSpread) countHits() int {
+	pos := s.state.AgentPos
+	clear(s.hits)
+	pairs := 0
 	for a := range s.n {
 		for b := a + 1; b < s.n; b++ {
-			if math.Hypot(pos[a][0]-pos[b][0], pos[a][1]-pos[b][1]) < 2*spAgentSize {
-				r--
+			if collides(math.Hypot(pos[a][0]-pos[b][0], pos[a][1]-pos[b][1])) {
+				s.hits[a]++
+				s.hits[b]++
+				pairs++
 			}
 		}
 	}
+	return pairs
+}
+
+// penalize subtracts 1 from r k times, one collision at a time as MPE and
+// PettingZoo do, so that the floating-point result is theirs.
+func penalize(r float64, k int) float64 {
+	for range k {
+		r--
+	}
 	return r
 }
+
+// reward is the SpreadRewardDistrl reward of the current state.
+func (s *SimpleSpread) reward() float64 { return penalize(s.coverage(), s.countHits()) }
+
+// Rewards returns every agent's reward in the current state under the
+// environment's definition (see SpreadReward), in float64; Step returns the
+// same values as float32.
+func (s *SimpleSpread) Rewards() []float64 {
+	out := make([]float64, s.n)
+	switch s.rewardDef {
+	case SpreadRewardMAPPO:
+		cov := s.coverage()
+		s.countHits()
+		self := 0
+		if collides(0) {
+			self = 1
+		}
+		// environment.py: reward = np.sum(reward_n), given to every agent.
+		team := 0.0
+		for i := range s.n {
+			team += penalize(cov, s.hits[i]+self)
+		}
+		for i := range out {
+			out[i] = team
+		}
+	case SpreadRewardPettingZoo:
+		global := s.coverage()
+		s.countHits()
+		// simple_env.py: global*(1 - local_ratio) + local*local_ratio.
+		for i := range out {
+			out[i] = global*(1-s.localRatio) + penalize(0, s.hits[i])*s.localRatio
+		}
+	default:
+		r := s.reward()
+		for i := range out {
+			out[i] = r
+		}
+	}
+	return out
+}
+
+// RewardDef returns the environment's reward definition.
+func (s *SimpleSpread) RewardDef() SpreadReward { return s.rewardDef }
 
 // observe returns every agent's observation, in one backing array.
 func (s *SimpleSpread) observe() [][]float32 {

@@ -11,7 +11,12 @@ import (
 
 func newSpread(t *testing.T, n int) *env.SimpleSpread {
 	t.Helper()
-	s, err := env.NewSimpleSpread(n, env.SimpleSpreadMaxCycles)
+	return newSpreadWith(t, n)
+}
+
+func newSpreadWith(t *testing.T, n int, opts ...env.SpreadOption) *env.SimpleSpread {
+	t.Helper()
+	s, err := env.NewSimpleSpread(n, env.SimpleSpreadMaxCycles, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +163,178 @@ func TestSimpleSpreadReward(t *testing.T) {
 	for i, r := range st.Rewards {
 		if r != -2 {
 			t.Errorf("agent %d reward %v, want -2", i, r)
+		}
+	}
+}
+
+// spreadScenes are hand-placed worlds of three agents with the reward terms
+// worked out by hand: D, the sum over landmarks of the distance to the
+// nearest agent; hits, each agent's collisions with the other agents
+// (centres closer than 2*0.15); and pairs, the colliding pairs.
+var spreadScenes = []struct {
+	name              string
+	agents, landmarks [][2]float64
+	d                 float64
+	hits              []float64
+	pairs             float64
+}{
+	{
+		// TestSimpleSpreadReward's "spread out": D = 0.5 + 1 + 0.5.
+		"spread out", [][2]float64{{0, 0}, {1, 0}, {0, 1}}, [][2]float64{{0, 0.5}, {1, 1}, {-0.3, -0.4}},
+		2, []float64{0, 0, 0}, 0,
+	},
+	{
+		// Every landmark covered and no pair closer than 1: the optimum.
+		"on the landmarks", [][2]float64{{0, 0}, {1, 0}, {0, 1}}, [][2]float64{{0, 1}, {0, 0}, {1, 0}},
+		0, []float64{0, 0, 0}, 0,
+	},
+	{
+		// Landmarks covered; agents 0 and 1 are 0.2 apart.
+		"one colliding pair", [][2]float64{{0, 0}, {0.2, 0}, {3, 3}}, [][2]float64{{0, 0}, {0.2, 0}, {3, 3}},
+		0, []float64{1, 1, 0}, 1,
+	},
+	{
+		// All three on one spot, landmarks 3, 4 and 5 away.
+		"pile up", [][2]float64{{0, 0}, {0, 0}, {0, 0}}, [][2]float64{{3, 0}, {0, 4}, {-3, -4}},
+		12, []float64{2, 2, 2}, 3,
+	},
+}
+
+// TestSimpleSpreadRewardDefinitions checks each definition on the scenes
+// against numbers computed by hand from the sources' formulas (N = 3):
+//
+//	distrl:      every agent -D - pairs
+//	mappo:       every agent sum_i (-D - hits_i - 1) = -3D - 2 pairs - 3,
+//	             the -1 per agent being MPE's is_collision(a, a)
+//	pettingzoo:  agent i (1 - ratio)(-D) + ratio(-hits_i)
+func TestSimpleSpreadRewardDefinitions(t *testing.T) {
+	want := map[string]struct{ distrl, mappo float64 }{
+		"spread out":         {-2, -9},
+		"on the landmarks":   {0, -3},
+		"one colliding pair": {-1, -5},
+		"pile up":            {-15, -45},
+	}
+	// PettingZoo, per agent, for local_ratio 0.5 and 0.2.
+	wantPZ := map[string]map[float64][]float64{
+		"spread out":         {0.5: {-1, -1, -1}, 0.2: {-1.6, -1.6, -1.6}},
+		"on the landmarks":   {0.5: {0, 0, 0}, 0.2: {0, 0, 0}},
+		"one colliding pair": {0.5: {-0.5, -0.5, 0}, 0.2: {-0.2, -0.2, 0}},
+		"pile up":            {0.5: {-7, -7, -7}, 0.2: {-10, -10, -10}},
+	}
+	check := func(t *testing.T, s *env.SimpleSpread, want []float64) {
+		t.Helper()
+		got := s.Rewards()
+		for i := range want {
+			if math.Abs(got[i]-want[i]) > 1e-12 {
+				t.Errorf("%s rewards %v, want %v", s.RewardDef(), got, want)
+				return
+			}
+		}
+	}
+	same := func(r float64) []float64 { return []float64{r, r, r} }
+	for _, sc := range spreadScenes {
+		t.Run(sc.name, func(t *testing.T) {
+			// The hand-computed terms agree with the formulas' values above.
+			if w := want[sc.name]; w.distrl != -sc.d-sc.pairs || w.mappo != -3*sc.d-2*sc.pairs-3 {
+				t.Fatalf("table inconsistent: %+v for D=%v pairs=%v", w, sc.d, sc.pairs)
+			}
+			for _, def := range []env.SpreadReward{env.SpreadRewardDistrl, env.SpreadRewardMAPPO} {
+				s := newSpreadWith(t, 3, env.WithSpreadReward(def))
+				setSpread(t, s, sc.agents, sc.landmarks)
+				w := want[sc.name].distrl
+				if def == env.SpreadRewardMAPPO {
+					w = want[sc.name].mappo
+				}
+				check(t, s, same(w))
+			}
+			for ratio, w := range wantPZ[sc.name] {
+				for i, h := range sc.hits {
+					if v := (1-ratio)*-sc.d + ratio*-h; math.Abs(v-w[i]) > 1e-12 {
+						t.Fatalf("table inconsistent: ratio %v agent %d: %v, formula %v", ratio, i, w[i], v)
+					}
+				}
+				opts := []env.SpreadOption{env.WithSpreadReward(env.SpreadRewardPettingZoo)}
+				if ratio != env.SpreadLocalRatio {
+					opts = append(opts, env.WithSpreadLocalRatio(ratio))
+				}
+				s := newSpreadWith(t, 3, opts...)
+				setSpread(t, s, sc.agents, sc.landmarks)
+				check(t, s, w)
+			}
+		})
+	}
+
+	// The self-collision constant does not depend on N agents being 3: one
+	// agent 1 from its landmark scores -1 - 1 under MAPPO's definition.
+	s := newSpreadWith(t, 1, env.WithSpreadReward(env.SpreadRewardMAPPO))
+	setSpread(t, s, [][2]float64{{0, 0}}, [][2]float64{{0.6, 0.8}})
+	check(t, s, []float64{-2})
+
+	// Through Step: still agents far apart stay put under no-ops, so the
+	// step's rewards are the scene's, as float32.
+	s = newSpreadWith(t, 3, env.WithSpreadReward(env.SpreadRewardMAPPO))
+	setSpread(t, s, spreadScenes[0].agents, spreadScenes[0].landmarks)
+	st := stepSpread(t, s, 0, 0, 0)
+	for i, r := range st.Rewards {
+		if r != -9 {
+			t.Errorf("agent %d reward %v after a step, want -9", i, r)
+		}
+	}
+}
+
+// TestSimpleSpreadMAPPOEpisodeConstant: an episode spent on the landmarks,
+// apart, scores 0 by distrl's definition and 3 agents x 25 steps x -1 =
+// -75 by MAPPO's, the self-collision term alone.
+func TestSimpleSpreadMAPPOEpisodeConstant(t *testing.T) {
+	sc := spreadScenes[1]
+	var ret [2]float64
+	for k, def := range []env.SpreadReward{env.SpreadRewardDistrl, env.SpreadRewardMAPPO} {
+		s := newSpreadWith(t, 3, env.WithSpreadReward(def))
+		setSpread(t, s, sc.agents, sc.landmarks)
+		for range env.SimpleSpreadMaxCycles {
+			ret[k] += float64(stepSpread(t, s, 0, 0, 0).Rewards[0])
+		}
+	}
+	if ret != [2]float64{0, -75} {
+		t.Errorf("episode returns (distrl, mappo) = %v, want [0 -75]", ret)
+	}
+}
+
+func TestSimpleSpreadRewardOptions(t *testing.T) {
+	if s := newSpread(t, 3); s.RewardDef() != env.SpreadRewardDistrl {
+		t.Errorf("default reward %q, want distrl", s.RewardDef())
+	}
+	bad := [][]env.SpreadOption{
+		{env.WithSpreadReward("mpe")},
+		{env.WithSpreadReward(env.SpreadRewardPettingZoo), env.WithSpreadLocalRatio(1.5)},
+		{env.WithSpreadReward(env.SpreadRewardPettingZoo), env.WithSpreadLocalRatio(math.NaN())},
+		{env.WithSpreadLocalRatio(0.5)}, // distrl has no local part
+		{env.WithSpreadReward(env.SpreadRewardMAPPO), env.WithSpreadLocalRatio(0.5)},
+	}
+	for i, opts := range bad {
+		if _, err := env.NewSimpleSpread(3, 25, opts...); err == nil {
+			t.Errorf("options %d accepted", i)
+		}
+	}
+
+	if err := env.Register(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg map[string]any
+		ok  bool
+	}{
+		{map[string]any{"reward": "mappo"}, true},
+		{map[string]any{"reward": "pettingzoo", "local_ratio": 0.25}, true},
+		{map[string]any{"reward": "pettingzoo", "local_ratio": 1}, true},
+		{map[string]any{"reward": "distrl"}, true},
+		{map[string]any{"reward": "MAPPO"}, false},
+		{map[string]any{"reward": 1}, false},
+		{map[string]any{"local_ratio": 0.5}, false},
+		{map[string]any{"reward": "pettingzoo", "local_ratio": "half"}, false},
+	} {
+		if _, err := api.NewEnv(env.SimpleSpreadName, tc.cfg); (err == nil) != tc.ok {
+			t.Errorf("NewEnv(simple_spread, %v) = %v, want ok=%v", tc.cfg, err, tc.ok)
 		}
 	}
 }

@@ -141,6 +141,11 @@ var rows = slices.Concat([]row{
 	// Through rlctl start, one after the other in the same run.
 	{"rlctl start to 475: cartpole-apex vs cartpole-ppo (wall s)", "e2e.BenchmarkStartCartPole/experiment=cartpole-apex s-to-475", "e2e.BenchmarkStartCartPole/experiment=cartpole-ppo s-to-475", false},
 	{"rlctl start to 475: cartpole-apex vs cartpole-ppo (env steps)", "e2e.BenchmarkStartCartPole/experiment=cartpole-apex steps-to-475", "e2e.BenchmarkStartCartPole/experiment=cartpole-ppo steps-to-475", false},
+	// Multi-agent learning (docs/spread.md): spread-ppo's team return (MAPPO's
+	// reward definition, summed over agents) at MAPPO's 20M env steps against
+	// the end of MAPPO's Spread curve. Returns are negative, so the row is
+	// lower-is-better in form: bar/measured, 1.00x as good as MAPPO.
+	{"spread-ppo team return at 20M env steps vs MAPPO's Spread curve (bar -110)", "e2e.BenchmarkSpreadMAPPO team-return", "bar -110", false},
 	// Hostile input: an echo worker process gets 100k valid requests with
 	// one random byte changed each; its resident memory after them is held
 	// against its memory before (1.00x: nothing kept).

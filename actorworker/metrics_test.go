@@ -6,6 +6,7 @@ import (
 
 	"github.com/distrl/distrl/actorworker"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/testsupport/promtest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/telemetry"
@@ -18,30 +19,7 @@ import (
 // testTrial, or nil if reg has none.
 func series(t *testing.T, reg *telemetry.Registry, name, typ string, index int) *dto.Metric {
 	t.Helper()
-	mfs, err := reg.Prometheus().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"experiment": testTrial.Experiment, "trial": testTrial.Trial, "type": typ, "index": strconv.Itoa(index)}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			return m
-		}
-	}
-	return nil
+	return promtest.Series(t, reg, name, promtest.Worker(testTrial.Experiment, testTrial.Trial, typ, strconv.Itoa(index)))
 }
 
 // value is the value of the counter or gauge of family name about actor
@@ -52,7 +30,7 @@ func value(t *testing.T, reg *telemetry.Registry, name string) float64 {
 	if m == nil {
 		t.Fatalf("no %s series", name)
 	}
-	return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	return promtest.Value(m)
 }
 
 // checkActorMetrics checks the actor series of reg against their counts

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/testsupport/promtest"
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker/member"
@@ -18,31 +19,7 @@ import (
 // testTrial, or nil if reg has none.
 func series(t *testing.T, reg *telemetry.Registry, name string, index int) *dto.Metric {
 	t.Helper()
-	mfs, err := reg.Prometheus().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"experiment": testTrial.Experiment, "trial": testTrial.Trial,
-		"type": policyworker.TypeName, "index": strconv.Itoa(index)}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			return m
-		}
-	}
-	return nil
+	return promtest.Series(t, reg, name, promtest.Worker(testTrial.Experiment, testTrial.Trial, policyworker.TypeName, strconv.Itoa(index)))
 }
 
 // TestMetricsAgreeWithStats serves requests and checks, with the worker

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/promtest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/replaystream"
@@ -20,31 +21,7 @@ import (
 // of testTrial, or nil if reg has none.
 func series(t *testing.T, reg *telemetry.Registry, name string, index int, table string) *dto.Metric {
 	t.Helper()
-	mfs, err := reg.Prometheus().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"experiment": testTrial.Experiment, "trial": testTrial.Trial,
-		"type": replayworker.TypeName, "index": strconv.Itoa(index), "table": table}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			return m
-		}
-	}
-	return nil
+	return promtest.Series(t, reg, name, promtest.Worker(testTrial.Experiment, testTrial.Trial, replayworker.TypeName, strconv.Itoa(index), "table", table))
 }
 
 // replayOp is a request of a test: n items inserted into, sampled from or

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/promtest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/sinkworker"
@@ -19,31 +20,7 @@ import (
 // nil if reg has none.
 func series(t *testing.T, reg *telemetry.Registry, name string, index int) *dto.Metric {
 	t.Helper()
-	mfs, err := reg.Prometheus().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"experiment": testTrial.Experiment, "trial": testTrial.Trial,
-		"type": sinkworker.TypeName, "index": strconv.Itoa(index)}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			return m
-		}
-	}
-	return nil
+	return promtest.Series(t, reg, name, promtest.Worker(testTrial.Experiment, testTrial.Trial, sinkworker.TypeName, strconv.Itoa(index)))
 }
 
 // TestMetricsAgreeWithStats sends a sink batches and checks, with the

@@ -37,7 +37,6 @@ type Worker struct {
 	Polls       prometheus.Counter
 	PollSeconds prometheus.Counter
 
-	partsOnce sync.Once
 	actor     *Actor
 	policy    *Policy
 	trainer   *Trainer
@@ -181,13 +180,23 @@ type Trainer struct {
 	PolicyLag prometheus.Observer
 	Version   prometheus.Gauge
 
-	w *Worker
+	w      *Worker
+	mu     sync.Mutex
+	losses map[string]prometheus.Gauge
 }
 
 // Loss sets the trainer's last value of one of its losses (name: policy,
-// value, entropy, approx_kl, td, q, ...: a fixed set per algorithm).
+// value, entropy, approx_kl, td, mean_q, ...: a fixed set per algorithm).
+// Each name's series is looked up once.
 func (t *Trainer) Loss(name string, v float64) {
-	t.w.r.loss.WithLabelValues(append(t.w.labels[:len(t.w.labels):len(t.w.labels)], name)...).Set(v)
+	t.mu.Lock()
+	g, ok := t.losses[name]
+	if !ok {
+		g = t.w.r.loss.WithLabelValues(append(t.w.labels[:len(t.w.labels):len(t.w.labels)], name)...)
+		t.losses[name] = g
+	}
+	t.mu.Unlock()
+	g.Set(v)
 }
 
 // Sink is what a sink records.
@@ -242,7 +251,8 @@ func (w *Worker) Trainer() *Trainer {
 			Samples: r.samplesTrained.WithLabelValues(l...), DroppedStale: r.droppedStale.WithLabelValues(l...),
 			Updates: r.updates.WithLabelValues(l...), Episodes: r.episodes.WithLabelValues(l...),
 			Return: r.episodeReturn.WithLabelValues(l...), Checkpoints: r.checkpoints.WithLabelValues(l...),
-			PolicyLag: r.policyLag.WithLabelValues(l...), Version: r.version.WithLabelValues(l...), w: w,
+			PolicyLag: r.policyLag.WithLabelValues(l...), Version: r.version.WithLabelValues(l...),
+			w: w, losses: map[string]prometheus.Gauge{},
 		}
 	}
 	return w.trainer

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/promtest"
 	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker/member"
@@ -19,38 +20,11 @@ import (
 // the extra label pairs kv), or nil if reg has none.
 func series(t *testing.T, reg *telemetry.Registry, name string, kv ...string) *dto.Metric {
 	t.Helper()
-	mfs, err := reg.Prometheus().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"experiment": testTrial.Experiment, "trial": testTrial.Trial,
-		"type": trainerworker.TypeName, "index": "0"}
-	for i := 0; i+1 < len(kv); i += 2 {
-		want[kv[i]] = kv[i+1]
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue metrics
-				}
-			}
-			return m
-		}
-	}
-	return nil
+	return promtest.Series(t, reg, name, promtest.Worker(testTrial.Experiment, testTrial.Trial, trainerworker.TypeName, "0", kv...))
 }
 
 // Figures of the trainer's series a test checks.
-func value(m *dto.Metric) float64    { return m.GetCounter().GetValue() + m.GetGauge().GetValue() }
+func value(m *dto.Metric) float64    { return promtest.Value(m) }
 func lagCount(m *dto.Metric) float64 { return float64(m.GetHistogram().GetSampleCount()) }
 func lagMean(m *dto.Metric) float64 {
 	return m.GetHistogram().GetSampleSum() / float64(m.GetHistogram().GetSampleCount())

@@ -7,45 +7,19 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/promtest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
-	dto "github.com/prometheus/client_model/go"
 )
 
-// value is the value of the series of family name whose labels include
-// want, and whether there is one.
+// value is the value of the counter or gauge series of family name whose
+// labels include want, and whether there is one.
 func value(t *testing.T, reg *telemetry.Registry, name string, want map[string]string) (float64, bool) {
 	t.Helper()
-	mfs, err := reg.Prometheus().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue metrics
-				}
-			}
-			switch mf.GetType() {
-			case dto.MetricType_COUNTER:
-				return m.GetCounter().GetValue(), true
-			case dto.MetricType_GAUGE:
-				return m.GetGauge().GetValue(), true
-			}
-		}
-	}
-	return 0, false
+	m := promtest.Series(t, reg, name, want)
+	return promtest.Value(m), m != nil
 }
 
 // The base records every worker's lifecycle, polls and requests in the

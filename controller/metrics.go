@@ -66,7 +66,7 @@ func KeyStats(typ string, stats map[string]any) map[string]any {
 	}
 	for _, k := range keys {
 		if v, ok := stats[k]; ok {
-			if _, num := number(v); num {
+			if _, num := Number(v); num {
 				out[k] = v
 			}
 		}
@@ -74,7 +74,7 @@ func KeyStats(typ string, stats map[string]any) map[string]any {
 	// An actor's info_* statistics are the numeric info values of its
 	// environments (actorworker.InfoStatPrefix): the user's own metrics.
 	for k, v := range stats {
-		if _, num := number(v); num && strings.HasPrefix(k, "info_") {
+		if _, num := Number(v); num && strings.HasPrefix(k, "info_") {
 			out[k] = v
 		}
 	}
@@ -88,7 +88,7 @@ func FormatStats(stats map[string]any) string {
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
-		f, _ := number(stats[k])
+		f, _ := Number(stats[k])
 		if f == float64(int64(f)) {
 			fmt.Fprintf(&b, "%s=%d", k, int64(f))
 		} else {
@@ -98,8 +98,9 @@ func FormatStats(stats map[string]any) string {
 	return b.String()
 }
 
-// number converts any numeric value msgpack may decode to a float64.
-func number(v any) (float64, bool) {
+// Number converts any numeric value msgpack may decode (a stats reply's)
+// to a float64.
+func Number(v any) (float64, bool) {
 	switch x := v.(type) {
 	case int:
 		return float64(x), true
@@ -146,8 +147,8 @@ type sample struct {
 type counters struct{ envSteps, episodes int64 }
 
 func (s sample) counters() counters {
-	st, _ := number(s.stats[member.StatEnvSteps])
-	ep, _ := number(s.stats[member.StatEpisodes])
+	st, _ := Number(s.stats[member.StatEnvSteps])
+	ep, _ := Number(s.stats[member.StatEpisodes])
 	return counters{envSteps: int64(st), episodes: int64(ep)}
 }
 
@@ -170,35 +171,35 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 			c := s.counters()
 			m.EnvSteps += s.base.envSteps + c.envSteps
 			m.Episodes += s.base.episodes + c.episodes
-			if r, ok := number(s.stats[member.StatMeanReturn]); ok && c.episodes > 0 {
+			if r, ok := Number(s.stats[member.StatMeanReturn]); ok && c.episodes > 0 {
 				weight := float64(min(c.episodes, member.ReturnWindow))
 				retSum += r * weight
 				retWeight += weight
 			}
 		case member.TypeTrainer:
-			if r, ok := number(s.stats[member.StatMeanReturn]); ok {
+			if r, ok := Number(s.stats[member.StatMeanReturn]); ok {
 				trainerReturn = &r
 			}
-			if e, ok := number(s.stats[member.StatEpisodes]); ok {
+			if e, ok := Number(s.stats[member.StatEpisodes]); ok {
 				trainerEpisodes = min(int64(e), member.ReturnWindow)
 			}
-			if l, ok := number(s.stats[member.StatPolicyLag]); ok {
+			if l, ok := Number(s.stats[member.StatPolicyLag]); ok {
 				lag = &l
 			}
-			if v, ok := number(s.stats[member.StatVersion]); ok {
+			if v, ok := Number(s.stats[member.StatVersion]); ok {
 				vi := int64(v)
 				trainerVersion = &vi
 			}
 		case member.TypeReplay:
-			size, ok1 := number(s.stats["size"])
-			ins, ok2 := number(s.stats["inserts"])
-			smp, ok3 := number(s.stats["samples"])
+			size, ok1 := Number(s.stats["size"])
+			ins, ok2 := Number(s.stats["inserts"])
+			smp, ok3 := Number(s.stats["samples"])
 			if ok1 && ok2 && ok3 {
 				replays++
 				replaySize, replayInserts, replaySamples = replaySize+size, replayInserts+ins, replaySamples+smp
 			}
 		case member.TypePolicy:
-			if v, ok := number(s.stats[member.StatVersion]); ok && (policyVersion == nil || int64(v) > *policyVersion) {
+			if v, ok := Number(s.stats[member.StatVersion]); ok && (policyVersion == nil || int64(v) > *policyVersion) {
 				vi := int64(v)
 				policyVersion = &vi
 			}

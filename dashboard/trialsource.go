@@ -193,50 +193,19 @@ var rateKeys = map[string]string{
 // setStats takes the figures of the table from a stats reply.
 func (w *Worker) setStats(st map[string]any) {
 	w.Stats = controller.KeyStats(w.Type, st)
-	if v, ok := float(st[rateKeys[w.Type]]); ok {
+	if v, ok := controller.Number(st[rateKeys[w.Type]]); ok {
 		w.StepsPerS = &v
 	}
-	if v, ok := float(st["mean_batch"]); ok && w.Type == member.TypePolicy {
+	if v, ok := controller.Number(st["mean_batch"]); ok && w.Type == member.TypePolicy {
 		w.MeanBatch = &v
 	}
 	for _, k := range []string{member.StatVersion, "version_last"} {
-		if v, ok := float(st[k]); ok {
+		if v, ok := controller.Number(st[k]); ok {
 			vi := int64(v)
 			w.Version = &vi
 			break
 		}
 	}
-}
-
-// float reads a number as msgpack decodes it (any integer or float type).
-func float(v any) (float64, bool) {
-	switch x := v.(type) {
-	case int8:
-		return float64(x), true
-	case int16:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case uint8:
-		return float64(x), true
-	case uint16:
-		return float64(x), true
-	case uint32:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
-	case uint:
-		return float64(x), true
-	case float32:
-		return float64(x), true
-	case float64:
-		return x, true
-	}
-	return 0, false
 }
 
 // runOf names the run of the trial that rec's controller runs: a new one

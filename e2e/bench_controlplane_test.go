@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/internal/testsupport/benchutil"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 // BenchmarkGroupRequestHosted is one group request ("ping") from a control
@@ -22,25 +24,9 @@ func BenchmarkGroupRequestHosted(b *testing.B) {
 		b.Run(fmt.Sprint("workers=", n), func(b *testing.B) {
 			c := c.benchTrial(b)
 			ctx := ctxFor(b, 5*time.Minute)
-			p := c.worker("echo", 0, "--count", fmt.Sprint(n))
-			defer func() {
-				_ = p.cmd.Process.Kill()
-				<-p.done
-			}()
-			panel := c.panel()
-			var names []string
-			eventually.NoError(b, 2*time.Minute, "every worker registers", func() error {
-				var err error
-				if names, err = panel.AutoConnect(ctx); err != nil {
-					return err
-				}
-				if len(names) < n {
-					return fmt.Errorf("%d of %d workers registered", len(names), n)
-				}
-				return nil
-			})
+			cp, names := c.hostedEchoes(b, ctx, n)
 			ping := func() {
-				for _, r := range panel.GroupRequest(ctx, names, "ping", nil) {
+				for _, r := range cp.GroupRequest(ctx, names, "ping", nil) {
 					if r.Err != nil {
 						b.Fatal(r.Err)
 					}
@@ -57,4 +43,29 @@ func BenchmarkGroupRequestHosted(b *testing.B) {
 			lat.ReportRate(b, "ms", b.N*n, "req/s")
 		})
 	}
+}
+
+// hostedEchoes runs n echo workers in one `rlctl worker --count n` process
+// (with flags), killed when the benchmark ends, and returns a panel
+// connected to them all and their names.
+func (c *cluster) hostedEchoes(b *testing.B, ctx context.Context, n int, flags ...string) (*panel.ControlPanel, []string) {
+	b.Helper()
+	p := c.worker("echo", 0, append([]string{"--count", fmt.Sprint(n)}, flags...)...)
+	b.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	cp := c.panel()
+	var names []string
+	eventually.NoError(b, 2*time.Minute, "every worker registers", func() error {
+		var err error
+		if names, err = cp.AutoConnect(ctx); err != nil {
+			return err
+		}
+		if len(names) < n {
+			return fmt.Errorf("%d of %d workers registered", len(names), n)
+		}
+		return nil
+	})
+	return cp, names
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/testsupport/benchutil"
-	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/worker/member"
 )
 
@@ -70,23 +69,7 @@ func BenchmarkScrapeHosted(b *testing.B) {
 	const n = 256
 	c := newCluster(b).benchTrial(b)
 	ctx := ctxFor(b, 5*time.Minute)
-	p := c.worker("echo", 0, "--count", fmt.Sprint(n), "--metrics", "127.0.0.1:0")
-	defer func() {
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}()
-	cp := c.panel()
-	var names []string
-	eventually.NoError(b, 2*time.Minute, "every worker registers", func() error {
-		var err error
-		if names, err = cp.AutoConnect(ctx); err != nil {
-			return err
-		}
-		if len(names) < n {
-			return fmt.Errorf("%d of %d workers registered", len(names), n)
-		}
-		return nil
-	})
+	cp, names := c.hostedEchoes(b, ctx, n, "--metrics", "127.0.0.1:0")
 	for _, cmd := range []string{member.CmdConfigure, member.CmdStart, member.CmdStats} {
 		for _, r := range cp.GroupRequest(ctx, names, cmd, nil) {
 			if r.Err != nil {

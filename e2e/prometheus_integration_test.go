@@ -213,4 +213,3 @@ func metricsAddr(t testing.TB, cp *panel.ControlPanel, name string, pid int) str
 	})
 	return addr
 }
-

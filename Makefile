@@ -21,7 +21,7 @@ BENCH_OUT    ?= $(BIN)/bench.txt
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps deps-cuda build build-cuda bundle-gpu bundle-cpu ptx vet-cuda test vet lint unit bench fuzz demo run clean
+.PHONY: all deps deps-cuda build build-cuda bundle-gpu bundle-cpu ptx vet-cuda test vet lint unit bench bench-minatar fuzz demo run clean
 
 all: build
 
@@ -125,6 +125,26 @@ bench: build
 	@mkdir -p $(BIN)
 	set -o pipefail; $(GO) test $(if $(BENCH_TAGS),-tags $(BENCH_TAGS)) -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./... | tee $(BENCH_OUT)
 	$(GO) run ./cmd/benchtab < $(BENCH_OUT)
+
+# Learning curves of the MinAtar built-ins against the paper's (Young & Tian
+# 2019; docs/minatar.md "Learning curves against the paper"): every
+# minatar-<game>-<algo> experiment rlctl lists (or MINATAR_EXPERIMENTS, comma
+# separated) trains for MINATAR_FRAMES env steps through `rlctl start`, one
+# after the other; a table (summary.md), return against frames (curves.csv)
+# and a plot per game next to the paper's DQN and AC(lambda) land in
+# MINATAR_OUT. Not part of `make test`, and `make bench` skips it (it needs
+# MINATAR_BENCH=1): at the paper's 5M frames it takes hours per experiment on
+# 2 cores (frames/s in docs/minatar.md); MINATAR_FRAMES=1000000 for a shorter
+# run. MINATAR_WALL caps each run's wall time (a duration; default none).
+MINATAR_FRAMES      ?= 5000000
+MINATAR_EXPERIMENTS ?=
+MINATAR_WALL        ?=
+MINATAR_OUT         ?= $(abspath $(BIN))/minatar
+MINATAR_TIMEOUT     ?= 240h
+bench-minatar: build
+	MINATAR_BENCH=1 MINATAR_FRAMES=$(MINATAR_FRAMES) MINATAR_EXPERIMENTS=$(MINATAR_EXPERIMENTS) \
+	  MINATAR_WALL=$(MINATAR_WALL) MINATAR_OUT=$(MINATAR_OUT) E2E_RLCTL=$(abspath $(RLCTL)) \
+	  $(GO) test -run '^$$' -bench '^BenchmarkMinAtarCurves$$' -benchtime 1x -count=1 -timeout $(MINATAR_TIMEOUT) ./e2e
 
 # The main job: PPO learns CartPole through the distributed pipeline
 # (embedded etcd, a trainer, a policy worker and two actors as processes),

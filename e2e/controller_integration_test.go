@@ -42,7 +42,10 @@ type metricsLine struct {
 	Episodes   int64     `json:"episodes"`
 	Restarts   int       `json:"restarts"`
 	MeanReturn float64   `json:"mean_return"`
-	Version    int64     `json:"version"`
+	// ReturnEpisodes is how many episodes MeanReturn covers (0: no
+	// episode had ended, and MeanReturn is absent).
+	ReturnEpisodes int64 `json:"return_episodes"`
+	Version        int64 `json:"version"`
 	// ReplaySize and SamplesPerInsert: the replay workers' (cartpole-apex).
 	ReplaySize       int64                     `json:"replay_size"`
 	SamplesPerInsert float64                   `json:"samples_per_insert"`

@@ -101,8 +101,10 @@ lint: vet $(GOBIN)/staticcheck
 	scripts/checksize.sh
 
 # Every test, integration tests included (real sockets, real etcd, real processes), with -race.
+# The dashboard tests keep their headless-Chromium screenshots under $(ARTIFACTS).
+ARTIFACTS ?= $(abspath $(BIN))/artifacts
 test: deps lint
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	DISTRL_ARTIFACTS=$(ARTIFACTS) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Unit tests only: quick, in-process.
 unit:

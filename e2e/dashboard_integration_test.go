@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/worker/member"
 	"github.com/distrl/distrl/worker"
 	"golang.org/x/net/html"
 )
@@ -332,4 +333,55 @@ func httpStatus(t *testing.T, u, bearer string) (int, string) {
 	var buf bytes.Buffer
 	_, _ = buf.ReadFrom(resp.Body)
 	return resp.StatusCode, strings.TrimSpace(buf.String())
+}
+
+// With the default bounds (a HUNG verdict after 30 s, far beyond the
+// address lease) a SIGSTOPped process loses its lease first: `rlctl
+// dashboard` shows its worker LOST. The workers are started by hand, so
+// no controller replaces it and it stays LOST while its status record
+// lives.
+func TestDashboardShowsLost(t *testing.T) {
+	b := newBrowser(t)
+	c := newCluster(t)
+	leases := []string{"--ttl", "2s", "--status-ttl", "5m"}
+	stopped := c.worker("echo", 0, leases...)
+	c.worker("echo", 1, leases...)
+	ctx := ctxFor(t, 2*time.Minute)
+	cp := c.panel()
+	eventually.NoError(t, 30*time.Second, "both workers registered", func() error {
+		names, err := cp.AutoConnect(ctx)
+		if err == nil && len(names) != 2 {
+			err = fmt.Errorf("registered: %v", names)
+		}
+		return err
+	})
+	for _, cmd := range []string{member.CmdConfigure, member.CmdStart} {
+		for _, r := range cp.GroupRequest(ctx, []string{"echo/0", "echo/1"}, cmd, nil) {
+			if r.Err != nil {
+				t.Fatalf("%s %s: %v", cmd, r.Worker, r.Err)
+			}
+		}
+	}
+	d := start(t, "rlctl-dashboard", c.env, "dashboard", c.trial.Experiment, c.trial.Trial,
+		"--listen", "127.0.0.1:0", "--workdir", t.TempDir())
+	u := waitOutput(t, d, dashboardURL, 30*time.Second)[1]
+	eventually.NoError(t, 60*time.Second, "both RUNNING on the page", func() error {
+		if st := b.look(u, "").states; st["echo/0"] != "RUNNING" || st["echo/1"] != "RUNNING" {
+			return fmt.Errorf("states %v", st)
+		}
+		return nil
+	})
+	pid := stopped.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	eventually.NoError(t, 60*time.Second, "echo/0 shows as LOST", func() error {
+		st := b.look(u, "dashboard-lost.png").states
+		if st["echo/0"] != "LOST" || st["echo/1"] != "RUNNING" {
+			return fmt.Errorf("states %v", st)
+		}
+		return nil
+	})
+	t.Logf("screenshot: %s", filepath.Join(b.artifacts, "dashboard-lost.png"))
 }

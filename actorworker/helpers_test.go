@@ -284,6 +284,12 @@ func (r *rig) envSteps() int64 {
 	return n
 }
 
+// obsRow is observation i of b, whatever an observation's shape.
+func obsRow(b api.SampleBatch, i int) []float32 {
+	d := b.Obs.Len() / b.Len()
+	return b.Obs.Data[i*d : (i+1)*d]
+}
+
 // checkBatches checks one agent's batches from one target: well formed,
 // cut where the rules say, with the right bootstrap values, values that
 // belong to their observations, and every episode accounted for.
@@ -306,10 +312,11 @@ func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32,
 			t.Errorf("batch %d: policy version %d, want %d", k, b.PolicyVersion, probeVersion)
 		}
 		for i := range n {
-			if got, want := b.Values.Data[i], valueOf(b.Obs.Row(i)); got != want {
+			obs := obsRow(b, i)
+			if got, want := b.Values.Data[i], valueOf(obs); got != want {
 				t.Fatalf("batch %d step %d: value %v, want the value of its observation %v", k, i, got, want)
 			}
-			if got, want := b.Actions.Data[i], actionOf(b.Obs.Row(i), actions); got != want {
+			if got, want := b.Actions.Data[i], actionOf(obs, actions); got != want {
 				t.Fatalf("batch %d step %d: action %d, want the policy's %d", k, i, got, want)
 			}
 		}
@@ -334,7 +341,7 @@ func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32,
 			finals++
 		case k+1 < len(batches):
 			// Cut mid-episode: the next batch starts at the next observation.
-			want = valueOf(batches[k+1].Obs.Row(0))
+			want = valueOf(obsRow(batches[k+1], 0))
 			if n != sampleSteps {
 				t.Errorf("batch %d cut mid-episode at %d steps, want %d", k, n, sampleSteps)
 			}

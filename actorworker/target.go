@@ -128,7 +128,8 @@ func NewBatchTarget(batch api.EnvBatch, env, index int, cfg TargetConfig) (*EnvT
 	if cfg.SampleSteps <= 0 {
 		cfg.SampleSteps = DefaultSampleSteps
 	}
-	obsDim := batch.ObservationSpace().Size()
+	obsSpace := batch.ObservationSpace()
+	obsDim := obsSpace.Size()
 	actDim := 0
 	if as := batch.ActionSpace(); as.Kind == api.Box {
 		actDim = as.Size()
@@ -142,6 +143,13 @@ func NewBatchTarget(batch api.EnvBatch, env, index int, cfg TargetConfig) (*EnvT
 			return nil, fmt.Errorf("actorworker: target %d agent %s: %w", index, id, err)
 		}
 		b.Policy, b.ActorID, b.AgentID = cfg.Policy, cfg.ActorID, id
+		// An image observation ([H, W, C]) keeps its shape in the batches,
+		// so that a learner or replay can tell its frames' layout.
+		if obsSpace.Kind == api.Box && len(obsSpace.Shape) > 1 {
+			if err := b.SetObsShape(obsSpace.Shape...); err != nil {
+				return nil, fmt.Errorf("actorworker: target %d agent %s: %w", index, id, err)
+			}
+		}
 		t.agents = append(t.agents, newAgent(id, cfg.Client, cfg.Producer, b))
 	}
 	if len(t.agents) == 0 {

@@ -69,6 +69,7 @@ func TestTargetBatches(t *testing.T) {
 		name     string
 		cfg      rigConfig
 		envSteps int64
+		obsShape []int    // one observation's shape in the batches; nil: [obs_dim]
 		want     []string // kinds of batch ends that must occur
 	}{
 		{
@@ -89,6 +90,13 @@ func TestTargetBatches(t *testing.T) {
 			envSteps: 300, want: []string{"terminated", "truncated", "cut"},
 		},
 		{
+			// An image observation keeps its [H, W, C] in the batches.
+			name: "minatar breakout",
+			cfg: rigConfig{env: "minatar-breakout", envConfig: map[string]any{"max_episode_steps": 20},
+				ringSize: 2, sampleSteps: 8, actions: 6},
+			envSteps: 300, obsShape: []int{10, 10, 4}, want: []string{"truncated", "cut"},
+		},
+		{
 			name: "simple_spread",
 			cfg: rigConfig{env: env.SimpleSpreadName, envConfig: map[string]any{"n_agents": 3, "max_cycles": 25},
 				ringSize: 2, sampleSteps: 10, actions: 5},
@@ -100,6 +108,13 @@ func TestTargetBatches(t *testing.T) {
 			r := newRig(t, c.cfg)
 			r.run(t, c.envSteps)
 			kinds := checkRig(t, r, c.cfg)
+			for _, out := range r.outs {
+				for _, b := range out.batches {
+					if c.obsShape != nil && !slices.Equal(b.Obs.Shape[1:], c.obsShape) || c.obsShape == nil && len(b.Obs.Shape) != 2 {
+						t.Fatalf("batch observations of shape %v, want [T %v]", b.Obs.Shape, c.obsShape)
+					}
+				}
+			}
 			for _, k := range c.want {
 				if kinds[k] == 0 {
 					t.Errorf("no batch ended %s (got %v): the case does not cover it", k, kinds)

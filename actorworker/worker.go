@@ -69,11 +69,13 @@ type Config struct {
 	// InferenceTimeoutMs bounds a remote request; 0 means the stream's
 	// default. A request that times out is posted again.
 	InferenceTimeoutMs int `msgpack:"inference_timeout_ms"`
-	// Hidden, Activation and Deterministic configure the inline policy, as
-	// they do a policy worker's (see policy.Config).
-	Hidden        []int         `msgpack:"hidden"`
-	Activation    nn.Activation `msgpack:"activation"`
-	Deterministic bool          `msgpack:"deterministic"`
+	// Hidden, Activation, Conv, SharedTrunk and Deterministic configure the
+	// inline policy, as they do a policy worker's (see policy.Config).
+	Hidden        []int          `msgpack:"hidden"`
+	Activation    nn.Activation  `msgpack:"activation"`
+	Conv          []nn.ConvLayer `msgpack:"conv"`
+	SharedTrunk   bool           `msgpack:"shared_trunk"`
+	Deterministic bool           `msgpack:"deterministic"`
 	// SampleStream is the sample stream's name; "null" discards batches.
 	SampleStream string `msgpack:"sample_stream"`
 	SampleSteps  int    `msgpack:"sample_steps"` // steps per batch; default 200
@@ -173,8 +175,11 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 	if err != nil {
 		return cfg, nil, badConfig("inline policy: %v", err)
 	}
-	pc.Seed, pc.Deterministic = *cfg.Seed, cfg.Deterministic
-	pc = pc.WithShape(cfg.Hidden, cfg.Activation)
+	pc.Seed, pc.Deterministic, pc.SharedTrunk = *cfg.Seed, cfg.Deterministic, cfg.SharedTrunk
+	pc = pc.WithShape(cfg.Hidden, cfg.Activation).WithConv(cfg.Conv)
+	if err := pc.Validate(); err != nil {
+		return cfg, nil, badConfig("inline policy: %v", err)
+	}
 	p, err := policy.New(pc)
 	if err != nil {
 		return cfg, nil, badConfig("inline policy: %v", err)

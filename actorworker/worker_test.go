@@ -256,6 +256,9 @@ func TestConfigureRejects(t *testing.T) {
 		{"bad env config", map[string]any{"env_config": map[string]any{"max_episode_step": 3}}},
 		{"wrong type", map[string]any{"ring_size": "two"}},
 		{"inline activation", map[string]any{"inference": "inline", "activation": "sigmoid-ish"}},
+		{"inline conv without an image", map[string]any{"inference": "inline", "conv": []map[string]any{{"filters": 4, "kernel": 3, "stride": 1}}}},
+		{"inline conv larger than the image", map[string]any{"inference": "inline", "env": "minatar-breakout",
+			"conv": []map[string]any{{"filters": 4, "kernel": 11, "stride": 1}}}},
 	}
 	cl := newCluster(t)
 	name := cl.start(t, actorworker.TypeName, 0)
@@ -271,8 +274,14 @@ func TestConfigureRejects(t *testing.T) {
 			}
 		})
 	}
-	// The worker is still usable.
-	cl.run(t, name, map[string]any{"inference": "inline", "sample_stream": "null", "max_env_steps": 50})
+	err := actorworker.CheckConfig(rawArgs(t, map[string]any{"inference": "inline", "env": "minatar-breakout",
+		"conv": []map[string]any{{"filters": 4, "kernel": 3, "stride": 0}}}), 0)
+	if !errors.Is(err, rpc.ErrBadArguments) || !strings.Contains(err.Error(), "conv") {
+		t.Errorf("CheckConfig of a conv of stride 0: %v, want bad_arguments naming conv", err)
+	}
+	// The worker is still usable, with the MinAtar paper's network inline.
+	cl.run(t, name, map[string]any{"inference": "inline", "sample_stream": "null", "max_env_steps": 50, "env": "minatar-breakout",
+		"conv": []map[string]any{{"filters": 16, "kernel": 3, "stride": 1}}, "hidden": []int{128}, "activation": "relu", "shared_trunk": true})
 	cl.waitState(t, name, member.StateCompleted)
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // StepRecord is one step of an agent's trajectory, as [SampleBuilder.Append]
@@ -30,6 +31,7 @@ type SampleBuilder struct {
 	Policy, ActorID, AgentID string
 
 	obsDim, actDim, capacity int
+	obsShape                 []int // nil: [obsDim]
 
 	obs, cont, rewards, logProbs, values []float32
 	actions                              []int32
@@ -140,7 +142,7 @@ func (b *SampleBuilder) Build(bootstrapValue float32) SampleBatch {
 	batch := SampleBatch{
 		Policy:         b.Policy,
 		PolicyVersion:  version,
-		Obs:            Tensor[float32]{Shape: []int{n, b.obsDim}, Data: b.obs},
+		Obs:            Tensor[float32]{Shape: b.batchObsShape(n), Data: b.obs},
 		Rewards:        Tensor[float32]{Shape: []int{n}, Data: b.rewards},
 		Terminated:     Tensor[uint8]{Shape: []int{n}, Data: b.term},
 		Truncated:      Tensor[uint8]{Shape: []int{n}, Data: b.trunc},
@@ -172,6 +174,27 @@ func (b *SampleBuilder) Build(bootstrapValue float32) SampleBatch {
 	b.minVersion = math.MaxInt64
 	b.ready = false
 	return batch
+}
+
+// SetObsShape gives the shape of one observation, whose product must be
+// the builder's obsDim: batches then carry observations of shape
+// [T, shape...] instead of [T, obsDim], so that an image keeps its
+// [H, W, C] on its way to a learner. Batches built before keep theirs.
+func (b *SampleBuilder) SetObsShape(shape ...int) error {
+	n, err := numElements(shape, 4)
+	if err != nil || len(shape) == 0 || len(shape) >= MaxRank || n != b.obsDim {
+		return fmt.Errorf("api: SampleBuilder.SetObsShape(%v): want a shape of %d values", shape, b.obsDim)
+	}
+	b.obsShape = slices.Clone(shape)
+	return nil
+}
+
+// batchObsShape is the shape of n observations.
+func (b *SampleBuilder) batchObsShape(n int) []int {
+	if b.obsShape == nil {
+		return []int{n, b.obsDim}
+	}
+	return append([]int{n}, b.obsShape...)
 }
 
 // Recycle gives a batch's arrays back to the builder for reuse, sparing an

@@ -19,7 +19,7 @@ type SampleBatch struct {
 	// PolicyVersion is the oldest policy version that chose an action in
 	// the batch, so a trainer can bound how stale the batch is.
 	PolicyVersion int64           `msgpack:"policy_version"`
-	Obs           Tensor[float32] `msgpack:"obs"`          // [T, obs_dim]
+	Obs           Tensor[float32] `msgpack:"obs"`          // [T, obs_dim], or [T, ...obs shape] (an image: [T, H, W, C])
 	Actions       Tensor[int32]   `msgpack:"actions"`      // [T] for discrete actions, else zero
 	ContActions   Tensor[float32] `msgpack:"cont_actions"` // [T, act_dim] for continuous actions, else zero
 	Rewards       Tensor[float32] `msgpack:"rewards"`      // [T]
@@ -80,8 +80,10 @@ func (b *SampleBatch) validate() error {
 		return fmt.Errorf("rewards has shape %v, want [T]", b.Rewards.Shape)
 	}
 	n := b.Rewards.Shape[0]
-	if err := checkShape("obs", b.Obs.Shape, n, 2, false); err != nil {
-		return err
+	// An observation may have any shape (an image is [H, W, C]); only the
+	// leading dimension must be T.
+	if len(b.Obs.Shape) < 2 || b.Obs.Shape[0] != n {
+		return fmt.Errorf("obs has shape %v, want [T, ...obs shape] with T=%d", b.Obs.Shape, n)
 	}
 	switch disc, cont := !b.Actions.IsZero(), !b.ContActions.IsZero(); {
 	case disc && cont:

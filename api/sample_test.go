@@ -35,7 +35,9 @@ func TestSampleBatchRoundTrip(t *testing.T) {
 	cont.ContActions = Tensor[float32]{Shape: []int{3, 1}, Data: []float32{0.1, 0.2, 0.3}}
 	noValues := validBatch()
 	noValues.Values, noValues.LogProbs = Tensor[float32]{}, Tensor[float32]{}
-	for name, in := range map[string]SampleBatch{"discrete": validBatch(), "continuous": cont, "no values": noValues} {
+	image := validBatch() // three 1x2x1 images: the shape survives the wire
+	image.Obs.Shape = []int{3, 1, 2, 1}
+	for name, in := range map[string]SampleBatch{"discrete": validBatch(), "continuous": cont, "no values": noValues, "image": image} {
 		t.Run(name, func(t *testing.T) {
 			if err := in.Validate(); err != nil {
 				t.Fatal(err)
@@ -79,6 +81,8 @@ func TestSampleBatchValidate(t *testing.T) {
 		{"rewards missing", func(b *SampleBatch) { b.Rewards = Tensor[float32]{} }, "rewards has shape"},
 		{"obs short", func(b *SampleBatch) { b.Obs = Tensor[float32]{Shape: []int{2, 3}, Data: make([]float32, 6)} }, "obs has shape"},
 		{"obs 1-D", func(b *SampleBatch) { b.Obs.Shape = []int{6} }, "obs has shape"},
+		{"obs images", func(b *SampleBatch) { b.Obs.Shape = []int{3, 1, 2, 1} }, ""},
+		{"obs images of another T", func(b *SampleBatch) { b.Obs.Shape = []int{1, 3, 2, 1} }, "obs has shape"},
 		{"actions long", func(b *SampleBatch) { b.Actions = NewTensor[int32](4) }, "actions has shape"},
 		{"both action kinds", func(b *SampleBatch) { b.ContActions = NewTensor[float32](3, 1) }, "both"},
 		{"no actions", func(b *SampleBatch) { b.Actions = Tensor[int32]{} }, "neither"},
@@ -229,6 +233,39 @@ func TestNewSampleBuilderInvalid(t *testing.T) {
 		if _, err := NewSampleBuilder(args[0], args[1], args[2]); err == nil {
 			t.Errorf("NewSampleBuilder%v succeeded", args)
 		}
+	}
+}
+
+// TestSampleBuilderObsShape: a builder given an image's shape builds
+// batches of [T, H, W, C] observations, and refuses a shape of another
+// size.
+func TestSampleBuilderObsShape(t *testing.T) {
+	b, err := NewSampleBuilder(6, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]int{nil, {5}, {2, 2, 2}, {3, -2, -1}, make([]int, MaxRank)} {
+		if err := b.SetObsShape(bad...); err == nil {
+			t.Errorf("SetObsShape(%v) succeeded for 6 values", bad)
+		}
+	}
+	if err := b.SetObsShape(1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := b.Append(StepRecord{Obs: make([]float32, 6), Action: Action{Discrete: int32(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch := b.Build(0)
+	if err := batch.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{2, 1, 2, 3}; !reflect.DeepEqual(batch.Obs.Shape, want) || batch.Obs.Len() != 12 {
+		t.Errorf("obs of shape %v and %d values, want %v and 12", batch.Obs.Shape, batch.Obs.Len(), want)
+	}
+	if empty := b.Build(0); !reflect.DeepEqual(empty.Obs.Shape, []int{0, 1, 2, 3}) || empty.Validate() != nil {
+		t.Errorf("empty batch: obs of shape %v (%v), want [0 1 2 3]", empty.Obs.Shape, empty.Validate())
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/replay"
@@ -20,6 +21,13 @@ type Config struct {
 	// observation at step t is frames t-k+1..t, the first frame repeated
 	// before the episode's start. Each frame is stored once.
 	FrameStack int `msgpack:"frame_stack" json:"frame_stack"`
+	// FrameShape, if set, is the shape of one frame (FrameSize values).
+	// An image, [H, W, C] channels last, is stacked along its channels:
+	// an observation is [H, W, FrameStack*C], the oldest frame's channels
+	// first at every pixel, which is what a convolution over stacked
+	// frames expects. Otherwise an observation is the frames one after
+	// the other, [FrameStack*FrameSize].
+	FrameShape []int `msgpack:"frame_shape" json:"frame_shape"`
 	// RewardWeights has one weight per reward dimension; the scalar reward
 	// is their dot product with the reward vector. Default [1].
 	RewardWeights []float32 `msgpack:"reward_weights" json:"reward_weights"`
@@ -67,6 +75,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: frame_size %d: want > 0", ErrBadConfig, c.FrameSize)
 	case c.FrameStack < 1:
 		return fmt.Errorf("%w: frame_stack %d: want >= 1", ErrBadConfig, c.FrameStack)
+	case c.FrameShape != nil && !shapeOf(c.FrameShape, c.FrameSize):
+		return fmt.Errorf("%w: frame_shape %v: want positive dimensions of frame_size %d values", ErrBadConfig, c.FrameShape, c.FrameSize)
 	case !(c.Gamma >= 0 && c.Gamma <= 1):
 		return fmt.Errorf("%w: gamma %v: want 0..1", ErrBadConfig, c.Gamma)
 	case c.NStep < 1:
@@ -83,6 +93,18 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: priority_eps %v: want finite > 0", ErrBadConfig, c.PriorityEps)
 	}
 	return nil
+}
+
+// shapeOf reports whether shape has positive dimensions whose product is n.
+func shapeOf(shape []int, n int) bool {
+	p := 1
+	for _, d := range shape {
+		if d < 1 || d > n || p > n/d {
+			return false
+		}
+		p *= d
+	}
+	return len(shape) > 0 && p == n
 }
 
 // Step is what an actor records for one environment step from state s_t.
@@ -173,6 +195,11 @@ type Memory struct {
 	openSteps int
 	newest    []*episode // closed since the last TakeNew
 	st        Stats
+	// obsShape is a stacked observation's shape; channels the values of
+	// one frame that stay together when frames are stacked (the last
+	// dimension of an image, else the whole frame).
+	obsShape []int
+	channels int
 }
 
 type slotRef struct {
@@ -186,13 +213,21 @@ func New(cfg Config) (*Memory, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Memory{
-		cfg:   cfg,
-		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x5851f42d4c957f2d)),
-		open:  map[EpisodeID]*episode{},
-		tree:  replay.NewSumTree(cfg.MaxTransitions),
-		owner: make([]slotRef, cfg.MaxTransitions),
-	}, nil
+	m := &Memory{
+		cfg:      cfg,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, 0x5851f42d4c957f2d)),
+		open:     map[EpisodeID]*episode{},
+		tree:     replay.NewSumTree(cfg.MaxTransitions),
+		owner:    make([]slotRef, cfg.MaxTransitions),
+		obsShape: []int{cfg.FrameStack * cfg.FrameSize},
+		channels: cfg.FrameSize,
+	}
+	if len(cfg.FrameShape) > 1 {
+		m.obsShape = slices.Clone(cfg.FrameShape)
+		m.channels = m.obsShape[len(m.obsShape)-1]
+		m.obsShape[len(m.obsShape)-1] *= cfg.FrameStack
+	}
+	return m, nil
 }
 
 // Stats returns the memory's counts.
@@ -310,14 +345,19 @@ func (m *Memory) dropOldest() {
 	e.trans, e.frames = nil, nil
 }
 
-// obs returns the stacked observation at frame index i.
+// obs returns the stacked observation at frame index i: at every group of
+// m.channels values (a pixel of an image; the whole frame otherwise) the
+// k frames' values, oldest first.
 func (m *Memory) obs(e *episode, i int) api.Tensor[float32] {
-	k, f := m.cfg.FrameStack, m.cfg.FrameSize
-	out := make([]float32, 0, k*f)
-	for j := i - k + 1; j <= i; j++ {
-		out = append(out, e.frames[max(j, 0)]...)
+	k, f, c := m.cfg.FrameStack, m.cfg.FrameSize, m.channels
+	out := make([]float32, k*f)
+	for s := range k {
+		frame := e.frames[max(i-k+1+s, 0)]
+		for p := range f / c {
+			copy(out[(p*k+s)*c:(p*k+s+1)*c], frame[p*c:(p+1)*c])
+		}
 	}
-	return api.Tensor[float32]{Shape: []int{k * f}, Data: out}
+	return api.Tensor[float32]{Shape: slices.Clone(m.obsShape), Data: out}
 }
 
 // returns computes every step's n-step and TD(lambda) returns:

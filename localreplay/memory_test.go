@@ -138,6 +138,45 @@ func TestFrameStacking(t *testing.T) {
 	}
 }
 
+// Frames that are images, [H, W, C] = [1, 2, 2], stack along their
+// channels: an observation of 2 frames is [1, 2, 4], each pixel holding
+// the older frame's channels, then the newer one's.
+func TestFrameStackingImages(t *testing.T) {
+	for _, bad := range [][]int{{1, 2, 3}, {0, 4}, {-1, -4}} {
+		if _, err := New(Config{FrameSize: 4, FrameShape: bad, Gamma: 1, MaxTransitions: 10, MaxEpisodes: 2}); !errors.Is(err, ErrBadConfig) {
+			t.Errorf("frame_shape %v for 4 floats: %v, want ErrBadConfig", bad, err)
+		}
+	}
+	m := mustMemory(t, Config{FrameSize: 4, FrameShape: []int{1, 2, 2}, FrameStack: 2, Gamma: 1, MaxTransitions: 10, MaxEpisodes: 2})
+	// Frame i: pixel 0 has channels (i, 10+i), pixel 1 (20+i, 30+i).
+	f := func(i float32) []float32 { return []float32{i, 10 + i, 20 + i, 30 + i} }
+	id, _ := m.Open(f(0))
+	for i := range 2 {
+		m.Step(id, Step{Reward: []float32{0}, Frame: f(float32(i + 1))})
+	}
+	m.Close(id, true, 0)
+	// stack(a, b): every pixel's channels of a, then of b.
+	stack := func(a, b float32) []float32 { return []float32{a, 10 + a, b, 10 + b, 20 + a, 30 + a, 20 + b, 30 + b} }
+	items := m.TakeNew()
+	for i, want := range [][2][]float32{{stack(0, 0), stack(0, 1)}, {stack(0, 1), stack(1, 2)}} {
+		tr := items[i].Transition
+		if !slices.Equal(tr.Obs.Data, want[0]) || !slices.Equal(tr.NextObs.Data, want[1]) {
+			t.Errorf("t=%d: obs %v next %v; want %v %v", i, tr.Obs.Data, tr.NextObs.Data, want[0], want[1])
+		}
+		if shape := []int{1, 2, 4}; !slices.Equal(tr.Obs.Shape, shape) || !slices.Equal(tr.NextObs.Shape, shape) {
+			t.Errorf("t=%d: shapes %v %v, want %v", i, tr.Obs.Shape, tr.NextObs.Shape, shape)
+		}
+	}
+	// Without stacking an image keeps its shape.
+	one := mustMemory(t, Config{FrameSize: 4, FrameShape: []int{1, 2, 2}, Gamma: 1, MaxTransitions: 10, MaxEpisodes: 2})
+	id, _ = one.Open(f(0))
+	one.Step(id, Step{Reward: []float32{0}, Frame: f(1)})
+	one.Close(id, true, 0)
+	if tr := one.TakeNew()[0].Transition; !slices.Equal(tr.Obs.Shape, []int{1, 2, 2}) || !slices.Equal(tr.Obs.Data, f(0)) {
+		t.Errorf("unstacked image: obs %v of shape %v, want %v of [1 2 2]", tr.Obs.Data, tr.Obs.Shape, f(0))
+	}
+}
+
 // The memory stays within MaxTransitions (open episodes included) and
 // MaxEpisodes by dropping the oldest closed episodes, counted.
 func TestBounds(t *testing.T) {

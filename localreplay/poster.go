@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/nameresolve"
@@ -133,8 +134,16 @@ func (p *Poster) convert(b *api.SampleBatch) error {
 			T, b.Actions.Len(), b.Values.Len(), b.Obs.Len())
 	}
 	d := b.Obs.Len() / T
-	if p.mem == nil || p.mem.cfg.FrameSize != d || p.mem.cfg.MaxTransitions < T {
-		m, err := New(Config{FrameSize: d, Gamma: p.opts.Gamma, NStep: p.opts.NStep, Lambda: p.opts.Lambda,
+	// The transitions keep the shape of an image observation. They are
+	// not stacked: each batch is an episode of its own to the memory, so a
+	// stack would repeat a batch's first frame where the trajectory goes
+	// on from the previous batch.
+	var shape []int
+	if len(b.Obs.Shape) > 2 {
+		shape = b.Obs.Shape[1:]
+	}
+	if p.mem == nil || p.mem.cfg.FrameSize != d || !slices.Equal(p.mem.cfg.FrameShape, shape) || p.mem.cfg.MaxTransitions < T {
+		m, err := New(Config{FrameSize: d, FrameShape: slices.Clone(shape), Gamma: p.opts.Gamma, NStep: p.opts.NStep, Lambda: p.opts.Lambda,
 			MaxTransitions: max(T+1, 4096), MaxEpisodes: 2})
 		if err != nil {
 			return err

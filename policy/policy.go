@@ -84,6 +84,18 @@ func (c Config) WithConv(conv []nn.ConvLayer) Config {
 	return c
 }
 
+// Validate reports whether c describes a network that can be built (see
+// nn.Spec.Validate) without building it, so that a worker can refuse a bad
+// configuration (a convolution larger than the image, say) when it is
+// checked, before anything is opened.
+// The error names the configuration keys the network comes from.
+func (c Config) Validate() error {
+	if err := c.spec().Validate(); err != nil {
+		return fmt.Errorf("policy: network of obs_shape %v, conv %v, hidden %v: %w", c.ObsShape, c.Conv, c.Hidden, err)
+	}
+	return nil
+}
+
 // clone returns a copy of c that shares no slice with it.
 func (c Config) clone() Config {
 	c.Hidden = slices.Clone(c.Hidden)

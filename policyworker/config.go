@@ -2,6 +2,7 @@ package policyworker
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,12 +29,16 @@ const startupFetchTimeout = 2 * time.Second
 // Give either Env (and EnvConfig), from which the dimensions and the head
 // follow, or ObsDim, ActionDim and Head.
 type Config struct {
-	Policy        string         `msgpack:"policy"`
-	Env           string         `msgpack:"env"`
-	EnvConfig     map[string]any `msgpack:"env_config"`
-	ObsDim        int            `msgpack:"obs_dim"`
+	Policy    string         `msgpack:"policy"`
+	Env       string         `msgpack:"env"`
+	EnvConfig map[string]any `msgpack:"env_config"`
+	ObsDim    int            `msgpack:"obs_dim"`
+	// ObsShape is the shape of one observation, [H, W, C], for Conv;
+	// with Env it follows from the environment (and may only repeat it).
+	ObsShape      []int          `msgpack:"obs_shape"`
 	ActionDim     int            `msgpack:"action_dim"`
 	Head          nn.HeadKind    `msgpack:"head"`
+	Conv          []nn.ConvLayer `msgpack:"conv"`   // nil: none (see policy.Config)
 	Hidden        []int          `msgpack:"hidden"` // nil: policy.DefaultHidden
 	Activation    nn.Activation  `msgpack:"activation"`
 	Seed          int64          `msgpack:"seed"`
@@ -114,11 +119,12 @@ func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 		// Explicit dimensions may repeat what the environment says, but a
 		// contradiction is a mistake worth reporting.
 		if cfg.ObsDim != 0 && cfg.ObsDim != fromEnv.ObsDim ||
+			cfg.ObsShape != nil && !slices.Equal(cfg.ObsShape, fromEnv.ObsShape) ||
 			cfg.ActionDim != 0 && cfg.ActionDim != fromEnv.ActionDim ||
 			cfg.Head != "" && cfg.Head != fromEnv.Head {
 			return cfg, pcfg, rpc.Errorf(rpc.ErrTypeBadArguments,
-				"obs_dim %d, action_dim %d, head %q contradict env %s (%d, %d, %q)",
-				cfg.ObsDim, cfg.ActionDim, cfg.Head, cfg.Env, fromEnv.ObsDim, fromEnv.ActionDim, fromEnv.Head)
+				"obs_dim %d, obs_shape %v, action_dim %d, head %q contradict env %s (%d, %v, %d, %q)",
+				cfg.ObsDim, cfg.ObsShape, cfg.ActionDim, cfg.Head, cfg.Env, fromEnv.ObsDim, fromEnv.ObsShape, fromEnv.ActionDim, fromEnv.Head)
 		}
 		pcfg = fromEnv
 	} else {
@@ -129,9 +135,13 @@ func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 			return cfg, pcfg, rpc.Errorf(rpc.ErrTypeBadArguments,
 				"the policy's shape is unknown: give env, or obs_dim, action_dim and head")
 		}
+		pcfg.ObsShape = cfg.ObsShape
 	}
-	pcfg = pcfg.WithShape(cfg.Hidden, cfg.Activation)
+	pcfg = pcfg.WithShape(cfg.Hidden, cfg.Activation).WithConv(cfg.Conv)
 	pcfg.Seed, pcfg.Deterministic, pcfg.SharedTrunk = cfg.Seed, cfg.Deterministic, cfg.SharedTrunk
 	pcfg.Threads = cfg.Threads.N()
+	if err := pcfg.Validate(); err != nil {
+		return cfg, pcfg, rpc.Errorf(rpc.ErrTypeBadArguments, "%v", err)
+	}
 	return cfg, pcfg, nil
 }

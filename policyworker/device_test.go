@@ -2,6 +2,7 @@ package policyworker_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -44,6 +45,9 @@ func TestParseDevice(t *testing.T) {
 	}
 }
 
+// errUnsupported stands for cuda.ErrUnsupported, which needs the cuda tag.
+var errUnsupported = errors.New("network not supported")
+
 // countingBackend is a device backend for the tests: the CPU's forward
 // pass behind an opener that counts what the worker opens and closes, so
 // that the seam itself (device selection, ordinal, Close on reconfigure
@@ -67,6 +71,9 @@ func TestDeviceBackend(t *testing.T) {
 			if n == 7 {
 				return nil, errors.New("cuda:7: the driver sees 1 CUDA devices")
 			}
+			if len(net.Spec().Conv) > 0 { // as policy/cuda refuses them
+				return nil, fmt.Errorf("%w: %d convolutions", errUnsupported, len(net.Spec().Conv))
+			}
 			opened.Add(1)
 			return countingBackend{Backend: policy.NewCPUBackend(net, 1), closed: &closed}, nil
 		}
@@ -84,6 +91,13 @@ func TestDeviceBackend(t *testing.T) {
 	var re *rpc.Error
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), "cuda:7") {
 		t.Fatalf("configure on a missing device: %v, want a remote error naming cuda:7", err)
+	}
+	// A network the device cannot run is a bad argument, not a failure of
+	// the worker: the controller must not retry it.
+	err = f.panel.Request(ctxT(t), f.name, member.CmdConfigure, map[string]any{"env": "minatar-breakout", "device": "cuda:0",
+		"conv": []map[string]any{{"filters": 16, "kernel": 3, "stride": 1}}}, nil)
+	if !errors.Is(err, rpc.ErrBadArguments) || !strings.Contains(err.Error(), errUnsupported.Error()) {
+		t.Fatalf("configure of a conv network on a device without conv: %v, want bad_arguments naming %q", err, errUnsupported)
 	}
 	// A device that opens is opened on its ordinal; configuring again
 	// closes the old backend.

@@ -14,8 +14,13 @@
 //	policy         inference stream name (default "default")
 //	env            registered environment whose spaces give the dimensions,
 //	env_config     and its configuration; or instead
-//	obs_dim, action_dim, head ("categorical" | "gaussian")
+//	obs_dim, action_dim, head ("categorical" | "gaussian"), and obs_shape
+//	               ([H, W, C], for conv)
+//	conv           convolutions before the hidden layers, for an image
+//	               observation: [{filters, kernel, stride, padding}, ...]
+//	               (default none; MinAtar's: [{filters: 16, kernel: 3, stride: 1}])
 //	hidden         hidden layer widths (default [64, 64]; [] for a linear policy)
+//	shared_trunk   one trunk for the policy and value heads (default false)
 //	activation     "tanh" (default) | "relu"
 //	seed           initial parameters and sampling (default 0)
 //	deterministic  greedy actions instead of sampling (default false)

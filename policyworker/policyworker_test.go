@@ -19,6 +19,7 @@ import (
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // configure sends "configure" and fails the test on error.
@@ -128,6 +129,9 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 		{"bad device number", map[string]any{"env": env.CartPoleName, "device": "cuda:x"}},
 		// New has the CPU alone: the error says which binary has CUDA.
 		{"cuda on a CPU binary", map[string]any{"env": env.CartPoleName, "device": "cuda:0"}},
+		{"obs_shape contradicts env", map[string]any{"env": "minatar-breakout", "obs_shape": []int{10, 10, 3}}},
+		{"conv without an image", map[string]any{"env": env.CartPoleName, "conv": []map[string]any{{"filters": 4, "kernel": 3, "stride": 1}}}},
+		{"conv larger than the image", map[string]any{"env": "minatar-breakout", "conv": []map[string]any{{"filters": 4, "kernel": 11, "stride": 1}}}},
 	}
 	f := newFixture(t)
 	for _, tt := range tests {
@@ -140,6 +144,40 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 				t.Errorf("state %s after a rejected configure, want %s", s, member.StateReady)
 			}
 		})
+	}
+}
+
+// TestCheckConfigConv: the configure-time check accepts the MinAtar
+// network, from env or from explicit dimensions, and refuses a bad
+// convolution with an error that names the key.
+func TestCheckConfigConv(t *testing.T) {
+	conv := func(filters, kernel, stride int) []map[string]any {
+		return []map[string]any{{"filters": filters, "kernel": kernel, "stride": stride}}
+	}
+	minatar := map[string]any{"env": "minatar-breakout", "conv": conv(16, 3, 1), "hidden": []int{128}, "activation": "relu", "shared_trunk": true}
+	explicit := map[string]any{"obs_dim": 400, "obs_shape": []int{10, 10, 4}, "action_dim": 6, "head": "categorical", "conv": conv(16, 3, 1)}
+	same := map[string]any{"env": "minatar-breakout", "obs_shape": []int{10, 10, 4}, "conv": conv(16, 3, 1)}
+	args := func(kwargs map[string]any) rpc.Args {
+		raw, err := msgpack.Marshal(kwargs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rpc.RawArgs(raw)
+	}
+	for _, ok := range []map[string]any{minatar, explicit, same} {
+		if err := policyworker.CheckConfig(args(ok), 0); err != nil {
+			t.Errorf("CheckConfig(%v) = %v", ok, err)
+		}
+	}
+	for _, bad := range []map[string]any{
+		{"env": "minatar-breakout", "conv": conv(0, 3, 1)},
+		{"env": "minatar-breakout", "conv": conv(16, 3, 0)},
+		{"obs_dim": 400, "action_dim": 6, "head": "categorical", "conv": conv(16, 3, 1)}, // no obs_shape
+	} {
+		err := policyworker.CheckConfig(args(bad), 0)
+		if !errors.Is(err, rpc.ErrBadArguments) || !strings.Contains(err.Error(), "conv") {
+			t.Errorf("CheckConfig(%v) = %v, want bad_arguments naming conv", bad, err)
+		}
 	}
 }
 

@@ -41,6 +41,13 @@ type Config struct {
 	// worker's; nil and "" mean policy.DefaultHidden and tanh.
 	Hidden     []int         `msgpack:"hidden"`
 	Activation nn.Activation `msgpack:"activation"`
+	// Conv puts convolutions before the hidden layers (an image
+	// observation, [H, W, C]; see policy.Config); SharedTrunk puts the
+	// policy and value heads on one trunk. The policy workers must be
+	// given the same, or the parameters the trainer publishes do not fit
+	// their network.
+	Conv        []nn.ConvLayer `msgpack:"conv"`
+	SharedTrunk bool           `msgpack:"shared_trunk"`
 	// Seed draws the initial parameters (version 0) and, unless ppo.seed
 	// is given, PPO's minibatch shuffling.
 	Seed int64 `msgpack:"seed"`
@@ -124,8 +131,11 @@ func parseConfig(args rpc.Args) (settings, error) {
 	if err != nil {
 		return s, badConfig("%v", err)
 	}
-	pc = pc.WithShape(cfg.Hidden, cfg.Activation)
-	pc.Seed = cfg.Seed
+	pc = pc.WithShape(cfg.Hidden, cfg.Activation).WithConv(cfg.Conv)
+	pc.Seed, pc.SharedTrunk = cfg.Seed, cfg.SharedTrunk
+	if err := pc.Validate(); err != nil {
+		return s, badConfig("%v", err)
+	}
 	s.policy = pc
 
 	s.ppo = ppo.DefaultConfig()
@@ -149,12 +159,20 @@ func badConfig(format string, args ...any) error {
 // they belong to and the network's architecture. Hyperparameters are left
 // out on purpose, so that a run can be resumed with, say, a lower learning
 // rate; the environment is left out because only its dimensions matter,
-// and they are in the spec.
+// and they are in the spec. The input shape and the convolutions are
+// appended only when present, so that the hashes of networks without them
+// (and the checkpoints that carry those hashes) stay what they were.
 func configHash(policyName string, spec nn.Spec) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "policy=%q obs=%d hidden=%v act=%s head=%s actions=%d shared=%v logstd=%v",
 		policyName, spec.ObsDim, spec.Hidden, spec.Activation, spec.Head, spec.ActionDim,
 		spec.SharedTrunk, spec.InitLogStd)
+	if spec.InputShape != nil {
+		fmt.Fprintf(&b, " shape=%v", spec.InputShape)
+	}
+	if len(spec.Conv) > 0 {
+		fmt.Fprintf(&b, " conv=%v", spec.Conv)
+	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:8])
 }

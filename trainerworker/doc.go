@@ -69,7 +69,8 @@
 //
 // The "configure" kwargs are [Config]: policy, env and env_config (the
 // network's dimensions come from the environment, as a policy worker's
-// do), hidden, activation, seed, ppo (overrides of ppo.DefaultConfig() by
+// do), conv, hidden, activation and shared_trunk (the network, as a
+// policy worker's: its policy workers must be given the same), seed, ppo (overrides of ppo.DefaultConfig() by
 // their msgpack names, such as lr, lr_decay_updates, epochs,
 // minibatch_size), sample_stream, batch_steps (1024), max_staleness (2),
 // publish_every (1), checkpoint_dir, checkpoint_every (10) and

@@ -37,7 +37,9 @@ type DQNConfig struct {
 	EnvConfig  map[string]any `msgpack:"env_config"`
 	Hidden     []int          `msgpack:"hidden"`
 	Activation nn.Activation  `msgpack:"activation"`
-	Seed       int64          `msgpack:"seed"`
+	// Conv puts convolutions before the hidden layers, as for PPO.
+	Conv []nn.ConvLayer `msgpack:"conv"`
+	Seed int64          `msgpack:"seed"`
 	// DQN overrides fields of dqn.DefaultConfig() (lr, huber_delta,
 	// max_grad_norm, target_update_every, tau, double, dueling). A dueling
 	// network has a shared trunk: its policy workers need shared_trunk.
@@ -154,8 +156,11 @@ func parseDQNConfig(args rpc.Args) (DQNConfig, dqn.Config, policy.Config, error)
 	if err != nil {
 		return cfg, dcfg, pc, dqnBad("%v", err)
 	}
-	pc = pc.WithShape(cfg.Hidden, cfg.Activation)
+	pc = pc.WithShape(cfg.Hidden, cfg.Activation).WithConv(cfg.Conv)
 	pc.Seed, pc.SharedTrunk = cfg.Seed, dcfg.Dueling
+	if err := pc.Validate(); err != nil {
+		return cfg, dcfg, pc, dqnBad("%v", err)
+	}
 	return cfg, dcfg, pc, nil
 }
 

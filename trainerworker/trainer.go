@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -299,8 +300,8 @@ func (w *ppoTrainer) check(b *api.SampleBatch) error {
 		return fmt.Errorf("batch of policy %q, this trainer trains %q", b.Policy, w.set.cfg.Policy)
 	case n == 0:
 		return nil
-	case b.Obs.Shape[1] != spec.ObsDim:
-		return fmt.Errorf("observations of width %d, the network takes %d", b.Obs.Shape[1], spec.ObsDim)
+	case !obsFits(b.Obs.Shape[1:], spec):
+		return fmt.Errorf("observations of shape %v, the network takes %d values (%v)", b.Obs.Shape[1:], spec.ObsDim, spec.InputShape)
 	case len(b.LogProbs.Data) != n || len(b.Values.Data) != n:
 		return errors.New("no behaviour log-probabilities or values")
 	case !finite(b.Obs.Data) || !finite(b.Rewards.Data) || !finite(b.LogProbs.Data) || !finite(b.Values.Data):
@@ -321,6 +322,15 @@ func (w *ppoTrainer) check(b *api.SampleBatch) error {
 		}
 	}
 	return nil
+}
+
+// obsFits reports whether one observation of the given shape is the
+// network's input: its ObsDim values flat ([ObsDim]), or its InputShape.
+func obsFits(shape []int, spec nn.Spec) bool {
+	if len(shape) == 1 {
+		return shape[0] == spec.ObsDim
+	}
+	return slices.Equal(shape, spec.InputShape)
 }
 
 func finite(x []float32) bool {

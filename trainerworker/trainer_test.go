@@ -49,6 +49,11 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 		{"dqn: unknown dqn key", map[string]any{"algorithm": "dqn", "dqn": map[string]any{"gamma": 0.9}}},
 		{"dqn: negative batch_size", map[string]any{"algorithm": "dqn", "batch_size": -1}},
 		{"dqn: tau without hard updates", map[string]any{"algorithm": "dqn", "dqn": map[string]any{"target_update_every": 0}}},
+		{"conv without an image", map[string]any{"conv": []map[string]any{{"filters": 4, "kernel": 3, "stride": 1}}}},
+		{"conv larger than the image", map[string]any{"env": "minatar-breakout", "conv": []map[string]any{{"filters": 4, "kernel": 11, "stride": 1}}}},
+		{"conv of no filters", map[string]any{"env": "minatar-breakout", "conv": []map[string]any{{"filters": 0, "kernel": 3, "stride": 1}}}},
+		{"conv not a list", map[string]any{"env": "minatar-breakout", "conv": 16}},
+		{"dqn: conv of stride 0", map[string]any{"algorithm": "dqn", "env": "minatar-breakout", "conv": []map[string]any{{"filters": 4, "kernel": 3}}}},
 	}
 	c := newCluster(t)
 	tr := c.start(t, trainerworker.TypeName, 0)

@@ -21,7 +21,7 @@ BENCH_OUT    ?= $(BIN)/bench.txt
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps deps-cuda build build-cuda bundle-gpu bundle-cpu ptx vet-cuda test vet lint unit bench bench-minatar fuzz demo run clean
+.PHONY: all deps deps-cuda build build-cuda bundle-gpu bundle-cpu ptx vet-cuda test vet lint unit bench bench-minatar bench-spread fuzz demo run clean
 
 all: build
 
@@ -147,6 +147,14 @@ bench-minatar: build
 	MINATAR_BENCH=1 MINATAR_FRAMES=$(MINATAR_FRAMES) MINATAR_EXPERIMENTS=$(MINATAR_EXPERIMENTS) \
 	  MINATAR_WALL=$(MINATAR_WALL) MINATAR_OUT=$(MINATAR_OUT) E2E_RLCTL=$(abspath $(RLCTL)) \
 	  $(GO) test -run '^$$' -bench '^BenchmarkMinAtarCurves$$' -benchtime 1x -count=1 -timeout $(MINATAR_TIMEOUT) ./e2e
+
+# spread-ppo against MAPPO's Spread curve (docs/spread.md): MAPPO's 20M env
+# steps or 20 minutes; SPREAD_STEPS shortens it. Not part of `make bench`.
+SPREAD_STEPS ?=
+bench-spread: build
+	SPREAD_BENCH=1 E2E_SPREAD_STEPS=$(SPREAD_STEPS) E2E_RLCTL=$(abspath $(RLCTL)) \
+	  $(GO) test -run '^$$' -bench '^BenchmarkSpreadMAPPO$$' -benchtime 1x -count=1 -timeout 40m ./e2e | tee $(BIN)/bench-spread.txt
+	$(GO) run ./cmd/benchtab < $(BIN)/bench-spread.txt
 
 # The main job: PPO learns CartPole through the distributed pipeline
 # (embedded etcd, a trainer, a policy worker and two actors as processes),

@@ -34,7 +34,13 @@ const spreadReturnWindow = 500_000
 //	team-return       mean return over the last 500k env steps of the run
 //	return-at-1M/5M   the same, over the 500k env steps before 1M and 5M
 //	env-steps, wall-s the run's env steps and wall seconds
+//
+// At full length it runs 20 minutes, so it runs only when SPREAD_BENCH=1
+// (`make bench-spread`); `make bench` skips it.
 func BenchmarkSpreadMAPPO(b *testing.B) {
+	if os.Getenv("SPREAD_BENCH") != "1" {
+		b.Skip("a 20-minute learning run: SPREAD_BENCH=1 (make bench-spread) runs it")
+	}
 	steps := int64(spreadMAPPOSteps)
 	if s := os.Getenv("E2E_SPREAD_STEPS"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)

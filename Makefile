@@ -135,9 +135,9 @@ bench: build
 # after the other; a table (summary.md), return against frames (curves.csv)
 # and a plot per game next to the paper's DQN and AC(lambda) land in
 # MINATAR_OUT. Not part of `make test`, and `make bench` skips it (it needs
-# MINATAR_BENCH=1): at the paper's 5M frames it takes hours per experiment on
-# 2 cores (frames/s in docs/minatar.md); MINATAR_FRAMES=1000000 for a shorter
-# run. MINATAR_WALL caps each run's wall time (a duration; default none).
+# MINATAR_BENCH=1): at the paper's 5M frames minatar-breakout-ppo alone ran
+# 16 minutes on the 2-core machine (frames/s in docs/minatar.md);
+# MINATAR_FRAMES=1000000 for a shorter run. MINATAR_WALL caps each run's wall time (a duration; default none).
 MINATAR_FRAMES      ?= 5000000
 MINATAR_EXPERIMENTS ?=
 MINATAR_WALL        ?=

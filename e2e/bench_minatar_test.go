@@ -283,13 +283,18 @@ func returnAt(lines []metricsLine, frames int64) float64 {
 }
 
 // checkpoints are the frames at which curves.csv compares a run with the
-// paper: the paper's points the run reached, then the run's end.
+// paper: the paper's points the run reached, then the run's end unless
+// that is a last point the run just overshot (it stops a metrics line
+// past its budget).
 func checkpoints(game string, end int64) []int64 {
 	var fs []int64
 	for _, p := range minatarPaper[game].DQN {
-		if p.Frames < end {
+		if p.Frames <= end {
 			fs = append(fs, p.Frames)
 		}
+	}
+	if len(fs) > 0 && float64(end) <= 1.02*float64(fs[len(fs)-1]) {
+		return fs
 	}
 	return append(fs, end)
 }

@@ -159,6 +159,9 @@ func TestCheckpoints(t *testing.T) {
 	if got, want := checkpoints("breakout", 1_200_000), []int64{500_000, 1_000_000, 1_200_000}; !slices.Equal(got, want) {
 		t.Errorf("checkpoints(breakout, 1.2M) = %v; want %v", got, want)
 	}
+	if got, want := checkpoints("breakout", 5_004_038), []int64{500_000, 1_000_000, 2_000_000, 3_000_000, 5_000_000}; !slices.Equal(got, want) {
+		t.Errorf("checkpoints(breakout, just past 5M) = %v; want %v", got, want)
+	}
 	if got, want := checkpoints("", 30_000), []int64{30_000}; !slices.Equal(got, want) {
 		t.Errorf("checkpoints of a non-MinAtar run = %v; want %v", got, want)
 	}

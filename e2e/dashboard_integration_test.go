@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
-	"github.com/distrl/distrl/worker/member"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
 	"golang.org/x/net/html"
 )
 

@@ -37,11 +37,11 @@ type Worker struct {
 	Polls       prometheus.Counter
 	PollSeconds prometheus.Counter
 
-	actor     *Actor
-	policy    *Policy
-	trainer   *Trainer
-	sink      *Sink
-	replay    map[string]*ReplayTable
+	actor   *Actor
+	policy  *Policy
+	trainer *Trainer
+	sink    *Sink
+	replay  map[string]*ReplayTable
 }
 
 // Worker returns the handle of the worker id. Each call makes a new

@@ -32,7 +32,10 @@ func parse(t *testing.T, y string) *Config {
 
 func TestBuiltinsValidate(t *testing.T) {
 	names := Names()
-	for _, want := range []string{"cartpole-apex", "cartpole-ppo", "cartpole-sink", "echo-64", "pycartpole-ppo", "pyspread-ppo", "spread-ppo", "spread-sink"} {
+	for _, want := range []string{"cartpole-apex", "cartpole-ppo", "cartpole-sink", "echo-64", "pycartpole-ppo", "pyspread-ppo", "spread-ppo", "spread-sink",
+		// One per MinAtar game, and both algorithms on Breakout: the
+		// learning-curve benchmark (e2e, make bench-minatar) runs them by name.
+		"minatar-asterix-ppo", "minatar-breakout-apex", "minatar-breakout-ppo", "minatar-freeway-apex", "minatar-seaquest-ppo", "minatar-space_invaders-ppo"} {
 		if _, err := Builtin(want); err != nil {
 			t.Errorf("Builtin(%q): %v (names %v)", want, err, names)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/dashboard"
 	"github.com/distrl/distrl/echoworker"
+	"github.com/distrl/distrl/internal/testsupport/promtest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
@@ -39,17 +40,21 @@ type trial struct {
 	dir     controller.TrialDir
 	src     *dashboard.TrialSource
 	started time.Time
+	// metrics is the echo worker's registry: what it was asked.
+	metrics *telemetry.Registry
 }
 
 const configText = "name: unit\nworkers:\n  echo:\n    count: 1\n"
 
 func newTrial(t *testing.T) *trial {
 	t.Helper()
-	tr := &trial{names: names.NewTrial("unit", "t1"), dir: controller.TrialDir(t.TempDir()), started: time.Now().Add(-time.Minute)}
+	tr := &trial{names: names.NewTrial("unit", "t1"), dir: controller.TrialDir(t.TempDir()), started: time.Now().Add(-time.Minute),
+		metrics: telemetry.NewRegistry()}
 	repo := workertest.Repo(t)
 	echo := workertest.Start(t, worker.Options{
 		Trial: tr.names, Registry: testTypes, Type: echoworker.TypeName, Index: 0, Host: "127.0.0.1", Repo: repo,
 		IdleWait: 10 * time.Millisecond, Logger: workertest.Logger(t, slog.LevelWarn), MetricsAddr: "127.0.0.1:9100",
+		Metrics: tr.metrics,
 	})
 	cp := workertest.Panel(t, repo, tr.names)
 	ctx := workertest.Ctx(t, 10*time.Second)
@@ -276,6 +281,32 @@ func TestServiceDiscovery(t *testing.T) {
 		got["127.0.0.1:9101"][telemetry.LabelWorkers] != "actor/1" || got["127.0.0.1:8080"][telemetry.LabelProcess] != "ctl" ||
 		got["127.0.0.1:8080"][telemetry.LabelTrial] != "t1" || got["127.0.0.1:9100"][telemetry.LabelExperiment] != "unit" {
 		t.Errorf("sd: %+v", groups)
+	}
+}
+
+// Prometheus's service discovery refreshes and its scrapes of the trial's
+// metrics ask no worker anything; the page's table asks each for its stats.
+func TestScrapesAskNoWorker(t *testing.T) {
+	tr := newTrial(t)
+	h := dashboard.New(tr.src, dashboard.Options{})
+	statsAsked := func() float64 {
+		labels := promtest.Worker("unit", "t1", echoworker.TypeName, "0", "command", member.CmdStats)
+		return promtest.Value(promtest.Series(t, tr.metrics, "distrl_rpc_requests_total", labels))
+	}
+	for _, path := range []string{"/sd", "/metrics", "/sd", "/metrics"} {
+		if code, body, _ := get(t, h, path); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, code, body)
+		}
+		time.Sleep(600 * time.Millisecond) // past the snapshot's reuse
+	}
+	if n := statsAsked(); n != 0 {
+		t.Errorf("echo/0 was asked for its stats %v times by /sd and /metrics", n)
+	}
+	if code, body, _ := get(t, h, "/api/trial"); code != http.StatusOK {
+		t.Fatalf("/api/trial: %d %s", code, body)
+	}
+	if n := statsAsked(); n != 1 {
+		t.Errorf("echo/0 was asked for its stats %v times by /api/trial, want 1", n)
 	}
 }
 

@@ -52,9 +52,13 @@ type Handler struct {
 	reg  *telemetry.Registry
 	http http.Handler
 
-	mu   sync.Mutex // held while a snapshot is taken: one at a time
-	snap *Snapshot
-	at   time.Time
+	mu sync.Mutex // held while a snapshot is taken: one at a time
+	// cache holds the last snapshot with the workers' stats ([1]) and
+	// without ([0]).
+	cache [2]struct {
+		snap *Snapshot
+		at   time.Time
+	}
 }
 
 // New returns the dashboard of src.
@@ -93,27 +97,38 @@ func headers(next http.Handler) http.Handler {
 	})
 }
 
-// snapshot returns the trial now, shared with the requests of the last
-// snapshotTTL. It runs apart from the request's context: a client that
-// goes away does not spoil the snapshot of the others waiting for it.
-func (h *Handler) snapshot(ctx context.Context) (*Snapshot, error) {
+// snapshot returns the trial now (with the workers' stats or without),
+// shared with the requests of the last snapshotTTL; one with stats serves
+// a request without. It runs apart from the request's context: a client
+// that goes away does not spoil the snapshot of the others waiting for it.
+func (h *Handler) snapshot(ctx context.Context, stats bool) (*Snapshot, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.snap != nil && time.Since(h.at) < snapshotTTL {
-		return h.snap, nil
+	for _, c := range h.cache[boolIndex(stats):] {
+		if c.snap != nil && time.Since(c.at) < snapshotTTL {
+			return c.snap, nil
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotTimeout)
 	defer cancel()
-	snap, err := h.src.Snapshot(sctx)
+	snap, err := h.src.Snapshot(sctx, stats)
 	if err != nil {
 		return nil, err
 	}
-	h.snap, h.at = snap, time.Now()
+	c := &h.cache[boolIndex(stats)]
+	c.snap, c.at = snap, time.Now()
 	return snap, nil
 }
 
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func (h *Handler) serveTrial(w http.ResponseWriter, r *http.Request) {
-	snap, err := h.snapshot(r.Context())
+	snap, err := h.snapshot(r.Context(), true)
 	if err != nil {
 		h.fail(w, err)
 		return
@@ -156,7 +171,7 @@ func (h *Handler) serveLog(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serveSD(w http.ResponseWriter, r *http.Request) {
-	snap, err := h.snapshot(r.Context())
+	snap, err := h.snapshot(r.Context(), false)
 	if err != nil {
 		h.fail(w, err)
 		return

@@ -60,7 +60,7 @@ func (c *trialCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *trialCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), snapshotTimeout)
 	defer cancel()
-	snap, err := c.h.snapshot(ctx)
+	snap, err := c.h.snapshot(ctx, false)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.workers, err)
 		return

@@ -17,7 +17,11 @@ type Source interface {
 	// Names are the experiment and trial shown.
 	Names() (experiment, trial string)
 	// Snapshot is the trial now: its controller, configuration, workers.
-	Snapshot(ctx context.Context) (*Snapshot, error)
+	// With stats it also asks every live worker for its figures (the
+	// table's steps/s, batch sizes, versions); without, it asks no worker
+	// anything: what /sd and /metrics need, so that Prometheus's refreshes
+	// and scrapes cost the workers nothing.
+	Snapshot(ctx context.Context, stats bool) (*Snapshot, error)
 	// History returns the metrics points from index since on (at most
 	// limit of them).
 	History(ctx context.Context, since, limit int) (History, error)

@@ -94,7 +94,7 @@ func (s *TrialSource) controlPanel(ctx context.Context) (*panel.ControlPanel, er
 
 // Snapshot implements Source. What cannot be read (the name server, the
 // controller's record) is said in Problem, and the rest is returned.
-func (s *TrialSource) Snapshot(ctx context.Context) (*Snapshot, error) {
+func (s *TrialSource) Snapshot(ctx context.Context, stats bool) (*Snapshot, error) {
 	snap := &Snapshot{Experiment: s.experiment, Trial: s.trial, Time: time.Now(), Controller: Controller{State: "unknown"}}
 	var problems []error
 	rec, err := s.dir.ReadRecord()
@@ -124,6 +124,9 @@ func (s *TrialSource) Snapshot(ctx context.Context) (*Snapshot, error) {
 	} else if snap.Statuses, err = p.Workers(ctx); err != nil {
 		problems = append(problems, fmt.Errorf("workers: %w", err))
 	} else {
+		if !stats {
+			p = nil
+		}
 		snap.Workers = s.rows(ctx, p, snap.Statuses, rec)
 	}
 	if snap.Workers == nil {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,56 +11,109 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/internal/testsupport/benchutil"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker/member"
 )
 
-// BenchmarkMetricsCost is what serving Prometheus metrics costs a trial:
-// env steps/s of cartpole-sink through rlctl start with metrics on (every
-// worker process serving /metrics, a real Prometheus scraping each one
-// every second through the controller's service discovery) and off
-// (--no-metrics), in runs of 3M env steps that alternate on, off, on, ...
-// (3 of each; the medians). Recording itself is on in both: it is a few
-// atomic additions per loop turn, and no flag turns it off.
+// BenchmarkMetricsCost is what Prometheus metrics cost a trial: env
+// steps/s of cartpole-sink through rlctl start (runs of 3M env steps) in
+// three modes, alternating off, served, scraped, off, ... (3 of each; the
+// medians):
+//
+//	off      --no-metrics
+//	served   every worker process serves /metrics (rlctl start's default),
+//	         nobody scrapes
+//	polled   as served, and this benchmark reads the controller's service
+//	         discovery (--dashboard) and every target's /metrics every
+//	         second: the requests Prometheus makes, without Prometheus
+//	scraped  as served, and a real Prometheus on this machine scrapes every
+//	         process every second through the controller's service
+//	         discovery: its own CPU is taken from the same two cores as
+//	         the workers'
+//
+// Recording is on in all three: a few atomic additions per loop turn, and
+// no flag turns it off.
 func BenchmarkMetricsCost(b *testing.B) {
-	const pairs = 3
-	var on, off []float64
-	for i := range pairs * b.N {
-		for _, metrics := range []bool{true, false} {
+	const rounds = 3
+	modes := []string{"off", "served", "polled", "scraped"}
+	rates := map[string][]float64{}
+	for i := range rounds * b.N {
+		for _, mode := range modes {
 			work := b.TempDir()
 			trial := fmt.Sprintf("m%d", i)
 			args := []string{"start", "cartpole-sink", trial, "--workdir", work, "--set", "stop.env_steps=3000000"}
-			if metrics {
-				args = append(args, "--dashboard", "127.0.0.1:0")
-			} else {
+			switch mode {
+			case "off":
 				args = append(args, "--no-metrics")
+			case "polled", "scraped":
+				args = append(args, "--dashboard", "127.0.0.1:0")
 			}
 			p := start(b, "rlctl-start", noNameServer, args...)
-			var prom *prometheusServer
-			if metrics {
+			stop := func() {}
+			switch mode {
+			case "polled":
+				stop = pollMetrics(b, waitOutput(b, p, dashboardURL, 30*time.Second)[1])
+			case "scraped":
 				dash := waitOutput(b, p, dashboardURL, 30*time.Second)[1]
-				prom = startPrometheus(b, fmt.Sprintf("  - job_name: distrl\n    http_sd_configs:\n      - url: %ssd\n        refresh_interval: 1s\n", dash))
+				prom := startPrometheus(b, fmt.Sprintf("  - job_name: distrl\n    http_sd_configs:\n      - url: %ssd\n        refresh_interval: 1s\n", dash))
+				stop = prom.stop
 			}
 			if code := p.wait(b, 5*time.Minute); code != 0 {
 				b.Fatalf("cartpole-sink exited with %d:\n%s", code, readFile(b, p.log))
 			}
-			if prom != nil {
-				prom.stop()
-			}
+			stop()
 			lines := readMetricsLines(b, filepath.Join(work, "cartpole-sink", trial, "metrics.jsonl"))
 			last := lines[len(lines)-1]
 			rate := float64(last.EnvSteps) / last.ElapsedS
-			b.Logf("run %d, metrics %v: %.0f env steps/s", i, metrics, rate)
-			if metrics {
-				on = append(on, rate)
-			} else {
-				off = append(off, rate)
-			}
+			b.Logf("round %d, metrics %s: %.0f env steps/s", i, mode, rate)
+			rates[mode] = append(rates[mode], rate)
 			os.RemoveAll(work)
 		}
 	}
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(median(on), "on-steps/s")
-	b.ReportMetric(median(off), "off-steps/s")
+	for _, mode := range modes {
+		b.ReportMetric(median(rates[mode]), mode+"-steps/s")
+	}
+}
+
+// pollMetrics reads the service discovery document at dashboard's /sd and
+// every target's /metrics once a second, as Prometheus would, until the
+// returned stop is called.
+func pollMetrics(b *testing.B, dashboard string) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	get := func(url string) []byte {
+		resp, err := http.Get(url)
+		if err != nil {
+			return nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return body
+	}
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			var groups []telemetry.TargetGroup
+			_ = json.Unmarshal(get(dashboard+"sd"), &groups)
+			for _, g := range groups {
+				for _, target := range g.Targets {
+					get("http://" + target + "/metrics")
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
 
 // BenchmarkScrapeHosted is one scrape of the /metrics of a process

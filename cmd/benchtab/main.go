@@ -167,11 +167,13 @@ var rows = slices.Concat([]row{
 	{"rlctl start to all RUNNING, 4096 echo workers (256 per process) vs the bar (s)", "e2e.BenchmarkStartupEcho/workers=4096/per_process=256 startup-s", "bar 10", false},
 	{"controller CPU share during a run, 4096 workers (256 per process) (%)", "e2e.BenchmarkStartupEcho/workers=4096/per_process=256 ctl-cpu-%", "", false},
 	// Watching a trial (docs/metrics.md): cartpole-sink with every worker
-	// process serving /metrics to a real Prometheus scraping each every
-	// second, against --no-metrics, alternating runs (the goal: within 3%);
+	// process serving /metrics, unscraped and scraped every second by a real
+	// Prometheus, against --no-metrics, alternating runs (the goal: within 3%);
 	// and one scrape of a process hosting 256 workers against a group
 	// request to as many workers hosted the same way.
-	{"cartpole-sink env steps/s, metrics on and scraped vs off", "e2e.BenchmarkMetricsCost on-steps/s", "e2e.BenchmarkMetricsCost off-steps/s", true},
+	{"cartpole-sink env steps/s, metrics served vs off", "e2e.BenchmarkMetricsCost served-steps/s", "e2e.BenchmarkMetricsCost off-steps/s", true},
+	{"cartpole-sink env steps/s, metrics read every 1 s (Prometheus's requests, no Prometheus) vs off", "e2e.BenchmarkMetricsCost polled-steps/s", "e2e.BenchmarkMetricsCost off-steps/s", true},
+	{"cartpole-sink env steps/s, metrics scraped every 1 s by Prometheus on the same 2 cores vs off", "e2e.BenchmarkMetricsCost scraped-steps/s", "e2e.BenchmarkMetricsCost off-steps/s", true},
 	{"scrape of one process hosting 256 workers vs a group request to 256 hosted (median ms)", "e2e.BenchmarkScrapeHosted p50-ms", "e2e.BenchmarkGroupRequestHosted/workers=256 p50-ms", false},
 	{"scrape of one process hosting 256 workers: payload (KiB)", "e2e.BenchmarkScrapeHosted payload-KiB", "", false},
 	// SLURM (a real 3-node cluster in network namespaces on this machine,

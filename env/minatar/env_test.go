@@ -250,42 +250,59 @@ func TestStickyFrequency(t *testing.T) {
 	}
 }
 
+// randomWalk steps an Env with uniformly random actions from the full set
+// and starts a new episode whenever one ends.
+type randomWalk struct {
+	tb      testing.TB
+	e       *Env
+	rng     *rand.Rand
+	actions []api.Action
+	episode int64
+	// newEpisode starts episode n (seeded n) once the last one ended:
+	// Reset, unless a test swaps in something else.
+	newEpisode func(n int64)
+}
+
+func newRandomWalk(tb testing.TB, e *Env, seed uint64) *randomWalk {
+	w := &randomWalk{tb: tb, e: e, rng: rand.New(rand.NewPCG(seed, seed)), actions: make([]api.Action, 1)}
+	w.newEpisode = func(n int64) {
+		if _, err := e.Reset(n); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return w
+}
+
+// step takes one step, and starts the next episode if it ended one.
+func (w *randomWalk) step() {
+	w.actions[0].Discrete = int32(w.rng.IntN(int(NumActions)))
+	s, err := w.e.Step(w.actions)
+	if err != nil {
+		w.tb.Fatal(err)
+	}
+	if s.Done() {
+		w.episode++
+		w.newEpisode(w.episode)
+	}
+}
+
 func TestStepAllocFree(t *testing.T) {
 	for _, name := range Games() {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, name, DefaultOptions())
-			rng := rand.New(rand.NewPCG(1, 1))
-			actions := make([]api.Action, 1)
-			seed := int64(0)
+			w := newRandomWalk(t, e, 1)
 			// Warm up the object lists to their working size first.
-			stepRandom := func() {
-				actions[0].Discrete = int32(rng.IntN(6))
-				s, err := e.Step(actions)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if s.Done() {
-					seed++
-					e.Reset(seed)
-				}
-			}
 			for range 2000 {
-				stepRandom()
+				w.step()
 			}
-			got := testing.AllocsPerRun(5000, func() {
-				actions[0].Discrete = int32(rng.IntN(6))
-				s, err := e.Step(actions)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if s.Done() { // a Reset allocates its returned observation
-					seed++
-					e.pcg.Seed(uint64(seed), pcgStream)
-					e.game.reset(e.rng)
-					e.live = true
-				}
-			})
-			if got != 0 {
+			// A Reset allocates its returned observation: start the next
+			// episode the way Reset does, without it.
+			w.newEpisode = func(n int64) {
+				e.pcg.Seed(uint64(n), pcgStream)
+				e.game.reset(e.rng)
+				e.live = true
+			}
+			if got := testing.AllocsPerRun(5000, w.step); got != 0 {
 				t.Errorf("Step allocates %v times", got)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/distrl/distrl/internal/ckptfile"
@@ -71,16 +72,8 @@ func Restore(st *State) (*Table, error) {
 	return t, nil
 }
 
-// EncodeState and DecodeState are a State's msgpack form.
-func EncodeState(st *State) ([]byte, error) {
-	b, err := msgpack.Marshal(st)
-	if err != nil {
-		return nil, fmt.Errorf("replay: encode state: %w", err)
-	}
-	return b, nil
-}
-
-// DecodeState decodes bytes msgpackcheck has accepted.
+// DecodeState decodes a State (State.WriteCheckpoint's payload) from bytes
+// msgpackcheck has accepted.
 func DecodeState(b []byte) (*State, error) {
 	var st State
 	if err := msgpack.NewDecoder(bytes.NewReader(b)).Decode(&st); err != nil {
@@ -95,16 +88,24 @@ func checkpointPrefix(table string) string { return "replay-" + table + "-" }
 // WriteCheckpoint writes the table's state to dir atomically as number n
 // and keeps the newest keep files of this table. It returns the path.
 func (t *Table) WriteCheckpoint(dir string, n int64, keep int) (string, error) {
-	b, err := EncodeState(t.Snapshot())
+	return t.Snapshot().WriteCheckpoint(dir, n, keep)
+}
+
+// WriteCheckpoint writes st to dir atomically as checkpoint number n of
+// its table, encoding as it writes (a table can be hundreds of MB), and
+// keeps the newest keep files of that table. It returns the path. A
+// snapshot shares its items' bytes with the table, which never changes
+// them, so it can be written while the table goes on serving.
+func (st *State) WriteCheckpoint(dir string, n int64, keep int) (string, error) {
+	prefix := checkpointPrefix(st.Options.Name)
+	path, err := ckptfile.WriteStream(dir, prefix, n, func(w io.Writer) error {
+		return msgpack.NewEncoder(w).Encode(st)
+	})
 	if err != nil {
-		return "", err
+		return path, fmt.Errorf("replay: table %q: %w", st.Options.Name, err)
 	}
-	path, err := ckptfile.Write(dir, checkpointPrefix(t.opts.Name), n, b)
-	if err != nil {
-		return path, fmt.Errorf("replay: table %q: %w", t.opts.Name, err)
-	}
-	if err := ckptfile.Prune(dir, checkpointPrefix(t.opts.Name), keep); err != nil {
-		return path, fmt.Errorf("replay: table %q: %w", t.opts.Name, err)
+	if err := ckptfile.Prune(dir, prefix, keep); err != nil {
+		return path, fmt.Errorf("replay: table %q: %w", st.Options.Name, err)
 	}
 	return path, nil
 }

@@ -57,6 +57,7 @@ type Worker struct {
 	waits, timeouts, badPriority, unknownTable int64
 	ckpts                                      int64
 	lastCkpt                                   time.Time
+	ckptDone                                   chan struct{} // closed when the background write ends; nil if none
 	rate                                       rateWindow
 }
 
@@ -270,7 +271,7 @@ func (w *Worker) Poll(context.Context) (worker.PollResult, error) {
 		}
 	}
 	if w.cfg.CheckpointDir != "" && time.Since(w.lastCkpt) > time.Duration(w.cfg.CheckpointEvery)*time.Second {
-		w.checkpoint()
+		w.checkpoint(true)
 	}
 	return res, nil
 }
@@ -406,14 +407,47 @@ func (w *Worker) cache(t *table, r *replaystream.Request) int64 {
 	return int64(len(ids))
 }
 
-func (w *Worker) checkpoint() {
+// checkpoint snapshots every table, which is quick (items' bytes are
+// shared), and writes the snapshots. In the background, the worker goes on
+// serving while hundreds of MB reach the disk; at most one write is in
+// flight, and a checkpoint due while one is being written waits for the
+// next poll after it. Otherwise it writes now, after any write in flight.
+func (w *Worker) checkpoint(background bool) {
+	if w.ckptDone != nil {
+		if background {
+			select {
+			case <-w.ckptDone:
+			default:
+				return
+			}
+		}
+		<-w.ckptDone
+		w.ckptDone = nil
+	}
 	w.lastCkpt = time.Now()
 	w.ckpts++
-	for name, t := range w.tables {
-		if _, err := t.WriteCheckpoint(w.cfg.CheckpointDir, w.ckpts, keepCheckpoints); err != nil {
-			w.log.Warn("replay: checkpoint failed", "table", name, "err", err)
+	n, dir := w.ckpts, w.cfg.CheckpointDir
+	snaps := make([]*replay.State, 0, len(w.tables))
+	for _, t := range w.tables {
+		snaps = append(snaps, t.Snapshot())
+	}
+	write := func() {
+		for _, st := range snaps {
+			if _, err := st.WriteCheckpoint(dir, n, keepCheckpoints); err != nil {
+				w.log.Warn("replay: checkpoint failed", "table", st.Options.Name, "err", err)
+			}
 		}
 	}
+	if !background {
+		write()
+		return
+	}
+	done := make(chan struct{})
+	w.ckptDone = done
+	go func() {
+		defer close(done)
+		write()
+	}()
 }
 
 // Sockets is the server's socket.
@@ -432,7 +466,7 @@ func (w *Worker) Commands() map[string]rpc.Handler {
 			if w.cfg.CheckpointDir == "" {
 				return nil, rpc.Errorf(rpc.ErrTypeBadArguments, "replay: no checkpoint_dir configured")
 			}
-			w.checkpoint()
+			w.checkpoint(false)
 			return map[string]any{"checkpoints": w.ckpts}, nil
 		},
 		"tables": func(context.Context, rpc.Args) (any, error) {
@@ -498,10 +532,11 @@ func (w *Worker) Stats() map[string]any {
 	return out
 }
 
-// Close writes a last checkpoint and closes the server.
+// Close writes a last checkpoint, after any in the background, and
+// closes the server.
 func (w *Worker) Close() error {
 	if w.cfg.CheckpointDir != "" && w.tables != nil {
-		w.checkpoint()
+		w.checkpoint(false)
 	}
 	if w.srv == nil {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/replay"
 	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/telemetry"
@@ -331,5 +333,54 @@ func TestReplayWorkerCaches(t *testing.T) {
 	}
 	if r := do(t, c, 0, &replaystream.Request{Op: replaystream.OpCache, Table: "t", Actor: "", Sum: 1, Items: [][]byte{{1}}}); r.Error == nil {
 		t.Fatalf("a cache without an actor: %+v", r)
+	}
+}
+
+// Periodic checkpoints are written in the background while the worker
+// goes on inserting and sampling (the race detector watches the snapshot
+// being encoded as the table changes), and the last one, written at exit
+// after any in flight, holds every item.
+func TestReplayWorkerCheckpointsInBackground(t *testing.T) {
+	repo := workertest.Repo(t)
+	dir := t.TempDir()
+	cfg := map[string]any{
+		"tables":             []map[string]any{{"name": "t", "max_size": 100_000, "limiter": map[string]any{"min_size": 1}}},
+		"checkpoint_dir":     dir,
+		"checkpoint_every_s": 1,
+	}
+	panel := workertest.Panel(t, repo, testTrial)
+	r := startReplayWith(t, repo, panel, 0, cfg, nil)
+	c := client(t, repo)
+	eventually.True(t, 5*time.Second, "shard known", func() bool {
+		c.Poll()
+		return len(c.Shards()) == 1
+	})
+	item := make([]byte, 4096)
+	inserted := 0
+	files := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "replay-t-*.ckpt"))
+		return m
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(files()) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no periodic checkpoints after 20 s: %v", files())
+		}
+		ins := do(t, c, 0, &replaystream.Request{Op: replaystream.OpInsert, Table: "t", Items: [][]byte{item, item, item, item}, Priorities: f64(1, 1, 1, 1)})
+		if ins.Error != nil {
+			t.Fatal(ins.Error)
+		}
+		inserted += 4
+		if s := do(t, c, 0, &replaystream.Request{Op: replaystream.OpSample, Table: "t", N: 8, TimeoutMs: 200}); s.Error != nil {
+			t.Fatal(s.Error)
+		}
+	}
+	r.Cancel()
+	<-r.Done()
+	tb, _, err := replay.LoadNewestCheckpoint(dir, "t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tb.Counters().Size; got != inserted {
+		t.Fatalf("the last checkpoint holds %d items, %d were inserted", got, inserted)
 	}
 }

@@ -1,6 +1,7 @@
 package ckptfile
 
 import (
+	"bufio"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -42,11 +43,8 @@ var (
 
 // Encode returns the file contents for payload: header and payload.
 func Encode(payload []byte) []byte {
-	out := make([]byte, headerSize, headerSize+len(payload))
-	copy(out, magic)
-	binary.LittleEndian.PutUint32(out[8:], format)
-	binary.LittleEndian.PutUint32(out[12:], crc32.Checksum(payload, crcTable))
-	binary.LittleEndian.PutUint64(out[16:], uint64(len(payload)))
+	out := make([]byte, 0, headerSize+len(payload))
+	out = append(out, header(crc32.Checksum(payload, crcTable), uint64(len(payload)))...)
 	return append(out, payload...)
 }
 
@@ -119,11 +117,27 @@ func Read(path string) ([]byte, error) {
 	return p, nil
 }
 
-// Write writes Encode(payload) to dir/Name(prefix, n) atomically: a temporary file in
-// dir is written and fsynced, renamed over the final name, and the
-// directory is fsynced so that the rename survives a crash. A reader sees
-// the old file or the whole new one, never part of one. It returns the path.
+// Write writes Encode(payload) to dir/Name(prefix, n) atomically, as
+// WriteStream does. It returns the path.
 func Write(dir, prefix string, n int64, payload []byte) (string, error) {
+	return WriteStream(dir, prefix, n, func(w io.Writer) error {
+		_, err := w.Write(payload)
+		return err
+	})
+}
+
+// WriteStream writes the checkpoint whose payload encode writes to
+// dir/Name(prefix, n) atomically, without holding the payload in memory: a
+// temporary file in dir gets a blank header, the payload (its CRC and
+// length counted on the way), then the real header; it is fsynced,
+// renamed over the final name, and the directory is fsynced so that the
+// rename survives a crash. A reader sees the old file or the whole new
+// one, never part of one. It returns the path.
+//
+// Large payloads (a replay table is hundreds of MB) are why it streams:
+// marshalling one into a buffer and copying it behind a header tripled
+// the process's heap for every checkpoint.
+func WriteStream(dir, prefix string, n int64, encode func(io.Writer) error) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint dir: %w", err)
 	}
@@ -139,7 +153,7 @@ func Write(dir, prefix string, n int64, payload []byte) (string, error) {
 			os.Remove(tmpName)
 		}
 	}()
-	if _, err := tmp.Write(Encode(payload)); err != nil {
+	if err := writeFile(tmp, encode); err != nil {
 		return "", fmt.Errorf("write checkpoint: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -157,6 +171,51 @@ func Write(dir, prefix string, n int64, payload []byte) (string, error) {
 		return path, fmt.Errorf("write checkpoint: fsync dir: %w", err)
 	}
 	return path, nil
+}
+
+// writeFile writes header and payload to f: the payload first, behind a
+// blank header, then the header it makes.
+func writeFile(f *os.File, encode func(io.Writer) error) error {
+	if _, err := f.Write(make([]byte, headerSize)); err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	cw := &countingCRC{w: bw}
+	if err := encode(cw); err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if cw.n > MaxSize {
+		return fmt.Errorf("payload of %d bytes over the %d-byte limit", cw.n, int64(MaxSize))
+	}
+	_, err := f.WriteAt(header(cw.crc, uint64(cw.n)), 0)
+	return err
+}
+
+// header is the file header for a payload of n bytes with CRC sum.
+func header(sum uint32, n uint64) []byte {
+	h := make([]byte, headerSize)
+	copy(h, magic)
+	binary.LittleEndian.PutUint32(h[8:], format)
+	binary.LittleEndian.PutUint32(h[12:], sum)
+	binary.LittleEndian.PutUint64(h[16:], n)
+	return h
+}
+
+// countingCRC passes writes on to w, counting their bytes and CRC.
+type countingCRC struct {
+	w   io.Writer
+	n   int64
+	crc uint32
+}
+
+func (c *countingCRC) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.crc = crc32.Update(c.crc, crcTable, p[:n])
+	c.n += int64(n)
+	return n, err
 }
 
 // tempPattern names the temporary files of writes under prefix; Prune

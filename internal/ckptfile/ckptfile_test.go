@@ -1,7 +1,9 @@
 package ckptfile_test
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,5 +82,52 @@ func TestWriteLoadPrune(t *testing.T) {
 	empty := t.TempDir()
 	if _, err := ckptfile.LoadNewest(empty, "a-", nil, func(ckptfile.File, []byte) error { return nil }); !errors.Is(err, ckptfile.ErrNone) {
 		t.Fatalf("empty dir: %v", err)
+	}
+}
+
+// A streamed checkpoint is the same file, byte for byte, as one written
+// from a buffer, written in pieces of every size; an encoder that fails
+// leaves no file and no temporary behind.
+func TestWriteStream(t *testing.T) {
+	payload, _ := msgpack.Marshal(bytes.Repeat([]byte("distrl "), 300_000)) // 2.1 MB: several buffer flushes
+	dir := t.TempDir()
+	whole, err := ckptfile.Write(dir, "w-", 1, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, piece := range []int{1, 7, 4096, 1 << 20, len(payload)} {
+		path, err := ckptfile.WriteStream(dir, "s-", int64(piece), func(w io.Writer) error {
+			for rest := payload; len(rest) > 0; {
+				k := min(piece, len(rest))
+				if _, err := w.Write(rest[:k]); err != nil {
+					return err
+				}
+				rest = rest[k:]
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("pieces of %d: %v", piece, err)
+		}
+		a, _ := os.ReadFile(whole)
+		b, _ := os.ReadFile(path)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("pieces of %d: streamed file differs from the buffered one (%d vs %d bytes)", piece, len(b), len(a))
+		}
+		if p, err := ckptfile.Read(path); err != nil || !bytes.Equal(p, payload) {
+			t.Fatalf("pieces of %d: read back: %v", piece, err)
+		}
+	}
+
+	boom := errors.New("boom")
+	_, err = ckptfile.WriteStream(dir, "f-", 1, func(w io.Writer) error {
+		w.Write(payload[:1000])
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("failing encoder: %v, want it wrapped", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*f-*")); len(m) != 0 {
+		t.Fatalf("failing encoder left %v", m)
 	}
 }

@@ -21,7 +21,7 @@ BENCH_OUT    ?= $(BIN)/bench.txt
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps deps-cuda build build-cuda bundle-gpu bundle-cpu ptx vet-cuda test vet lint unit bench bench-minatar bench-spread fuzz demo run clean
+.PHONY: all deps deps-cuda build build-cuda bundle-gpu bundle-cpu bundle-sweep ptx vet-cuda test vet lint unit bench bench-minatar bench-spread fuzz demo run clean
 
 all: build
 
@@ -66,6 +66,10 @@ bundle-gpu: build-cuda
 # kernels, policy workers and the PPO update; docs/performance.md).
 bundle-cpu: build
 	$(call bundle,./e2e ./nn ./policyworker ./algo/ppo)
+
+# rlctl alone, for scripts/minatar-sweep.sh on the device machine.
+bundle-sweep: build
+	$(call bundle,)
 
 # bundle packs the packages $(1) with device-bundle, which refuses bundles
 # over 60 MiB and OpenBLAS alone is 36 MiB: the libraries it left are

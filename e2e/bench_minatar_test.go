@@ -138,8 +138,10 @@ type curveRun struct {
 	wallS           float64 // seconds from every worker running to the end
 }
 
-// minatarExp is a MinAtar built-in's name: minatar-<game>-<algorithm>.
-var minatarExp = regexp.MustCompile(`^minatar-([a-z_]+)-([a-z]+)$`)
+// minatarExp is a MinAtar built-in's name, minatar-<game>-<algorithm>,
+// or a variant of one that scripts/minatar-sweep.sh trained:
+// minatar-<game>-<algorithm>.<variant>.
+var minatarExp = regexp.MustCompile(`^minatar-([a-z_]+)-([a-z]+)(?:\.[a-z0-9._-]+)?$`)
 
 // minatarExperiments is MINATAR_EXPERIMENTS, or else every MinAtar
 // built-in `rlctl experiments` lists, in the paper's game order: taken

@@ -146,6 +146,8 @@ func TestGameAlgo(t *testing.T) {
 	for _, c := range []struct{ exp, game, algo string }{
 		{"minatar-space_invaders-ppo", "space_invaders", "ppo"},
 		{"minatar-breakout-apex", "breakout", "apex"},
+		{"minatar-asterix-ppo.lr1e-3.anneal", "asterix", "ppo"}, // a variant scripts/minatar-sweep.sh trained
+		{"minatar-asterix-ppo.", "", "minatar-asterix-ppo."},
 		{"cartpole-ppo", "", "cartpole-ppo"},
 		{"minatar-pong-ppo", "", "minatar-pong-ppo"},
 	} {

@@ -427,7 +427,8 @@ func jsonType(goType string) string {
 
 // Set applies one override "dotted.path=value" (`--set`): the path walks
 // the configuration's tree (workers.actor.count, stop.wall_time,
-// workers.actor.config.ring_size); the value is parsed as a YAML scalar
+// workers.actor.config.ring_size), a number indexing a list
+// (workers.replay.config.tables.0.max_size); the value is parsed as a YAML scalar
 // or flow value (4, 2.5, true, 10m, [policy, actor]). Missing mappings on
 // the path are created. The result is decoded strictly, so a path to no
 // field is a *FieldError; c is unchanged on error.
@@ -447,23 +448,39 @@ func (c *Config) Set(assignment string) error {
 		return err
 	}
 	keys := strings.Split(path, ".")
-	node := tree
-	for i, k := range keys[:len(keys)-1] {
-		next, ok := node[k]
-		if !ok || next == nil {
-			m := map[string]any{}
-			node[k] = m
-			node = m
-			continue
+	// node is a mapping or a list; a list is indexed by a number
+	// (workers.replay.config.tables.0.max_size).
+	var node any = tree
+	for i, k := range keys {
+		last := i == len(keys)-1
+		switch n := node.(type) {
+		case map[string]any:
+			if last {
+				n[k] = value
+				break
+			}
+			next, ok := n[k]
+			if !ok || next == nil {
+				next = map[string]any{}
+				n[k] = next
+			}
+			node = next
+		case []any:
+			idx, err := strconv.Atoi(k)
+			if err != nil || idx < 0 || idx >= len(n) {
+				return &FieldError{Field: strings.Join(keys[:i+1], "."), Value: k,
+					Allowed: fmt.Sprintf("an index of the list at %s, 0 to %d", strings.Join(keys[:i], "."), len(n)-1)}
+			}
+			if last {
+				n[idx] = value
+				break
+			}
+			node = n[idx]
+		default:
+			return &FieldError{Field: strings.Join(keys[:i], "."), Value: node,
+				Allowed: "a mapping or a list, to set " + path + " inside it"}
 		}
-		m, ok := next.(map[string]any)
-		if !ok {
-			return &FieldError{Field: strings.Join(keys[:i+1], "."), Value: next,
-				Allowed: "a mapping, to set " + path + " inside it"}
-		}
-		node = m
 	}
-	node[keys[len(keys)-1]] = value
 	j, err := json.Marshal(tree)
 	if err != nil {
 		return fmt.Errorf("experiment: set %s: %w", path, err)

@@ -332,3 +332,38 @@ stop: {env_steps: 100}
 		t.Errorf("auto sink count: %v, want a FieldError on workers.sink.count", err)
 	}
 }
+
+// A number in a --set path indexes a list: an element is replaced, or a
+// key set inside it; an index off the list, or a key into a list, is a
+// *FieldError naming the path so far.
+func TestSetListIndex(t *testing.T) {
+	c := parse(t, minimal)
+	for _, s := range []string{
+		"workers.actor.config.tables=[{name: a, max_size: 10}, {name: b}]",
+		"workers.actor.config.tables.1.max_size=200000",
+		"workers.actor.config.hidden=[32, 32]",
+		"workers.actor.config.hidden.0=64",
+	} {
+		if err := c.Set(s); err != nil {
+			t.Fatalf("Set(%q): %v", s, err)
+		}
+	}
+	want := []any{map[string]any{"name": "a", "max_size": int64(10)}, map[string]any{"name": "b", "max_size": int64(200000)}}
+	if got := c.Workers["actor"].Config["tables"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("tables = %#v, want %#v", got, want)
+	}
+	if got := c.Workers["actor"].Config["hidden"]; !reflect.DeepEqual(got, []any{int64(64), int64(32)}) {
+		t.Errorf("hidden = %#v", got)
+	}
+	for _, tt := range []struct{ set, field string }{
+		{"workers.actor.config.hidden.2=1", "workers.actor.config.hidden.2"},
+		{"workers.actor.config.hidden.-1=1", "workers.actor.config.hidden.-1"},
+		{"workers.actor.config.tables.x=1", "workers.actor.config.tables.x"},
+		{"workers.actor.config.hidden.0.x=1", "workers.actor.config.hidden.0"},
+	} {
+		var fe *FieldError
+		if err := c.Set(tt.set); !errors.As(err, &fe) || fe.Field != tt.field {
+			t.Errorf("Set(%q) = %v, want a *FieldError on %s", tt.set, err, tt.field)
+		}
+	}
+}

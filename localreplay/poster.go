@@ -104,18 +104,24 @@ func NewPoster(ctx context.Context, o PosterOptions) (*Poster, error) {
 
 // Post turns b into transitions and sends what it can. It refuses b
 // (stream.ErrBackpressure) only while the replay is there but not keeping
-// up; it never blocks and does not keep b's arrays.
+// up, and then b is not used: the actor keeps it and posts it again. It
+// never blocks and does not keep b's arrays.
 func (p *Poster) Post(b *api.SampleBatch) error {
 	p.pump()
-	shards := len(p.client.Shards())
-	if shards > 0 && len(p.outbox) >= p.opts.MaxOutbox {
+	// With a replay there, a batch goes in whole or waits: the outbox
+	// takes it if it fits, or if the outbox is empty (a batch longer than
+	// the outbox must go in some time). Trimming here instead once
+	// dropped about half of every Ape-X actor's transitions, because the
+	// replay's rate limiter keeps the outbox near full.
+	replayUp := len(p.client.Shards()) > 0
+	if replayUp && len(p.outbox) > 0 && len(p.outbox)+b.Len() > p.opts.MaxOutbox {
 		return stream.ErrBackpressure
 	}
 	if err := p.convert(b); err != nil {
 		return err
 	}
 	p.st.Batches++
-	if over := len(p.outbox) - p.opts.MaxOutbox; over > 0 {
+	if over := len(p.outbox) - p.opts.MaxOutbox; over > 0 && !replayUp {
 		p.st.Dropped += int64(over)
 		p.outbox = p.outbox[over:]
 	}

@@ -2,6 +2,7 @@ package localreplay_test
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
@@ -82,4 +84,75 @@ func TestPosterDropsOldestWithoutReplayThenSends(t *testing.T) {
 	if err := panel.Request(workertest.Ctx(t, 10*time.Second), name, "stats", nil, &rs); err != nil || rs.Size != 25 {
 		t.Fatalf("replay size %d (%v), want 25", rs.Size, err)
 	}
+}
+
+// With a replay there whose rate limiter holds inserts back, the poster
+// refuses batches (back-pressure, the actor keeps them) rather than drop
+// transitions: once a learner samples, every transition of every batch it
+// took is in the replay.
+func TestPosterBackpressureLosesNothing(t *testing.T) {
+	repo := workertest.Repo(t)
+	ctx := workertest.Ctx(t, 30*time.Second)
+	workertest.Start(t, worker.Options{Trial: trial, Registry: workertest.Registry(map[string]worker.Factory{replayworker.TypeName: replayworker.New}),
+		Type: replayworker.TypeName, Host: "127.0.0.1", Repo: repo, Logger: workertest.Logger(t, slog.LevelWarn)})
+	panel := workertest.Panel(t, repo, trial)
+	name := names.WorkerName(replayworker.TypeName, 0)
+	// After 10 items, an insert waits for a sample (1 per insert, 5 of slack).
+	cfg := map[string]any{"tables": []map[string]any{{"name": "default", "max_size": 10_000,
+		"limiter": map[string]any{"min_size": 10, "samples_per_insert": 1, "error_buffer": 5}}}}
+	if err := panel.Request(ctx, name, "configure", cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := panel.Request(ctx, name, "start", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, err := localreplay.NewPoster(ctx, localreplay.PosterOptions{Repo: repo, Trial: trial, Gamma: 0.9, NStep: 3,
+		MaxOutbox: 25, Chunk: 5, MaxInFlight: 1, TimeoutMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	eventually.True(t, 10*time.Second, "replay shard known", func() bool { p.Flush(); return p.Warning() == "" })
+
+	accepted, refused := 0, 0
+	for range 40 {
+		switch err := p.Post(batch()); {
+		case errors.Is(err, stream.ErrBackpressure):
+			refused++
+		case err != nil:
+			t.Fatal(err)
+		default:
+			accepted++
+		}
+		p.Flush()
+	}
+	st := p.Stats()
+	if refused == 0 || st.Dropped != 0 || st.Outbox > 25 {
+		t.Fatalf("%d batches taken, %d refused; stats %+v: want refusals, no drops, the outbox within 25", accepted, refused, st)
+	}
+
+	c, err := replaystream.NewClient(ctx, replaystream.ClientOptions{Repo: repo, Trial: trial, Slack: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	want := int64(10 * accepted) // a terminated 10-step batch is 10 transitions
+	eventually.NoError(t, 20*time.Second, "every transition taken is inserted", func() error {
+		// A learner's samples let the held inserts through.
+		if _, err := c.Poll(); err != nil {
+			return err
+		}
+		// One item a request: the limiter lets a sample through only
+		// within its error buffer.
+		for c.Pending() < 4 && len(c.Shards()) == 1 {
+			if _, err := c.Send(0, &replaystream.Request{Op: replaystream.OpSample, Table: "default", N: 1, TimeoutMs: 100}); err != nil {
+				return err
+			}
+		}
+		p.Flush()
+		if st := p.Stats(); st.Inserted != want || st.Dropped != 0 || st.Failed != 0 {
+			return fmt.Errorf("stats %+v, want %d inserted", st, want)
+		}
+		return nil
+	})
 }

@@ -103,14 +103,19 @@ func RegisterEnv(name string, f EnvFactory) error {
 	return nil
 }
 
-// NewEnv creates the environment registered under name. An unknown name
-// yields an error wrapping [ErrUnknownEnv] that lists the known names.
+// NewEnv creates the environment registered under name, its observations
+// stacked when cfg asks ([FrameStackKey]). An unknown name yields an error
+// wrapping [ErrUnknownEnv] that lists the known names.
 func NewEnv(name string, cfg map[string]any) (Env, error) {
 	registry.mu.RLock()
 	f, ok := registry.factories[name]
 	registry.mu.RUnlock()
 	if !ok {
 		return nil, fmt.Errorf("api: %w %q (known: %s)", ErrUnknownEnv, name, strings.Join(EnvNames(), ", "))
+	}
+	stack, cfg, err := splitFrameStack(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("api: creating environment %q: %w", name, err)
 	}
 	e, err := f(cfg)
 	if err != nil {
@@ -119,7 +124,12 @@ func NewEnv(name string, cfg map[string]any) (Env, error) {
 	if e == nil {
 		return nil, fmt.Errorf("api: creating environment %q: factory returned nil", name)
 	}
-	return e, nil
+	stacked, err := NewFrameStack(e, stack)
+	if err != nil {
+		_ = e.Close()
+		return nil, fmt.Errorf("api: creating environment %q: %w", name, err)
+	}
+	return stacked, nil
 }
 
 // EnvNames returns the registered environment names, sorted.

@@ -76,7 +76,8 @@ func RegisterEnvBatch(name string, f EnvBatchFactory) error {
 
 // NewEnvBatch creates n environments registered under name as one batch:
 // with the name's EnvBatchFactory if it has one, else as n environments of
-// its EnvFactory stepped one after the other ([SerialBatch]).
+// its EnvFactory stepped one after the other ([SerialBatch]). Either way
+// their observations are stacked when cfg asks ([FrameStackKey]).
 func NewEnvBatch(ctx context.Context, name string, cfg map[string]any, n int, log *slog.Logger) (EnvBatch, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("api: NewEnvBatch %q: %d environments, want >= 1", name, n)
@@ -88,11 +89,20 @@ func NewEnvBatch(ctx context.Context, name string, cfg map[string]any, n int, lo
 		if log == nil {
 			log = slog.Default()
 		}
-		b, err := f(ctx, cfg, n, log)
+		stack, rest, err := splitFrameStack(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("api: creating environment batch %q: %w", name, err)
 		}
-		return b, nil
+		b, err := f(ctx, rest, n, log)
+		if err != nil {
+			return nil, fmt.Errorf("api: creating environment batch %q: %w", name, err)
+		}
+		stacked, err := newFrameStackBatch(b, stack)
+		if err != nil {
+			_ = b.Close()
+			return nil, fmt.Errorf("api: creating environment batch %q: %w", name, err)
+		}
+		return stacked, nil
 	}
 	envs := make([]Env, 0, n)
 	for range n {

@@ -4,6 +4,11 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/trainerworker"
 )
 
 // breakoutRandomReturn is the mean return of the uniform random policy on
@@ -47,4 +52,52 @@ func TestMinAtarBreakoutLearns(t *testing.T) {
 			last.MeanReturn, last.ReturnEpisodes, last.EnvSteps, bar, breakoutRandomReturn)
 	}
 	assertWorkersGone(t, readRecord(t, dir))
+}
+
+// frame_stack in env_config stacks MinAtar frames for the whole pipeline:
+// actors, the policy worker and the trainer all build [10, 10, 2·4]
+// observations from the same key, so inference answers and the trainer
+// learns (a mismatch anywhere would stop the run: requests or batches of
+// the wrong size are refused), and the network the trainer checkpoints is
+// the one with 8 input channels.
+func TestMinAtarFrameStack(t *testing.T) {
+	work := t.TempDir()
+	envCfg := "{sticky: 0.1, minimal_actions: false, frame_stack: 2}"
+	p := start(t, "rlctl-start", noNameServer, "start", "minatar-breakout-ppo", "fs", "--workdir", work,
+		"--set", "stop.env_steps=30000", "--set", "stop.wall_time=4m",
+		"--set", "workers.trainer.config.checkpoint_every=1",
+		"--set", "workers.trainer.config.env_config="+envCfg,
+		"--set", "workers.policy.config.env_config="+envCfg,
+		"--set", "workers.actor.config.env_config="+envCfg)
+	if code := p.wait(t, 5*time.Minute); code != 0 {
+		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
+	}
+	dir := filepath.Join(work, "minatar-breakout-ppo", "fs")
+	lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
+	if len(lines) == 0 || lines[len(lines)-1].Version < 5 {
+		t.Fatalf("the trainer did not learn from stacked frames: %+v\n%s", lines, readFile(t, p.log))
+	}
+	ckpt, _, err := trainerworker.LoadNewestCheckpoint(filepath.Join(dir, "checkpoints"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Register(); err != nil {
+		t.Fatal(err)
+	}
+	want := func(stack int) int {
+		pc, err := policy.ConfigForEnv("minatar-breakout", map[string]any{"frame_stack": stack})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc.SharedTrunk = true
+		pc = pc.WithShape([]int{128}, nn.ReLU).WithConv([]nn.ConvLayer{{Filters: 16, Kernel: 3, Stride: 1}})
+		ac, err := policy.New(pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ac.NumParams()
+	}
+	if got, stacked, single := len(ckpt.Learner.Params), want(2), want(1); got != stacked || stacked == single {
+		t.Fatalf("the trainer's network has %d parameters; with 2 stacked frames it should have %d (one frame: %d)", got, stacked, single)
+	}
 }

@@ -16,5 +16,7 @@
 // shard (replaystream.ShardOf) so priority updates reach the right one. A
 // worker started afresh takes ids from a new epoch, so ids a learner still
 // holds never name new items; one restarted with checkpoint_dir resumes
-// its tables from their newest valid checkpoints.
+// its tables from their newest valid checkpoints. Periodic checkpoints are
+// written in the background from a snapshot, so serving goes on while a
+// table of hundreds of MB reaches the disk.
 package replayworker

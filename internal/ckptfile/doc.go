@@ -13,6 +13,8 @@
 //	24      n     payload (msgpack)
 //
 // The length catches a file cut short by a crash or a full disk, the CRC a
-// damaged one. The payload is checked with msgpackcheck before a decoder
+// damaged one. WriteStream writes the payload as it is encoded and the
+// header after it, so a large checkpoint is never held in memory whole.
+// The payload is checked with msgpackcheck before a decoder
 // sees it, so a crafted file cannot make the reader allocate without bound.
 package ckptfile

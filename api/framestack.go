@@ -131,8 +131,9 @@ func (fs *frameStack) reset(obs [][]float32) ([][]float32, error) {
 	return out, nil
 }
 
-// step adds obs and returns the stacked observations, which are reused by
-// the next step (as an Env's own Step results may be).
+// step adds obs and returns the stacked observations. They are reused by
+// the next step, as an Env's own Step results may be, so that stepping
+// allocates nothing.
 func (fs *frameStack) step(obs [][]float32) ([][]float32, error) {
 	if err := fs.check(obs); err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func (fs *frameStack) step(obs [][]float32) ([][]float32, error) {
 		st.push(obs[i])
 		st.stack(fs.out[i])
 	}
-	return slices.Clone(fs.out), nil
+	return fs.out, nil
 }
 
 func (fs *frameStack) check(obs [][]float32) error {

@@ -11,11 +11,13 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/localreplay"
+	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/panel"
 )
 
 var trial = names.NewTrial("postertest", "t1")
@@ -35,6 +37,23 @@ func batch() *api.SampleBatch {
 	}
 	b.Terminated.Data[9] = 1
 	return b
+}
+
+// startReplay runs replay worker 0 of the trial, configured with cfg (nil:
+// the defaults) and started, and returns a panel and its name.
+func startReplay(t *testing.T, repo nameresolve.Repository, cfg map[string]any) (*panel.ControlPanel, string) {
+	t.Helper()
+	workertest.Start(t, worker.Options{Trial: trial, Registry: workertest.Registry(map[string]worker.Factory{replayworker.TypeName: replayworker.New}),
+		Type: replayworker.TypeName, Host: "127.0.0.1", Repo: repo, Logger: workertest.Logger(t, slog.LevelWarn)})
+	p := workertest.Panel(t, repo, trial)
+	name := names.WorkerName(replayworker.TypeName, 0)
+	if err := p.Request(workertest.Ctx(t, 10*time.Second), name, "configure", cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Request(workertest.Ctx(t, 10*time.Second), name, "start", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return p, name
 }
 
 // With no replay server the poster keeps stepping: its outbox stays
@@ -62,15 +81,7 @@ func TestPosterDropsOldestWithoutReplayThenSends(t *testing.T) {
 		t.Fatalf("a batch without values: %v", err)
 	}
 
-	workertest.Start(t, worker.Options{Trial: trial, Registry: workertest.Registry(map[string]worker.Factory{replayworker.TypeName: replayworker.New}),
-		Type: replayworker.TypeName, Host: "127.0.0.1", Repo: repo, Logger: workertest.Logger(t, slog.LevelWarn)})
-	panel := workertest.Panel(t, repo, trial)
-	name := names.WorkerName(replayworker.TypeName, 0)
-	for _, cmd := range []string{"configure", "start"} {
-		if err := panel.Request(workertest.Ctx(t, 10*time.Second), name, cmd, nil, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	panel, name := startReplay(t, repo, nil)
 	eventually.NoError(t, 10*time.Second, "outbox drained into the replay", func() error {
 		p.Flush()
 		if st := p.Stats(); st.Inserted != 25 || st.Outbox != 0 {
@@ -93,19 +104,9 @@ func TestPosterDropsOldestWithoutReplayThenSends(t *testing.T) {
 func TestPosterBackpressureLosesNothing(t *testing.T) {
 	repo := workertest.Repo(t)
 	ctx := workertest.Ctx(t, 30*time.Second)
-	workertest.Start(t, worker.Options{Trial: trial, Registry: workertest.Registry(map[string]worker.Factory{replayworker.TypeName: replayworker.New}),
-		Type: replayworker.TypeName, Host: "127.0.0.1", Repo: repo, Logger: workertest.Logger(t, slog.LevelWarn)})
-	panel := workertest.Panel(t, repo, trial)
-	name := names.WorkerName(replayworker.TypeName, 0)
 	// After 10 items, an insert waits for a sample (1 per insert, 5 of slack).
-	cfg := map[string]any{"tables": []map[string]any{{"name": "default", "max_size": 10_000,
-		"limiter": map[string]any{"min_size": 10, "samples_per_insert": 1, "error_buffer": 5}}}}
-	if err := panel.Request(ctx, name, "configure", cfg, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := panel.Request(ctx, name, "start", nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	startReplay(t, repo, map[string]any{"tables": []map[string]any{{"name": "default", "max_size": 10_000,
+		"limiter": map[string]any{"min_size": 10, "samples_per_insert": 1, "error_buffer": 5}}}})
 	p, err := localreplay.NewPoster(ctx, localreplay.PosterOptions{Repo: repo, Trial: trial, Gamma: 0.9, NStep: 3,
 		MaxOutbox: 25, Chunk: 5, MaxInFlight: 1, TimeoutMs: 60_000})
 	if err != nil {

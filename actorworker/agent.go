@@ -87,6 +87,9 @@ func (a *Agent) take() (bool, error) {
 	if errors.Is(err, stream.ErrInferenceFailed) {
 		return false, a.post(a.obs)
 	}
+	if errors.Is(err, stream.ErrInferenceRefused) {
+		return false, fmt.Errorf("agent %s: %w (give the actors and the policy workers the same env and env_config, frame_stack included)", a.id, err)
+	}
 	if err != nil {
 		return false, fmt.Errorf("agent %s: consume inference result: %w", a.id, err)
 	}

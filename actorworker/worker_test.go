@@ -342,6 +342,25 @@ func TestPolicyWorkerLate(t *testing.T) {
 	}
 }
 
+// An actor whose observations do not fit its policy worker (here
+// frame_stack given to the policy worker only) fails at once and says why,
+// rather than timing out and posting again for ever.
+func TestActorFailsOnRefusedInference(t *testing.T) {
+	cl := newCluster(t)
+	pw := cl.start(t, policyworker.TypeName, 0)
+	cl.run(t, pw, map[string]any{"env": env.CartPoleName, "env_config": map[string]any{api.FrameStackKey: 2}})
+	actor := cl.start(t, actorworker.TypeName, 0)
+	cl.run(t, actor, map[string]any{"sample_stream": "null", "inference_timeout_ms": 60000, "max_env_steps": 200})
+	var s member.Status
+	waitFor(t, "ERROR", func() bool { s = cl.status(t, actor); return s.State == member.StateError })
+	if want := `observations have 4 values, policy "default" wants 8`; !strings.Contains(s.Error, want) {
+		t.Errorf("error %q does not say %q", s.Error, want)
+	}
+	if n := statInt(t, cl.stats(t, pw), "refused"); n < 1 {
+		t.Errorf("policy worker refused %d requests", n)
+	}
+}
+
 // TestInlineMatchesRemote runs the same deterministic policy inline and
 // behind a policy worker: the actors must take the same actions. One
 // environment per actor, so the order of steps does not depend on when

@@ -135,6 +135,7 @@ func (w *Worker) Stats() map[string]any {
 		st := w.server.Stats()
 		out["messages"] = st.Messages
 		out["malformed"] = st.Malformed
+		out["refused"] = st.Refused
 		out["undeliverable"] = st.Undeliverable
 		out["shm_clients"] = w.server.SharedMemoryClients()
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/shm"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/stream"
 	zmq "github.com/pebbe/zmq4"
@@ -154,89 +155,103 @@ func BenchmarkRawPushPull64KiB(b *testing.B) {
 // BenchmarkInferenceRoundTrip measures one actor's request cycle against
 // one policy worker in the same goroutine: Post rows, Flush, server Poll
 // and Respond (a trivial policy), client Poll until every row is Ready,
-// Consume. It is latency-bound: two TCP loopback hops per iteration.
+// Consume. It is latency-bound: over ZMQ, two TCP loopback hops per
+// iteration; over shared memory (same node, the default), two ring writes.
 func BenchmarkInferenceRoundTrip(b *testing.B) {
-	for _, rows := range []int{1, 16, 128} {
-		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
-			repo := nameresolve.NewMemory()
-			defer repo.Close()
-			ctx := ctxT(b)
-			srv, err := stream.NewInferenceServer(ctx, stream.InferenceServerOptions{Repo: repo, Trial: testTrial, ObsDim: obsDim, Logger: quiet})
+	for _, tc := range []struct{ transport, env string }{{"zmq", "0"}, {"shm", ""}} {
+		for _, rows := range []int{1, 16, 128} {
+			b.Run(fmt.Sprintf("%s/rows=%d", tc.transport, rows), func(b *testing.B) {
+				b.Setenv(shm.Env, tc.env)
+				benchInferenceRoundTrip(b, rows)
+			})
+		}
+	}
+}
+
+func benchInferenceRoundTrip(b *testing.B, rows int) {
+	repo := nameresolve.NewMemory()
+	defer repo.Close()
+	ctx := ctxT(b)
+	srv, err := stream.NewInferenceServer(ctx, stream.InferenceServerOptions{Repo: repo, Trial: testTrial, ObsDim: obsDim, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := stream.NewRemoteInferenceClient(ctx, stream.RemoteInferenceOptions{Repo: repo, Trial: testTrial, ObsDim: obsDim, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	sp, cp := zmq.NewPoller(), zmq.NewPoller()
+	sp.Add(srv.Socket(), zmq.POLLIN)
+	cp.Add(c.Socket(), zmq.POLLIN)
+	var (
+		batch stream.InferenceBatch
+		out   api.Inference
+		ids   = make([]stream.ReqID, rows)
+		obs   = obsFor(1)
+	)
+	round := func() {
+		for i := range ids {
+			if ids[i], err = c.Post(obs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for c.Stats().Messages == 0 { // first round: wait for the connection
+			if err := c.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if c.Stats().Messages == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if err := c.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		// Each side reads first and waits on ZMQ only when nothing
+		// was there: a shared-memory message is there at once.
+		for got := 0; got < rows; {
+			n, err := srv.Poll(1024, &batch)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer srv.Close()
-			c, err := stream.NewRemoteInferenceClient(ctx, stream.RemoteInferenceOptions{Repo: repo, Trial: testTrial, ObsDim: obsDim, Logger: quiet})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			sp, cp := zmq.NewPoller(), zmq.NewPoller()
-			sp.Add(srv.Socket(), zmq.POLLIN)
-			cp.Add(c.Socket(), zmq.POLLIN)
-			var (
-				batch stream.InferenceBatch
-				out   api.Inference
-				ids   = make([]stream.ReqID, rows)
-				obs   = obsFor(1)
-			)
-			round := func() {
-				for i := range ids {
-					if ids[i], err = c.Post(obs); err != nil {
-						b.Fatal(err)
-					}
-				}
-				for c.Stats().Messages == 0 { // first round: wait for the connection
-					if err := c.Flush(ctx); err != nil {
-						b.Fatal(err)
-					}
-					if c.Stats().Messages == 0 {
-						time.Sleep(time.Millisecond)
-					}
-				}
-				if err := c.Flush(ctx); err != nil {
+			if n == 0 {
+				if _, err := sp.Poll(time.Second); err != nil {
 					b.Fatal(err)
 				}
-				for got := 0; got < rows; {
-					if _, err := sp.Poll(time.Second); err != nil {
-						b.Fatal(err)
-					}
-					n, err := srv.Poll(1024, &batch)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if n == 0 {
-						continue
-					}
-					testPolicy(batch.Obs, &out)
-					if err := srv.Respond(&batch, &out); err != nil {
-						b.Fatal(err)
-					}
-					got += n
-				}
-				for !c.Ready(ids[rows-1]) {
-					if _, err := cp.Poll(time.Second); err != nil {
-						b.Fatal(err)
-					}
-					if err := c.Poll(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				for _, id := range ids {
-					if _, err := c.Consume(id); err != nil {
-						b.Fatal(err)
-					}
-				}
+				continue
 			}
-			round()
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			for range b.N {
-				round()
+			testPolicy(batch.Obs, &out)
+			if err := srv.Respond(&batch, &out); err != nil {
+				b.Fatal(err)
 			}
-			b.StopTimer()
-			b.ReportMetric(float64(rows*b.N)/time.Since(start).Seconds(), "rows/s")
-		})
+			got += n
+		}
+		for {
+			if err := c.Poll(); err != nil {
+				b.Fatal(err)
+			}
+			if c.Ready(ids[rows-1]) {
+				break
+			}
+			if _, err := cp.Poll(time.Second); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, id := range ids {
+			if _, err := c.Consume(id); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
+	round()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		round()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(rows*b.N)/time.Since(start).Seconds(), "rows/s")
+
 }

@@ -38,7 +38,11 @@
 // concatenates whole requests, from any number of clients, into one batch
 // of observations; Respond cuts the policy's answer back into one reply per
 // request. A malformed request is counted and dropped: the server never
-// dies of a message.
+// dies of a message. A well-formed request whose observations have the
+// wrong length (actors and policy workers configured for different
+// environments) is refused: the reply carries the reason instead of an
+// inference, and the client fails those requests at once with
+// ErrInferenceRefused rather than let them time out and post them again.
 //
 // InlineInferenceClient has the same methods and runs an api.Policy in the
 // actor's own process, for single-process runs and benchmarks.
@@ -65,6 +69,7 @@
 //
 //	inference request  (DEALER -> ROUTER): {"ids": int64 [n], "obs": float32 [n, d]}
 //	inference reply    (ROUTER -> DEALER): {"ids": int64 [n], "inference": api.Inference}
+//	                                    or {"ids": int64 [n], "error": string} (refused)
 //	sample             (PUSH -> PULL):     an api.SampleBatch
 //
 // Between processes of one node, inference requests and replies travel

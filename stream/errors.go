@@ -13,6 +13,13 @@ var (
 	// error. The request is gone; the caller may post the observation again.
 	ErrInferenceFailed = errors.New("stream: inference failed")
 
+	// ErrInferenceRefused is wrapped by the error Consume returns for a
+	// request a policy worker refused, with its reason: the observation
+	// does not fit the policy (a configuration mismatch, such as
+	// frame_stack given to the actors but not to the policy workers).
+	// Posting it again would be refused again.
+	ErrInferenceRefused = errors.New("stream: inference refused")
+
 	// ErrBackpressure is returned by SampleProducer.Post when every
 	// consumer's queue is full or no consumer is known. The batch was not
 	// sent; the caller keeps it and posts it again later.

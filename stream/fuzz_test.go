@@ -41,13 +41,17 @@ func FuzzDecodeInferenceReply(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(append([]byte(nil), e.Bytes()...))
-	mptest.Seed(f, mptest.InMaps(keyIDs, keyInference), mptest.Nest(keyInference, mptest.InMaps(mptest.Keys(api.Inference{})...)))
+	if err := encodeRefusal(e.Reset(), ids, "observations have 3 values, policy \"default\" wants 4"); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(append([]byte(nil), e.Bytes()...))
+	mptest.Seed(f, mptest.InMaps(keyIDs, keyInference, keyError), mptest.Nest(keyInference, mptest.InMaps(mptest.Keys(api.Inference{})...)))
 	d := zsock.NewDecoder()
 	f.Fuzz(func(t *testing.T, in []byte) {
 		mptest.BoundedAlloc(t, in, func() {
 			var ids api.Tensor[int64]
 			var inf api.Inference
-			_ = decodeReply(d, in, &ids, &inf)
+			_, _ = decodeReply(d, in, &ids, &inf)
 		})
 	})
 }

@@ -101,16 +101,21 @@ type InferenceClientStats struct {
 	Failed       int64 // requests expired without a reply
 	Late         int64 // results that came after their request expired (dropped)
 	Malformed    int64 // reply messages dropped as malformed
+	Refused      int64 // requests a policy worker refused (ErrInferenceRefused)
 }
 
 type reqState uint8
 
 const (
-	reqQueued reqState = iota + 1 // posted, not sent yet
-	reqSent                       // sent, waiting for the reply
-	reqDone                       // result available
-	reqFailed                     // expired
+	reqQueued  reqState = iota + 1 // posted, not sent yet
+	reqSent                        // sent, waiting for the reply
+	reqDone                        // result available
+	reqFailed                      // expired
+	reqRefused                     // a policy worker refused it
 )
+
+// settled reports whether a request has an outcome for Consume.
+func (s reqState) settled() bool { return s == reqDone || s == reqFailed || s == reqRefused }
 
 // sendBlock is why requests could not be sent.
 type sendBlock uint8
@@ -165,6 +170,7 @@ type RemoteInferenceClient struct {
 	blocked sendBlock // why the last Flush could not send
 	peerN   int       // endpoints connected at the last Flush
 	expired int64     // requests expired since the last reply arrived
+	refusal string    // the last refusal's reason
 	stats   InferenceClientStats
 	shm     *shmClient // nil: ZMQ only
 	// zmqUntil is when replies to the requests sent over ZMQ can no longer
@@ -353,9 +359,14 @@ func (c *RemoteInferenceClient) Poll() error {
 }
 
 func (c *RemoteInferenceClient) takeReply(frame []byte) {
-	if err := decodeReply(c.dec, frame, &c.repIDs, &c.repInf); err != nil {
+	refusal, err := decodeReply(c.dec, frame, &c.repIDs, &c.repInf)
+	if err != nil {
 		c.stats.Malformed++
 		c.malLog.Warn(c.log, "stream: dropped malformed inference reply", "err", err, "bytes", len(frame), "malformed", c.stats.Malformed)
+		return
+	}
+	if refusal != "" {
+		c.refuse(refusal)
 		return
 	}
 	for i, id := range c.repIDs.Data {
@@ -374,6 +385,21 @@ func (c *RemoteInferenceClient) takeReply(frame []byte) {
 	}
 }
 
+// refuse fails the sent requests of c.repIDs with the server's reason.
+func (c *RemoteInferenceClient) refuse(reason string) {
+	c.refusal = reason
+	for _, id := range c.repIDs.Data {
+		r, ok := c.reqs[ReqID(id)]
+		if !ok || r.state != reqSent {
+			c.stats.Late++
+			continue
+		}
+		r.state = reqRefused
+		c.reqs[ReqID(id)] = r
+		c.stats.Refused++
+	}
+}
+
 // expire fails the requests whose deadline passed, including queued ones,
 // which are taken out of the queue so they are never sent.
 func (c *RemoteInferenceClient) expire(now time.Time) {
@@ -382,7 +408,7 @@ func (c *RemoteInferenceClient) expire(now time.Time) {
 	for ; i < len(c.expiry); i++ {
 		id := c.expiry[i]
 		r, ok := c.reqs[id]
-		if !ok || r.state == reqDone || r.state == reqFailed {
+		if !ok || r.state.settled() {
 			continue
 		}
 		if now.Before(r.deadline) {
@@ -421,14 +447,18 @@ func (c *RemoteInferenceClient) compactQueue() {
 // Ready reports whether id has a result or has failed.
 func (c *RemoteInferenceClient) Ready(id ReqID) bool {
 	r, ok := c.reqs[id]
-	return ok && (r.state == reqDone || r.state == reqFailed)
+	return ok && r.state.settled()
 }
 
 // Consume takes the outcome of id, which must be Ready. A request that
-// expired gives an error wrapping ErrInferenceFailed; an id never posted or
-// already consumed gives one wrapping ErrUnknownRequest.
+// expired gives an error wrapping ErrInferenceFailed, one a policy worker
+// refused an error wrapping ErrInferenceRefused with its reason; an id
+// never posted or already consumed gives one wrapping ErrUnknownRequest.
 func (c *RemoteInferenceClient) Consume(id ReqID) (InferenceResult, error) {
-	return consume(c.reqs, id, func() error {
+	return consume(c.reqs, id, func(s reqState) error {
+		if s == reqRefused {
+			return fmt.Errorf("stream: request %d for policy %q: %w: %s", id, c.opts.Policy, ErrInferenceRefused, c.refusal)
+		}
 		return fmt.Errorf("stream: request %d for policy %q: %w: no reply within %v", id, c.opts.Policy, ErrInferenceFailed, c.opts.Timeout)
 	})
 }
@@ -437,7 +467,7 @@ func (c *RemoteInferenceClient) Consume(id ReqID) (InferenceResult, error) {
 // failed yet; calling Consume before Ready is a caller bug.
 var errPending = errors.New("stream: Consume before Ready")
 
-func consume(reqs map[ReqID]request, id ReqID, failure func() error) (InferenceResult, error) {
+func consume(reqs map[ReqID]request, id ReqID, failure func(reqState) error) (InferenceResult, error) {
 	r, ok := reqs[id]
 	switch {
 	case !ok:
@@ -445,9 +475,9 @@ func consume(reqs map[ReqID]request, id ReqID, failure func() error) (InferenceR
 	case r.state == reqDone:
 		delete(reqs, id)
 		return r.result, nil
-	case r.state == reqFailed:
+	case r.state == reqFailed || r.state == reqRefused:
 		delete(reqs, id)
-		return InferenceResult{}, failure()
+		return InferenceResult{}, failure(r.state)
 	}
 	return InferenceResult{}, fmt.Errorf("request %d: %w", id, errPending)
 }
@@ -462,6 +492,9 @@ func (c *RemoteInferenceClient) Warning() string {
 		parts = append(parts, fmt.Sprintf("no policy worker for policy %q", c.opts.Policy))
 	case sendNoRoom:
 		parts = append(parts, fmt.Sprintf("%d policy worker(s) registered for policy %q but none accepting requests", c.peerN, c.opts.Policy))
+	}
+	if c.refusal != "" {
+		parts = append(parts, fmt.Sprintf("policy %q refused %d request(s): %s", c.opts.Policy, c.stats.Refused, c.refusal))
 	}
 	if c.expired > 0 {
 		parts = append(parts, fmt.Sprintf("%d inference request(s) to policy %q timed out after %v", c.expired, c.opts.Policy, c.opts.Timeout))

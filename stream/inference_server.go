@@ -50,7 +50,10 @@ type InferenceServerStats struct {
 	Messages  int64 // requests taken into batches
 	Rows      int64 // observations taken into batches
 	Malformed int64 // requests dropped as malformed
-	Replies   int64 // replies sent
+	// Refused counts well-formed requests answered with an error instead
+	// of an inference: their observations have the wrong length.
+	Refused int64
+	Replies int64 // replies sent
 	// Undeliverable counts replies dropped because their client was gone
 	// or its queue was full.
 	Undeliverable int64
@@ -162,7 +165,9 @@ func NewInferenceServer(ctx context.Context, opts InferenceServerOptions) (*Infe
 // than maxRows is taken alone. b is reset and its storage reused.
 //
 // Malformed requests are dropped and counted (Stats), never returned as
-// errors. An error means the socket failed.
+// errors; a well-formed one whose observations have the wrong length is
+// answered with a refusal, so its client fails at once and says why. An
+// error means the socket failed.
 func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err error) {
 	b.reset()
 	if s.closed {
@@ -207,8 +212,15 @@ receive:
 		// request taken into the batch is then not copied again.
 		s.reqIDs.Data, s.reqObs.Data = tail(b.ids), tail(b.Obs.Data)
 		if err := s.decode(msg.payload); err != nil {
-			s.malformed(err, msg.identity)
 			drops++
+			if !errors.Is(err, errObsDim) {
+				s.malformed(err, msg.identity)
+				continue
+			}
+			if err := s.refuse(&msg, err); err != nil {
+				s.finish(b)
+				return len(b.ids), err
+			}
 			continue
 		}
 		n := s.reqIDs.Shape[0]
@@ -247,6 +259,11 @@ func (s *InferenceServer) finish(b *InferenceBatch) {
 	b.Obs.Shape = b.shape[:]
 }
 
+// errObsDim marks a well-formed request whose observations have the wrong
+// length: a configuration mismatch (say frame_stack given to the actors
+// only) that the client is told of rather than left to time out.
+var errObsDim = errors.New("wrong observation length")
+
 // decode reads a request into s.reqIDs and s.reqObs and checks its
 // observation length.
 func (s *InferenceServer) decode(payload []byte) error {
@@ -259,7 +276,7 @@ func (s *InferenceServer) decode(payload []byte) error {
 		s.log.Info("stream: inference server takes observation length from the first request", "obs_dim", d)
 	}
 	if d != s.dim {
-		return fmt.Errorf("observations have %d values, want %d", d, s.dim)
+		return fmt.Errorf("%w: observations have %d values, policy %q wants %d", errObsDim, d, s.opts.Policy, s.dim)
 	}
 	return nil
 }
@@ -268,6 +285,39 @@ func (s *InferenceServer) malformed(err error, identity []byte) {
 	s.stats.Malformed++
 	s.malLog.Warn(s.log, "stream: dropped malformed inference request", "err", err,
 		"client", fmt.Sprintf("%x", identity), "malformed", s.stats.Malformed)
+}
+
+// refuse answers the request in s.reqIDs with err instead of an inference.
+// The client fails those requests at once, with err's text.
+func (s *InferenceServer) refuse(msg *heldMsg, err error) error {
+	s.stats.Refused++
+	s.malLog.Warn(s.log, "stream: refused inference request", "err", err,
+		"client", fmt.Sprintf("%x", msg.identity), "refused", s.stats.Refused)
+	if err := encodeRefusal(s.enc.Reset(), s.reqIDs, err.Error()); err != nil {
+		return fmt.Errorf("stream: encode inference refusal: %w", err)
+	}
+	if _, err := s.send(msg.identity, msg.peer); err != nil {
+		return fmt.Errorf("stream: send inference refusal: %w", err)
+	}
+	return nil
+}
+
+// send sends the encoder's message to one client, over shared memory if it
+// came that way. It reports whether the message was delivered; a client
+// that is gone or not reading is not an error.
+func (s *InferenceServer) send(identity []byte, peer *shmPeer) (bool, error) {
+	if peer != nil {
+		return s.shm.send(peer, s.enc.Bytes()), nil
+	}
+	_, err := s.sock.SendBytes(identity, zmq.SNDMORE|zmq.DONTWAIT)
+	if err == nil {
+		// With ROUTER, once the first frame is accepted the rest is.
+		_, err = s.sock.SendBytes(s.enc.Bytes(), zmq.DONTWAIT)
+	}
+	if zsock.Undeliverable(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Respond sends each request of b its rows of out, whose rows align with
@@ -291,26 +341,14 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 		if err := encodeReply(e, ids, &view); err != nil {
 			return fmt.Errorf("stream: encode inference reply: %w", err)
 		}
-		if sp.peer != nil {
-			if s.shm.send(sp.peer, s.enc.Bytes()) {
-				s.stats.Replies++
-			} else {
-				s.stats.Undeliverable++
-			}
-			continue
-		}
-		_, err := s.sock.SendBytes(sp.identity, zmq.SNDMORE|zmq.DONTWAIT)
-		if err == nil {
-			// With ROUTER, once the first frame is accepted the rest is.
-			_, err = s.sock.SendBytes(s.enc.Bytes(), zmq.DONTWAIT)
-		}
+		delivered, err := s.send(sp.identity, sp.peer)
 		switch {
-		case err == nil:
-			s.stats.Replies++
-		case zsock.Undeliverable(err):
-			s.stats.Undeliverable++
-		default:
+		case err != nil:
 			return fmt.Errorf("stream: send inference reply: %w", err)
+		case delivered:
+			s.stats.Replies++
+		default:
+			s.stats.Undeliverable++
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/shm"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/stream"
@@ -291,7 +292,6 @@ func TestInferenceServerDropsMalformed(t *testing.T) {
 		{"not a map", [][]byte{rawRequest(t, map[string]any{"a": 1})[1:]}},
 		{"trailing bytes", [][]byte{append(append([]byte{}, good...), 0)}},
 		{"wrong dtype", [][]byte{rawRequest(t, map[string]any{"ids": ids(1), "obs": api.NewTensor[float64](1, obsDim)})}},
-		{"obs dim mismatch", [][]byte{rawRequest(t, map[string]any{"ids": ids(1), "obs": obs(1, obsDim+1)})}},
 		{"rows mismatch", [][]byte{rawRequest(t, map[string]any{"ids": ids(1, 2), "obs": obs(3, obsDim)})}},
 		{"no rows", [][]byte{rawRequest(t, map[string]any{"ids": ids(), "obs": obs(0, obsDim)})}},
 		{"missing obs", [][]byte{rawRequest(t, map[string]any{"ids": ids(1)})}},
@@ -353,10 +353,82 @@ func TestInferenceServerTakesObsDimFromFirstRequest(t *testing.T) {
 	if _, err := dealer.SendBytes(bad, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually.True(t, 10*time.Second, "bad dim dropped", func() bool {
+	eventually.True(t, 10*time.Second, "bad dim refused", func() bool {
 		srv.serve(t, 64)
-		return srv.Stats().Malformed == 1
+		return srv.Stats().Refused == 1
 	})
+	dealer.SetRcvtimeo(5 * time.Second)
+	reply, err := dealer.RecvBytes(0)
+	if err != nil {
+		t.Fatalf("no refusal: %v", err)
+	}
+	var r struct {
+		IDs   api.Tensor[int64] `msgpack:"ids"`
+		Error string            `msgpack:"error"`
+	}
+	if err := msgpack.Unmarshal(reply, &r); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("observations have %d values, policy %q wants %d", obsDim+2, stream.DefaultPolicy, obsDim); fmt.Sprint(r.IDs.Data) != "[1]" || !strings.Contains(r.Error, want) {
+		t.Errorf("refusal ids %v error %q, want [1] and %q", r.IDs.Data, r.Error, want)
+	}
+}
+
+// A client whose observations do not fit the policy worker's is told so:
+// its requests fail at once with the worker's reason, over ZMQ and over
+// shared memory, and a client that fits is served as before.
+func TestInferenceRefusesWrongObservationLength(t *testing.T) {
+	for _, tc := range []struct{ name, env string }{{"shared memory", ""}, {"zmq", "0"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(shm.Env, tc.env)
+			repo := workertest.Repo(t)
+			srv := newServer(t, repo, 0, nil)
+			good := newClient(t, repo, 0)
+			// A timeout longer than the test: a refusal, not an expiry, ends it.
+			bad, err := stream.NewRemoteInferenceClient(ctxT(t), stream.RemoteInferenceOptions{
+				Repo: repo, Trial: testTrial, ObsDim: obsDim + 3, Timeout: time.Hour, Logger: testLogger(t),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { bad.Close() })
+			var ids []stream.ReqID
+			for range 3 {
+				id, err := bad.Post(make([]float32, obsDim+3))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			eventually.True(t, 10*time.Second, "requests refused", func() bool {
+				if err := bad.Flush(ctxT(t)); err != nil {
+					t.Fatal(err)
+				}
+				srv.serve(t, 64)
+				if err := bad.Poll(); err != nil {
+					t.Fatal(err)
+				}
+				return bad.Ready(ids[2])
+			})
+			want := fmt.Sprintf("observations have %d values, policy %q wants %d", obsDim+3, stream.DefaultPolicy, obsDim)
+			for _, id := range ids {
+				_, err := bad.Consume(id)
+				if !errors.Is(err, stream.ErrInferenceRefused) || errors.Is(err, stream.ErrInferenceFailed) || !strings.Contains(err.Error(), want) {
+					t.Errorf("Consume(%d) = %v, want ErrInferenceRefused saying %q", id, err, want)
+				}
+			}
+			if st := bad.Stats(); st.Refused != 3 || st.Failed != 0 {
+				t.Errorf("client stats %+v, want 3 refused, 0 failed", st)
+			}
+			if w := bad.Warning(); !strings.Contains(w, want) {
+				t.Errorf("Warning() = %q, want it to say %q", w, want)
+			}
+			if st := srv.Stats(); st.Refused != 1 || st.Malformed != 0 {
+				t.Errorf("server stats %+v, want 1 refused request, 0 malformed", st)
+			}
+			drive(t, []stream.InferenceClient{good}, []*server{srv}, post(t, good, 7, 8))
+		})
+	}
 }
 
 func TestRespondRejectsMisalignedInference(t *testing.T) {

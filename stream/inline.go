@@ -98,12 +98,12 @@ func (c *InlineInferenceClient) Poll() error { return nil }
 // Ready reports whether id has a result or has failed.
 func (c *InlineInferenceClient) Ready(id ReqID) bool {
 	r, ok := c.reqs[id]
-	return ok && (r.state == reqDone || r.state == reqFailed)
+	return ok && r.state.settled()
 }
 
 // Consume takes the outcome of id, which must be Ready.
 func (c *InlineInferenceClient) Consume(id ReqID) (InferenceResult, error) {
-	return consume(c.reqs, id, func() error {
+	return consume(c.reqs, id, func(reqState) error {
 		err := c.err[id]
 		delete(c.err, id)
 		return err

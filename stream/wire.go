@@ -14,7 +14,11 @@ const (
 	keyIDs       = "ids"
 	keyObs       = "obs"
 	keyInference = "inference"
+	keyError     = "error"
 )
+
+// maxRefusalLen bounds the refusal message a client keeps from a reply.
+const maxRefusalLen = 1024
 
 // encodePair writes the map {keyA: valueA, keyB: valueB}, the values
 // written by encA and encB. (Keys and functions are separate arguments, not
@@ -38,9 +42,10 @@ func encodePair(e *msgpack.Encoder, keyA string, encA func(*msgpack.Encoder) err
 
 // decodePair reads frame, which must hold one map with exactly the keys
 // keyA and keyB, each once, and nothing after it; decA and decB read their
-// values.
+// values. Where decAlt is not nil, keyAlt may stand in for keyB (one of
+// them, not both), read by decAlt.
 func decodePair(d *zsock.Decoder, frame []byte, keyA string, decA func(*msgpack.Decoder) error,
-	keyB string, decB func(*msgpack.Decoder) error) error {
+	keyB string, decB func(*msgpack.Decoder) error, keyAlt string, decAlt func(*msgpack.Decoder) error) error {
 	dec, err := d.Reset(frame)
 	if err != nil {
 		return err
@@ -62,6 +67,9 @@ func decodePair(d *zsock.Decoder, frame []byte, keyA string, decA func(*msgpack.
 		case key == keyB && !haveB:
 			haveB = true
 			err = decB(dec)
+		case decAlt != nil && key == keyAlt && !haveB:
+			haveB = true
+			err = decAlt(dec)
 		default:
 			// Not skipped: the format has no optional keys, and skipping
 			// would buffer whatever a hostile peer put there.
@@ -72,6 +80,9 @@ func decodePair(d *zsock.Decoder, frame []byte, keyA string, decA func(*msgpack.
 		}
 	}
 	if !haveA || !haveB {
+		if decAlt != nil {
+			return fmt.Errorf("want keys %q and %q or %q", keyA, keyB, keyAlt)
+		}
 		return fmt.Errorf("want keys %q and %q", keyA, keyB)
 	}
 	return d.Finish()
@@ -85,7 +96,7 @@ func encodeRequest(e *msgpack.Encoder, ids api.Tensor[int64], obs api.Tensor[flo
 // decodeRequest reads a request into ids and obs (reusing their storage)
 // and checks that they describe n >= 1 observations of one dimension.
 func decodeRequest(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], obs *api.Tensor[float32]) error {
-	err := decodePair(d, frame, keyIDs, ids.DecodeMsgpack, keyObs, obs.DecodeMsgpack)
+	err := decodePair(d, frame, keyIDs, ids.DecodeMsgpack, keyObs, obs.DecodeMsgpack, "", nil)
 	if err != nil {
 		return err
 	}
@@ -104,9 +115,17 @@ func encodeReply(e *msgpack.Encoder, ids api.Tensor[int64], inf *api.Inference) 
 		keyInference, func(e *msgpack.Encoder) error { return e.Encode(inf) })
 }
 
+// encodeRefusal writes {"ids": ids, "error": msg}: the server will not
+// answer these requests, and says why.
+func encodeRefusal(e *msgpack.Encoder, ids api.Tensor[int64], msg string) error {
+	return encodePair(e, keyIDs, ids.EncodeMsgpack,
+		keyError, func(e *msgpack.Encoder) error { return e.EncodeString(msg) })
+}
+
 // decodeReply reads a reply into ids and inf (reusing their storage) and
-// checks that the inference answers every id.
-func decodeReply(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], inf *api.Inference) error {
+// checks that the inference answers every id. A refusal leaves inf empty
+// and returns the server's reason, never "".
+func decodeReply(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], inf *api.Inference) (refusal string, err error) {
 	// Fields absent from the message must not keep the previous reply's
 	// values (msgpack leaves them alone); the data capacity is kept.
 	*inf = api.Inference{
@@ -115,15 +134,30 @@ func decodeReply(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], inf *ap
 		LogProbs:    api.Tensor[float32]{Data: inf.LogProbs.Data[:0]},
 		Values:      api.Tensor[float32]{Data: inf.Values.Data[:0]},
 	}
-	err := decodePair(d, frame, keyIDs, ids.DecodeMsgpack,
-		keyInference, func(dec *msgpack.Decoder) error { return dec.Decode(inf) })
+	var refused bool
+	err = decodePair(d, frame, keyIDs, ids.DecodeMsgpack,
+		keyInference, func(dec *msgpack.Decoder) error { return dec.Decode(inf) },
+		keyError, func(dec *msgpack.Decoder) (err error) {
+			refused = true
+			refusal, err = dec.DecodeString()
+			return err
+		})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if len(ids.Shape) != 1 {
-		return fmt.Errorf("ids has shape %v, want [n]", ids.Shape)
+		return "", fmt.Errorf("ids has shape %v, want [n]", ids.Shape)
 	}
-	return checkInference(inf, ids.Shape[0])
+	if refused {
+		if refusal == "" {
+			return "", errors.New("error is empty")
+		}
+		if len(refusal) > maxRefusalLen {
+			refusal = refusal[:maxRefusalLen]
+		}
+		return refusal, nil
+	}
+	return "", checkInference(inf, ids.Shape[0])
 }
 
 // decodeSampleBatch reads one sample batch from frame into b and

@@ -1,13 +1,18 @@
 package e2e
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/zsock"
+	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/replay"
 	"github.com/distrl/distrl/trainerworker"
 )
 
@@ -99,5 +104,53 @@ func TestMinAtarFrameStack(t *testing.T) {
 	}
 	if got, stacked, single := len(ckpt.Learner.Params), want(2), want(1); got != stacked || stacked == single {
 		t.Fatalf("the trainer's network has %d parameters; with 2 stacked frames it should have %d (one frame: %d)", got, stacked, single)
+	}
+}
+
+// minatar-breakout-apex through rlctl start, briefly: actors send MinAtar
+// transitions packed to a bit per value (localreplay.Frames), the replay
+// stores them so, and the DQN trainer decodes every one it samples. The
+// replay's exit checkpoint holds the packed items.
+func TestMinAtarApexPacksTransitions(t *testing.T) {
+	work := t.TempDir()
+	p := start(t, "rlctl-start", noNameServer, "start", "minatar-breakout-apex", "pk", "--workdir", work,
+		"--set", "stop.env_steps=20000", "--set", "stop.wall_time=4m",
+		"--set", "workers.replay.config.tables.0.limiter.min_size=1000")
+	if code := p.wait(t, 5*time.Minute); code != 0 {
+		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
+	}
+	dir := filepath.Join(work, "minatar-breakout-apex", "pk")
+	lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
+	if len(lines) == 0 || lines[len(lines)-1].Version == 0 {
+		t.Fatalf("the trainer made no update: %+v\n%s", lines, readFile(t, p.log))
+	}
+	if log := readFile(t, filepath.Join(dir, "logs", "trainer-0.log")); strings.Contains(log, "is not a transition") {
+		t.Fatalf("the trainer could not decode sampled items:\n%s", log)
+	}
+	table, _, err := replay.LoadNewestCheckpoint(filepath.Join(dir, "checkpoints", "replay", "0"), "default", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := table.Snapshot().Items
+	if len(items) < 1000 {
+		t.Fatalf("the replay checkpoint holds %d items", len(items))
+	}
+	d := zsock.NewDecoder()
+	var tr localreplay.Transition
+	var bytes int
+	for _, it := range items {
+		bytes += len(it.Data)
+		if err := localreplay.DecodeTransition(d, it.Data, &tr); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(tr.Obs.Shape, tr.NextObs.Shape) != "[10 10 4] [10 10 4]" {
+			t.Fatalf("a transition of %v and %v observations", tr.Obs.Shape, tr.NextObs.Shape)
+		}
+	}
+	// Two frames of 400 float32 values are 3.2 KB; packed, 100 bytes.
+	mean := bytes / len(items)
+	t.Logf("%d items in the replay, %d bytes each on average, version %d", len(items), mean, lines[len(lines)-1].Version)
+	if mean > 400 {
+		t.Errorf("items of %d bytes on average: not packed", mean)
 	}
 }

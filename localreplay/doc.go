@@ -25,6 +25,11 @@
 // from the episode's frame list when a transition leaves the memory (the
 // first frame repeats before the episode's start).
 //
+// A Transition travels as msgpack; its observations (Frames) are packed to
+// one bit per value when every value is 0 or 1, as MinAtar's are (a
+// Breakout transition: about 260 bytes instead of 3.3 KB), else they are
+// api.Tensors. DecodeTransition checks an item before decoding it.
+//
 // The memory holds at most MaxTransitions transitions (open episodes
 // included) and MaxEpisodes closed episodes; the oldest closed episodes
 // are dropped, and counted, to stay within both.

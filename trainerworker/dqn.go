@@ -16,6 +16,7 @@ import (
 	"github.com/distrl/distrl/algo/dqn"
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/ckptfile"
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/paramstream"
@@ -97,6 +98,8 @@ type dqnTrainer struct {
 	inflight map[int64]int // sample request id -> shard
 	td       []float64
 	batch    dqn.Batch
+	tr       localreplay.Transition // a sampled item, decoded; its storage reused
+	dec      *zsock.Decoder
 	lastStat dqn.Stats
 	metrics  metrics
 
@@ -111,7 +114,7 @@ type dqnTrainer struct {
 }
 
 func newDQN(info worker.Info, m *telemetry.Trainer) *dqnTrainer {
-	return &dqnTrainer{info: info, log: info.Log(), resumed: -1, metrics: metrics{m}, warnings: map[string]string{}}
+	return &dqnTrainer{info: info, log: info.Log(), resumed: -1, metrics: metrics{m}, warnings: map[string]string{}, dec: zsock.NewDecoder()}
 }
 
 func dqnBad(format string, args ...any) error {
@@ -346,10 +349,10 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 	b := &w.batch
 	b.Obs, b.NextObs, b.Actions, b.Rewards, b.Discounts, b.Weights = b.Obs[:0], b.NextObs[:0], b.Actions[:0], b.Rewards[:0], b.Discounts[:0], b.Weights[:0]
 	d := w.learner.Spec().ObsDim
-	var tr localreplay.Transition
+	tr := &w.tr
 	ids := make([]int64, 0, len(r.Items))
 	for i, data := range r.Items {
-		if err := msgpack.Unmarshal(data, &tr); err != nil || tr.Obs.Len() != d || tr.NextObs.Len() != d {
+		if err := localreplay.DecodeTransition(w.dec, data, tr); err != nil || tr.Obs.Len() != d || tr.NextObs.Len() != d {
 			w.warnings["batch"] = fmt.Sprintf("an item of shard %d is not a transition of %d-float observations: %v", r.Shard, d, err)
 			continue
 		}

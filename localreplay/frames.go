@@ -1,0 +1,173 @@
+package localreplay
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/zsock"
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
+
+// Frames is an observation of a Transition. It travels packed to one bit
+// per value when every value is 0 or 1, as a MinAtar game's channels are:
+// a Seaquest transition is about 8 KB of float32 and 300 bytes packed, so
+// a replay of 100,000 of them holds 30 MB rather than 800 MB, and its
+// checkpoints shrink alike. Any other observation travels as an
+// api.Tensor. Decoding takes either form.
+//
+// The packed form is the msgpack array [shape, bits]: shape as an
+// api.Tensor's, bits a bin of ceil(n/8) bytes for n = prod(shape) values,
+// value i in bit i%8 (least significant first) of byte i/8. A Python
+// reader unpacks it with numpy.unpackbits(bits, bitorder="little")[:n].
+type Frames struct{ api.Tensor[float32] }
+
+// NewFrames wraps a tensor.
+func NewFrames(t api.Tensor[float32]) Frames { return Frames{t} }
+
+// packChunk is how many packed bytes go through the stack at a time.
+const packChunk = 512
+
+// EncodeMsgpack implements [msgpack.CustomEncoder].
+func (f Frames) EncodeMsgpack(e *msgpack.Encoder) error {
+	if f.IsZero() || !zeroOrOne(f.Data) {
+		return f.Tensor.EncodeMsgpack(e)
+	}
+	if err := f.Validate(); err != nil {
+		return fmt.Errorf("localreplay: encoding frames: %w", err)
+	}
+	if err := e.EncodeArrayLen(2); err != nil {
+		return err
+	}
+	if err := e.EncodeArrayLen(len(f.Shape)); err != nil {
+		return err
+	}
+	for _, d := range f.Shape {
+		if err := e.EncodeInt(int64(d)); err != nil {
+			return err
+		}
+	}
+	if err := e.EncodeBytesLen((len(f.Data) + 7) / 8); err != nil {
+		return err
+	}
+	var buf [packChunk]byte
+	for vals := f.Data; len(vals) > 0; {
+		k := min(len(vals), 8*len(buf))
+		n := packBits(buf[:], vals[:k])
+		if _, err := e.Writer().Write(buf[:n]); err != nil {
+			return err
+		}
+		vals = vals[k:]
+	}
+	return nil
+}
+
+// zeroOrOne reports whether every value is 0 or 1.
+func zeroOrOne(vals []float32) bool {
+	for _, v := range vals {
+		if v != 0 && v != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// packBits packs vals (each 0 or 1) into dst, least significant bit first,
+// and returns the bytes written: ceil(len(vals)/8).
+func packBits(dst []byte, vals []float32) int {
+	n := (len(vals) + 7) / 8
+	clear(dst[:n])
+	for i, v := range vals {
+		if v != 0 {
+			dst[i>>3] |= 1 << (i & 7)
+		}
+	}
+	return n
+}
+
+// DecodeMsgpack implements [msgpack.CustomDecoder]. f's storage is reused
+// when it suffices. Packed values are read as their bytes arrive, so a
+// header that claims more than the frame holds fails before the values it
+// claims are allocated. On error f is left zero.
+func (f *Frames) DecodeMsgpack(d *msgpack.Decoder) error {
+	c, err := d.PeekCode()
+	if err != nil {
+		return err
+	}
+	if !msgpcode.IsFixedArray(c) && c != msgpcode.Array16 && c != msgpcode.Array32 {
+		return f.Tensor.DecodeMsgpack(d)
+	}
+	if err := f.decodePacked(d); err != nil {
+		f.Tensor = api.Tensor[float32]{}
+		return fmt.Errorf("localreplay: decoding packed frames: %w", err)
+	}
+	return nil
+}
+
+func (f *Frames) decodePacked(d *msgpack.Decoder) error {
+	if n, err := d.DecodeArrayLen(); err != nil || n != 2 {
+		return errors.Join(err, fmt.Errorf("an array of %d, want [shape, bits]", n))
+	}
+	rank, err := d.DecodeArrayLen()
+	if err != nil {
+		return fmt.Errorf("reading shape: %w", err)
+	}
+	if rank < 1 || rank > api.MaxRank {
+		return fmt.Errorf("shape rank %d, want 1 to %d", rank, api.MaxRank)
+	}
+	shape := f.Shape[:0]
+	n := 1
+	for range rank {
+		v, err := d.DecodeInt64()
+		if err != nil {
+			return fmt.Errorf("reading shape: %w", err)
+		}
+		if v < 0 || v > math.MaxInt32 || (v > 0 && n > math.MaxInt32/int(v)) {
+			return fmt.Errorf("shape %v, %d: out of range", shape, v)
+		}
+		shape = append(shape, int(v))
+		n *= int(v)
+	}
+	nbytes, err := d.DecodeBytesLen()
+	if err != nil {
+		return fmt.Errorf("reading bits: %w", err)
+	}
+	if nbytes != (n+7)/8 {
+		return fmt.Errorf("shape %v has %d values: want %d bytes of bits, have %d", shape, n, (n+7)/8, nbytes)
+	}
+	data := f.Data[:0]
+	var buf [packChunk]byte
+	for len(data) < n {
+		k := min(n-len(data), 8*len(buf))
+		chunk := buf[:(k+7)/8]
+		if err := d.ReadFull(chunk); err != nil {
+			return fmt.Errorf("reading bits: %w", err)
+		}
+		data = slices.Grow(data, k)
+		for i := range k {
+			data = append(data, float32(chunk[i>>3]>>(i&7)&1))
+		}
+	}
+	if data == nil {
+		data = []float32{}
+	}
+	f.Shape, f.Data = shape, data
+	return nil
+}
+
+// DecodeTransition decodes one replay item into tr, reusing its storage.
+// The item is checked first (zsock.Decoder): a header that claims more than
+// the item holds fails before anything is allocated for it.
+func DecodeTransition(d *zsock.Decoder, item []byte, tr *Transition) error {
+	dec, err := d.Reset(item)
+	if err != nil {
+		return fmt.Errorf("localreplay: transition: %w", err)
+	}
+	if err := dec.Decode(tr); err != nil {
+		return fmt.Errorf("localreplay: transition: %w", err)
+	}
+	return d.Finish()
+}

@@ -1,0 +1,162 @@
+package localreplay
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/msgpackcheck/mptest"
+	"github.com/distrl/distrl/internal/zsock"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func frames(shape []int, data ...float32) Frames {
+	return NewFrames(api.Tensor[float32]{Shape: shape, Data: data})
+}
+
+// Binary observations travel packed, others as tensors; both come back
+// value for value, into fresh frames and into reused ones.
+func TestFramesRoundTrip(t *testing.T) {
+	binary := make([]float32, 10*10*10)
+	for i := range binary {
+		if i%7 == 0 || i%13 == 5 {
+			binary[i] = 1
+		}
+	}
+	cases := []struct {
+		name   string
+		f      Frames
+		packed bool
+		// maxBytes bounds the encoding: packed is about n/8.
+		maxBytes int
+	}{
+		{"minatar frame", frames([]int{10, 10, 10}, binary...), true, 1000/8 + 16},
+		{"all zeros", frames([]int{3, 3}, make([]float32, 9)...), true, 2 + 16},
+		{"one value, not a byte's worth", frames([]int{1}, 1), true, 1 + 16},
+		{"nine values", frames([]int{9}, 1, 0, 0, 0, 0, 0, 0, 1, 1), true, 2 + 16},
+		{"cartpole", frames([]int{4}, 0.1, -0.2, 1, 0), false, 4*4 + 40},
+		{"a two among ones", frames([]int{3}, 1, 2, 1), false, 3*4 + 40},
+		{"NaN", frames([]int{2}, float32(math.NaN()), 0), false, 2*4 + 40},
+		{"empty", frames([]int{0}), true, 16},
+		{"zero", Frames{}, false, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := msgpack.Marshal(&tc.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) > tc.maxBytes {
+				t.Errorf("encoded in %d bytes, want at most %d", len(b), tc.maxBytes)
+			}
+			if packed := len(b) > 0 && b[0] == 0x92; packed != tc.packed {
+				t.Errorf("packed %v, want %v (% x)", packed, tc.packed, b[:min(len(b), 8)])
+			}
+			reused := frames([]int{1, 2, 3, 4}, make([]float32, 2000)...)
+			for _, dst := range []*Frames{{}, &reused} {
+				if err := msgpack.Unmarshal(b, dst); err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(dst.Shape, dst.Data) != fmt.Sprint(tc.f.Shape, tc.f.Data) {
+					t.Fatalf("decoded %v %v, want %v %v", dst.Shape, dst.Data, tc.f.Shape, tc.f.Data)
+				}
+			}
+		})
+	}
+}
+
+// A whole transition of two MinAtar frames shrinks about 25-fold.
+func TestTransitionOfBinaryFramesIsPacked(t *testing.T) {
+	obs := make([]float32, 1000)
+	for i := range obs {
+		obs[i] = float32(i % 3 / 2)
+	}
+	tr := Transition{Obs: frames([]int{10, 10, 10}, obs...), NextObs: frames([]int{10, 10, 10}, obs...), Action: 3, Reward: 1, Discount: 0.97}
+	packed, err := msgpack.Marshal(&tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs[0] = 0.5
+	float, err := msgpack.Marshal(&tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("transition: %d bytes packed, %d as float32", len(packed), len(float))
+	if len(packed)*20 > len(float) {
+		t.Errorf("packed %d bytes, float32 %d: want a 20-fold saving at least", len(packed), len(float))
+	}
+	var back Transition
+	if err := msgpack.Unmarshal(packed, &back); err != nil {
+		t.Fatal(err)
+	}
+	obs[0] = 0
+	if fmt.Sprint(back.Obs.Data) != fmt.Sprint(obs) || back.Action != 3 || back.Discount != 0.97 {
+		t.Errorf("decoded %+v", back)
+	}
+}
+
+// Malformed packed frames are errors, and a header claiming more than the
+// frame holds allocates nothing near it.
+func TestFramesRejectsMalformed(t *testing.T) {
+	cases := []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"three elements", []byte{0x93, 0x91, 0x01, 0xc4, 0x01, 0x01, 0x00}, "want [shape, bits]"},
+		{"rank 0", []byte{0x92, 0x90, 0xc4, 0x00}, "shape rank 0"},
+		{"negative dimension", []byte{0x92, 0x91, 0xff, 0xc4, 0x00}, "out of range"},
+		{"product overflows", []byte{0x92, 0x92, 0xce, 0x7f, 0xff, 0xff, 0xff, 0xce, 0x7f, 0xff, 0xff, 0xff, 0xc4, 0x00}, "out of range"},
+		{"too few bits", []byte{0x92, 0x91, 0x10, 0xc4, 0x01, 0xff}, "want 2 bytes of bits, have 1"},
+		{"shape not an array", []byte{0x92, 0x01, 0xc4, 0x01, 0x01}, "reading shape"},
+		// 2^31-1 values, 256 MiB of bits claimed, 3 present.
+		{"hostile length", []byte{0x92, 0x91, 0xce, 0x7f, 0xff, 0xff, 0xff, 0xc6, 0x10, 0x00, 0x00, 0x00, 1, 2, 3}, "reading bits"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var f Frames
+			var err error
+			mptest.BoundedAlloc(t, tc.in, func() { err = msgpack.Unmarshal(tc.in, &f) })
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one saying %q", err, tc.want)
+			}
+			if !f.IsZero() {
+				t.Errorf("frames left %v", f.Shape)
+			}
+		})
+	}
+}
+
+func FuzzDecodeTransition(f *testing.F) {
+	for _, tr := range []Transition{
+		{Obs: frames([]int{2, 2}, 1, 0, 0, 1), NextObs: frames([]int{2, 2}, 0, 0, 1, 1), Action: 1, Reward: 1},
+		{Obs: frames([]int{2}, 0.5, 1), NextObs: frames([]int{2}, 1, 0.25), Discount: 0.9},
+	} {
+		b, err := msgpack.Marshal(&tr)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	mptest.Seed(f, mptest.InMaps(mptest.Keys(Transition{})...))
+	d := zsock.NewDecoder()
+	f.Fuzz(func(t *testing.T, in []byte) {
+		mptest.BoundedAlloc(t, in, func() {
+			var tr Transition
+			if DecodeTransition(d, in, &tr) != nil {
+				return
+			}
+			// What decodes encodes again, and decodes to the same.
+			b, err := msgpack.Marshal(&tr)
+			if err != nil {
+				t.Fatalf("re-encoding a decoded transition: %v", err)
+			}
+			var back Transition
+			if err := msgpack.Unmarshal(b, &back); err != nil {
+				t.Fatalf("decoding a re-encoded transition: %v", err)
+			}
+		})
+	})
+}

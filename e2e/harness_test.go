@@ -128,6 +128,15 @@ func (p *proc) wait(t testing.TB, timeout time.Duration) int {
 	return 0
 }
 
+// waitSuccess waits for the process to exit and fails t, with its log,
+// unless it exits with 0.
+func (p *proc) waitSuccess(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	if code := p.wait(t, timeout); code != 0 {
+		t.Fatalf("%s exited with %d:\n%s", p.name, code, readFile(t, p.log))
+	}
+}
+
 // cluster is a name server and the environment that points rlctl at it.
 type cluster struct {
 	t        testing.TB

@@ -38,9 +38,7 @@ func TestMinAtarBreakoutLearns(t *testing.T) {
 		// A safety net on a loaded machine, not an expectation: the run
 		// stops at its frames in well under a minute on 2 cores.
 		"--set", "stop.wall_time=8m")
-	if code := p.wait(t, 9*time.Minute); code != 0 {
-		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
-	}
+	p.waitSuccess(t, 9*time.Minute)
 	dir := filepath.Join(work, "minatar-breakout-ppo", "t1")
 	lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
 	if len(lines) == 0 {
@@ -74,9 +72,7 @@ func TestMinAtarFrameStack(t *testing.T) {
 		"--set", "workers.trainer.config.env_config="+envCfg,
 		"--set", "workers.policy.config.env_config="+envCfg,
 		"--set", "workers.actor.config.env_config="+envCfg)
-	if code := p.wait(t, 5*time.Minute); code != 0 {
-		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
-	}
+	p.waitSuccess(t, 5*time.Minute)
 	dir := filepath.Join(work, "minatar-breakout-ppo", "fs")
 	lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
 	if len(lines) == 0 || lines[len(lines)-1].Version < 5 {
@@ -116,9 +112,7 @@ func TestMinAtarApexPacksTransitions(t *testing.T) {
 	p := start(t, "rlctl-start", noNameServer, "start", "minatar-breakout-apex", "pk", "--workdir", work,
 		"--set", "stop.env_steps=20000", "--set", "stop.wall_time=4m",
 		"--set", "workers.replay.config.tables.0.limiter.min_size=1000")
-	if code := p.wait(t, 5*time.Minute); code != 0 {
-		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
-	}
+	p.waitSuccess(t, 5*time.Minute)
 	dir := filepath.Join(work, "minatar-breakout-apex", "pk")
 	lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
 	if len(lines) == 0 || lines[len(lines)-1].Version == 0 {

@@ -366,8 +366,7 @@ func (c *RemoteInferenceClient) takeReply(frame []byte) {
 		return
 	}
 	if refusal != "" {
-		c.refuse(refusal)
-		return
+		c.refusal = refusal
 	}
 	for i, id := range c.repIDs.Data {
 		r, ok := c.reqs[ReqID(id)]
@@ -377,26 +376,16 @@ func (c *RemoteInferenceClient) takeReply(frame []byte) {
 			c.stats.Late++
 			continue
 		}
-		r.state = reqDone
-		r.result = resultAt(&c.repInf, i)
-		c.reqs[ReqID(id)] = r
-		c.stats.Replies++
-		c.expired = 0
-	}
-}
-
-// refuse fails the sent requests of c.repIDs with the server's reason.
-func (c *RemoteInferenceClient) refuse(reason string) {
-	c.refusal = reason
-	for _, id := range c.repIDs.Data {
-		r, ok := c.reqs[ReqID(id)]
-		if !ok || r.state != reqSent {
-			c.stats.Late++
-			continue
+		if refusal != "" {
+			r.state = reqRefused
+			c.stats.Refused++
+		} else {
+			r.state = reqDone
+			r.result = resultAt(&c.repInf, i)
+			c.stats.Replies++
+			c.expired = 0
 		}
-		r.state = reqRefused
 		c.reqs[ReqID(id)] = r
-		c.stats.Refused++
 	}
 }
 

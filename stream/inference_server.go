@@ -296,8 +296,12 @@ func (s *InferenceServer) refuse(msg *heldMsg, err error) error {
 	if err := encodeRefusal(s.enc.Reset(), s.reqIDs, err.Error()); err != nil {
 		return fmt.Errorf("stream: encode inference refusal: %w", err)
 	}
-	if _, err := s.send(msg.identity, msg.peer); err != nil {
+	delivered, err := s.send(msg.identity, msg.peer)
+	if err != nil {
 		return fmt.Errorf("stream: send inference refusal: %w", err)
+	}
+	if !delivered {
+		s.stats.Undeliverable++
 	}
 	return nil
 }

@@ -98,12 +98,12 @@ func tcpDial(addr string, timeout time.Duration) error {
 	return c.Close()
 }
 
-// tlsMismatch shakes hands with addr as the client would and says what
-// went wrong; "" if nothing did. A client without TLS checks whether the
-// server speaks TLS, which a plaintext client cannot talk to.
 // minTLSProbe is the least time the diagnosis gives a TLS handshake.
 const minTLSProbe = 10 * time.Second
 
+// tlsMismatch shakes hands with addr as the client would and says what
+// went wrong; "" if nothing did. A client without TLS checks whether the
+// server speaks TLS, which a plaintext client cannot talk to.
 func tlsMismatch(addr string, wantTLS bool, tc *tls.Config, timeout time.Duration) string {
 	if !wantTLS {
 		tc = &tls.Config{InsecureSkipVerify: true} // only asks whether the server speaks TLS

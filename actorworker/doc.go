@@ -64,7 +64,10 @@
 // batch; the agent keeps it and the actor retries at every poll. While an
 // agent of a target holds an unsent batch, that target does not step, so an
 // actor whose trainer falls behind stops simulating instead of buffering
-// without bound.
+// without bound. The bound is short: sample_queue messages per consumer
+// (DefaultSampleQueue, 1) wait in the actor, because what waits for an
+// on-policy trainer ages with each of its updates and is dropped once it
+// is more than max_staleness versions old.
 //
 // # Seeds
 //

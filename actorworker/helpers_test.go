@@ -78,6 +78,8 @@ type collector struct {
 	refused int
 }
 
+func (c *collector) Buffered() int { return 0 }
+
 func (c *collector) Post(b *api.SampleBatch) error {
 	n := c.posts
 	c.posts++

@@ -34,6 +34,13 @@ const (
 	DefaultPolicy       = "default"
 	DefaultStream       = "default"
 	DefaultMaxPollSteps = 16
+	// DefaultSampleQueue is how many sample messages may wait for each
+	// consumer. An on-policy trainer drops batches more than
+	// max_staleness updates old, and with the stream's own default (64
+	// messages of up to 256 KiB) MinAtar's PPO trainer dropped 60% of its
+	// actors' steps as stale; with 1 (and the trainer's short receive
+	// queue) it trains on 99% of them (docs/dataplane.md).
+	DefaultSampleQueue = 1
 	// AutoRingTime is when an actor with ring_slots unset (auto) steps its
 	// ring as two slots rather than one: when stepping the whole ring
 	// takes at least this long, a half of it is a good part of a round
@@ -79,6 +86,12 @@ type Config struct {
 	// SampleStream is the sample stream's name; "null" discards batches.
 	SampleStream string `msgpack:"sample_stream"`
 	SampleSteps  int    `msgpack:"sample_steps"` // steps per batch; default 200
+	// SampleQueue is how many sample messages may wait in the actor for
+	// each consumer (the socket's send high-water mark); default
+	// DefaultSampleQueue. What waits ages with every update of an
+	// on-policy trainer, so the queue is short; a consumer with no
+	// staleness bound (a sink) can take a deeper one.
+	SampleQueue int `msgpack:"sample_queue"`
 	// MaxPollSteps bounds the targets one poll visits; default the larger
 	// of the ring size and 16.
 	MaxPollSteps int `msgpack:"max_poll_steps"`
@@ -129,6 +142,7 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 	cfg.SampleStream = cmp.Or(cfg.SampleStream, DefaultStream)
 	cfg.RingSize = cmp.Or(cfg.RingSize, DefaultRingSize)
 	cfg.SampleSteps = cmp.Or(cfg.SampleSteps, DefaultSampleSteps)
+	cfg.SampleQueue = cmp.Or(cfg.SampleQueue, DefaultSampleQueue)
 	cfg.MaxPollSteps = cmp.Or(cfg.MaxPollSteps, max(DefaultMaxPollSteps, cfg.RingSize))
 	cfg.Gamma = cmp.Or(cfg.Gamma, 0.99)
 	cfg.NStep = cmp.Or(cfg.NStep, 3)
@@ -146,6 +160,8 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 		return cfg, nil, badConfig("ring_size %d, want >= 1", cfg.RingSize)
 	case cfg.SampleSteps < 1:
 		return cfg, nil, badConfig("sample_steps %d, want >= 1", cfg.SampleSteps)
+	case cfg.SampleQueue < 1:
+		return cfg, nil, badConfig("sample_queue %d, want >= 1", cfg.SampleQueue)
 	case cfg.MaxPollSteps < 1:
 		return cfg, nil, badConfig("max_poll_steps %d, want >= 1", cfg.MaxPollSteps)
 	case cfg.RingSlots < 0 || cfg.RingSlots > cfg.RingSize:
@@ -323,7 +339,8 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 	default:
 		p, err := stream.NewSampleProducer(ctx, stream.SampleProducerOptions{
 			Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Stream: cfg.SampleStream, Logger: w.log,
-			Gather: true, // a turn's batches go as one message, at the turn's Flush
+			SendHWM: cfg.SampleQueue,
+			Gather:  true, // a turn's batches go as one message, at the turn's Flush
 		})
 		if err != nil {
 			return fmt.Errorf("sample stream %q: %w", cfg.SampleStream, err)
@@ -565,13 +582,16 @@ func (w *Worker) drain() {
 	}
 }
 
+// allDone says whether every target has sent its last batch and the
+// producer has let go of all of them: a batch a full queue keeps gathered
+// would be lost when the finished worker closes the producer.
 func (w *Worker) allDone() bool {
 	for _, t := range w.ring.Targets() {
 		if !t.AllDone() {
 			return false
 		}
 	}
-	return true
+	return w.producer.Buffered() == 0
 }
 
 // totals sums the targets' counters; Version is the newest.

@@ -248,6 +248,7 @@ func TestConfigureRejects(t *testing.T) {
 		{"inference mode", map[string]any{"inference": "psychic"}},
 		{"ring size", map[string]any{"ring_size": -1}},
 		{"sample steps", map[string]any{"sample_steps": -5}},
+		{"sample queue", map[string]any{"sample_queue": -1}},
 		{"max poll steps", map[string]any{"max_poll_steps": -1}},
 		{"max env steps", map[string]any{"max_env_steps": -1}},
 		{"negative ring slots", map[string]any{"ring_slots": -1}},

@@ -51,7 +51,7 @@ var keyStats = map[string][]string{
 	member.TypeSink:   {"batches", "steps", member.StatEpisodes, "mean_episode_return"},
 	member.TypeTrainer: {member.StatVersion, "updates", "samples_trained", "train_samples_per_s", "buffer_steps",
 		member.StatEpisodes, member.StatMeanReturn, member.StatPolicyLag, "policy_loss", "value_loss", "entropy",
-		"approx_kl", "dropped_stale", "checkpoints", "loss", "mean_q", "priorities_sent", "sample_errors"},
+		"approx_kl", "dropped_stale", "dropped_steps", "checkpoints", "loss", "mean_q", "priorities_sent", "sample_errors"},
 	member.TypeEcho: {"echoes"},
 	member.TypeReplay: {"size", "inserts", "samples", "inserts_per_s", "samples_per_s", "samples_per_insert",
 		"evictions", "priority_updates", "limiter_waits", "limiter_timeouts"},

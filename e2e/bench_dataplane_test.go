@@ -253,6 +253,9 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 	for i := range kwargs {
 		kw := map[string]any{
 			"env": env.CartPoleName, "ring_size": ring, "inference": "remote", "seed": i,
+			// A sink's queue may be deep: nothing it is sent goes stale
+			// (as in the cartpole-sink built-in).
+			"sample_queue": 64,
 		}
 		if slots > 0 {
 			kw["ring_slots"] = slots

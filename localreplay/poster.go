@@ -230,6 +230,9 @@ func (p *Poster) Flush() {
 	p.flush()
 }
 
+// Buffered is the number of transitions in the outbox, not sent yet.
+func (p *Poster) Buffered() int { return len(p.outbox) }
+
 // Stats returns the poster's counts.
 func (p *Poster) Stats() PosterStats {
 	s := p.st

@@ -46,6 +46,10 @@ type SamplePoster interface {
 	// Flush sends what Post accepted and gathered; an actor calls it after
 	// each turn. What cannot go out now stays for the next Flush or Post.
 	Flush()
+	// Buffered is how much of what Post accepted has not gone out yet, in
+	// the poster's own unit (batches, transitions); 0 once all of it has.
+	// An actor that has finished does not complete before it is 0.
+	Buffered() int
 	Warning() string
 	Close() error
 }
@@ -223,6 +227,9 @@ func (p *SampleProducer) Flush() {
 	}
 }
 
+// Buffered is the number of batches gathered and not sent yet.
+func (p *SampleProducer) Buffered() int { return len(p.gathered) }
+
 // room says whether a message could go out now: sendOK, or why not.
 func (p *SampleProducer) room() sendBlock {
 	p.peerN = p.peers.Sync()
@@ -364,6 +371,9 @@ func (n *NullSampleProducer) Post(b *api.SampleBatch) error {
 
 // Flush does nothing.
 func (n *NullSampleProducer) Flush() {}
+
+// Buffered is always 0: nothing is kept.
+func (n *NullSampleProducer) Buffered() int { return 0 }
 
 // Warning is always "".
 func (n *NullSampleProducer) Warning() string { return "" }

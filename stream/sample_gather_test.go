@@ -136,8 +136,8 @@ func TestSampleProducerGatherBackpressure(t *testing.T) {
 			t.Fatalf("no back-pressure after %d batches", posted)
 		}
 	}
-	if st := p.Stats(); st.Backpressure == 0 || p.Warning() == "" {
-		t.Errorf("under back-pressure: stats %+v, warning %q", st, p.Warning())
+	if st := p.Stats(); st.Backpressure == 0 || p.Warning() == "" || p.Buffered() == 0 {
+		t.Errorf("under back-pressure: stats %+v, warning %q, %d batches buffered", st, p.Warning(), p.Buffered())
 	}
 	// The actor flushes every poll: what it gathered goes out once there is room.
 	var got []*api.SampleBatch
@@ -150,8 +150,8 @@ func TestSampleProducerGatherBackpressure(t *testing.T) {
 		got = append(got, bs...)
 		return len(got) >= posted
 	})
-	if len(got) != posted {
-		t.Fatalf("%d batches arrived, %d were taken", len(got), posted)
+	if len(got) != posted || p.Buffered() != 0 {
+		t.Fatalf("%d batches arrived, %d were taken; %d still buffered", len(got), posted, p.Buffered())
 	}
 	for i, b := range got {
 		if b.AgentID != strconv.Itoa(i) || b.Len() != steps {

@@ -10,9 +10,10 @@
 // sample batches one by one (at most 64) until the buffer holds
 // batch_steps agent steps, and then runs one PPO update on every buffered
 // step, empties the buffer and increments the version. Batches beyond
-// that stay queued in the sample stream (whose receive queue is kept
-// short), so a trainer that falls behind pushes back on the actors rather
-// than letting its updates grow or its buffer go stale. Every publish_every
+// that stay queued in the sample stream, whose queues (the actors'
+// sample_queue and this socket's) are kept short, so a trainer that
+// falls behind pushes back on the actors rather than letting its updates
+// grow or its buffer go stale. Every publish_every
 // updates the new parameters are published under that version; every
 // checkpoint_every updates (and on close) a checkpoint is written. The
 // buffer is an on-policy FIFO: nothing is reused after an update.

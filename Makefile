@@ -142,14 +142,16 @@ bench: build
 # MINATAR_BENCH=1): at the paper's 5M frames minatar-breakout-ppo alone ran
 # 16 minutes on the 2-core machine (frames/s in docs/minatar.md);
 # MINATAR_FRAMES=1000000 for a shorter run. MINATAR_WALL caps each run's wall time (a duration; default none).
+# MINATAR_SEEDS=0,1,2 runs each experiment once per seed and adds their mean.
 MINATAR_FRAMES      ?= 5000000
 MINATAR_EXPERIMENTS ?=
 MINATAR_WALL        ?=
+MINATAR_SEEDS       ?=
 MINATAR_OUT         ?= $(abspath $(BIN))/minatar
 MINATAR_TIMEOUT     ?= 240h
 bench-minatar: build
 	MINATAR_BENCH=1 MINATAR_FRAMES=$(MINATAR_FRAMES) MINATAR_EXPERIMENTS=$(MINATAR_EXPERIMENTS) \
-	  MINATAR_WALL=$(MINATAR_WALL) MINATAR_OUT=$(MINATAR_OUT) E2E_RLCTL=$(abspath $(RLCTL)) \
+	  MINATAR_WALL=$(MINATAR_WALL) MINATAR_SEEDS=$(MINATAR_SEEDS) MINATAR_OUT=$(MINATAR_OUT) E2E_RLCTL=$(abspath $(RLCTL)) \
 	  $(GO) test -run '^$$' -bench '^BenchmarkMinAtarCurves$$' -benchtime 1x -count=1 -timeout $(MINATAR_TIMEOUT) ./e2e
 
 # spread-ppo against MAPPO's Spread curve (docs/spread.md): MAPPO's 20M env

@@ -39,6 +39,10 @@ import (
 //	                     `rlctl experiments` lists, in the paper's game order
 //	MINATAR_WALL         a wall-time limit per experiment (stop.wall_time;
 //	                     default none: the frame budget alone stops it)
+//	MINATAR_SEEDS        comma-separated seeds, a run of each experiment
+//	                     per seed (the trial's seed; default 0, the
+//	                     built-in's own); with more than one the table adds
+//	                     each experiment's mean, lowest and highest
 //	MINATAR_OUT          where the outputs go (default ../bin/minatar,
 //	                     bin/minatar of the repository)
 //	MINATAR_REPLOT=1     train nothing: rewrite the table, CSV and plots
@@ -84,28 +88,38 @@ func BenchmarkMinAtarCurves(b *testing.B) {
 	if len(exps) == 0 {
 		b.Skip("no minatar-<game>-<algo> experiment in `rlctl experiments`; name some with MINATAR_EXPERIMENTS")
 	}
-	fmt.Printf("MinAtar curves: %d frames each: %s; outputs in %s\n", frames, strings.Join(exps, ", "), out)
+	seeds, err := parseSeeds(os.Getenv("MINATAR_SEEDS"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("MinAtar curves: %d frames each, seeds %v: %s; outputs in %s\n", frames, seeds, strings.Join(exps, ", "), out)
 
 	var runs []curveRun
 	for _, exp := range exps {
-		b.Run("experiment="+exp, func(b *testing.B) {
-			var r curveRun
-			var ok bool
-			if replot {
-				r, ok = keptCurve(b, exp, keptMetrics(out, exp))
-			} else {
-				r, ok = runCurve(b, exp, frames, wall, out)
+		for _, seed := range seeds {
+			name := "experiment=" + exp
+			if len(seeds) > 1 {
+				name += fmt.Sprintf(",seed=%d", seed)
 			}
-			if !ok {
-				return
-			}
-			runs = append(runs, r)
-			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(r.tail, "return")
-			b.ReportMetric(float64(r.frames), "frames")
-			b.ReportMetric(r.wallS, "wall-s")
-			b.ReportMetric(float64(r.frames)/r.wallS, "frames/s")
-		})
+			b.Run(name, func(b *testing.B) {
+				var r curveRun
+				var ok bool
+				if replot {
+					r, ok = keptCurve(b, exp, seed, keptMetrics(out, exp, seed))
+				} else {
+					r, ok = runCurve(b, exp, seed, frames, wall, out)
+				}
+				if !ok {
+					return
+				}
+				runs = append(runs, r)
+				b.ReportMetric(0, "ns/op")
+				b.ReportMetric(r.tail, "return")
+				b.ReportMetric(float64(r.frames), "frames")
+				b.ReportMetric(r.wallS, "wall-s")
+				b.ReportMetric(float64(r.frames)/r.wallS, "frames/s")
+			})
+		}
 	}
 	if len(runs) == 0 {
 		return
@@ -131,6 +145,7 @@ func BenchmarkMinAtarCurves(b *testing.B) {
 // curveRun is one experiment's run.
 type curveRun struct {
 	exp, game, algo string
+	seed            int64
 	lines           []metricsLine
 	frames          int64   // env steps at the end (a little past the budget)
 	tail            float64 // tailReturn at the end
@@ -197,15 +212,36 @@ func gameAlgo(exp string) (game, algo string) {
 	return "", exp
 }
 
-// runCurve runs exp for frames env steps and keeps a copy of its
-// metrics.jsonl in out; ok is false if the run failed (reported).
-func runCurve(b *testing.B, exp string, frames int64, wall time.Duration, out string) (curveRun, bool) {
+// parseSeeds reads MINATAR_SEEDS: "" is the built-ins' own seed, 0.
+func parseSeeds(s string) ([]int64, error) {
+	if strings.TrimSpace(s) == "" {
+		return []int64{0}, nil
+	}
+	var seeds []int64
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("MINATAR_SEEDS=%q: want comma-separated seeds >= 0, such as 0,1,2", s)
+		}
+		if slices.Contains(seeds, n) {
+			return nil, fmt.Errorf("MINATAR_SEEDS=%q: seed %d twice", s, n)
+		}
+		seeds = append(seeds, n)
+	}
+	return seeds, nil
+}
+
+// runCurve runs exp with the given seed for frames env steps and keeps a
+// copy of its metrics.jsonl in out; ok is false if the run failed
+// (reported).
+func runCurve(b *testing.B, exp string, seed, frames int64, wall time.Duration, out string) (curveRun, bool) {
 	work := b.TempDir()
 	args := []string{"start", exp, "curve", "--workdir", work,
 		"--set", fmt.Sprintf("stop.env_steps=%d", frames),
 		// Every run covers the same frames: no early stop at a target.
 		"--set", "stop.target_return=null",
-		"--set", "stop.wall_time=" + wall.String()}
+		"--set", "stop.wall_time=" + wall.String(),
+		"--set", fmt.Sprintf("seed=%d", seed)}
 	p := start(b, "rlctl-start-"+exp, noNameServer, args...)
 	limit := 72 * time.Hour
 	if wall > 0 {
@@ -217,17 +253,23 @@ func runCurve(b *testing.B, exp string, frames int64, wall time.Duration, out st
 	}
 	path := filepath.Join(work, exp, "curve", "metrics.jsonl")
 	if data, err := os.ReadFile(path); err == nil {
-		_ = os.WriteFile(keptMetrics(out, exp), data, 0o644)
+		_ = os.WriteFile(keptMetrics(out, exp, seed), data, 0o644)
 	}
-	return keptCurve(b, exp, path)
+	return keptCurve(b, exp, seed, path)
 }
 
-// keptMetrics is where runCurve keeps exp's metrics.jsonl in out, and
-// where MINATAR_REPLOT=1 reads it back.
-func keptMetrics(out, exp string) string { return filepath.Join(out, exp+".metrics.jsonl") }
+// keptMetrics is where runCurve keeps the metrics.jsonl of exp's run with
+// seed in out, and where MINATAR_REPLOT=1 reads it back:
+// <exp>.metrics.jsonl for seed 0, <exp>.seed<N>.metrics.jsonl for others.
+func keptMetrics(out, exp string, seed int64) string {
+	if seed != 0 {
+		exp += fmt.Sprintf(".seed%d", seed)
+	}
+	return filepath.Join(out, exp+".metrics.jsonl")
+}
 
-// keptCurve reads the run of exp from its metrics.jsonl at path.
-func keptCurve(b *testing.B, exp, path string) (curveRun, bool) {
+// keptCurve reads the run of exp with seed from its metrics.jsonl at path.
+func keptCurve(b *testing.B, exp string, seed int64, path string) (curveRun, bool) {
 	lines := readMetricsLines(b, path)
 	if len(lines) == 0 {
 		b.Errorf("%s: no metrics in %s", exp, path)
@@ -235,10 +277,10 @@ func keptCurve(b *testing.B, exp, path string) (curveRun, bool) {
 	}
 	last := lines[len(lines)-1]
 	game, algo := gameAlgo(exp)
-	r := curveRun{exp: exp, game: game, algo: algo, lines: lines, frames: last.EnvSteps, wallS: last.ElapsedS}
+	r := curveRun{exp: exp, game: game, algo: algo, seed: seed, lines: lines, frames: last.EnvSteps, wallS: last.ElapsedS}
 	r.tail, r.tailEpisodes = tailReturn(lines, tailEpisodes)
-	b.Logf("%s: %d frames in %.0f s (%.0f frames/s), return %.2f over %d episodes",
-		exp, r.frames, r.wallS, float64(r.frames)/r.wallS, r.tail, r.tailEpisodes)
+	b.Logf("%s (seed %d): %d frames in %.0f s (%.0f frames/s), return %.2f over %d episodes",
+		exp, seed, r.frames, r.wallS, float64(r.frames)/r.wallS, r.tail, r.tailEpisodes)
 	return r, true
 }
 
@@ -327,25 +369,68 @@ func paperCell(points []paperPoint, frames int64) float64 {
 	return math.NaN()
 }
 
-// summaryTable is the markdown table of each run at its end.
+// summaryTable is the markdown table of each run at its end and, for an
+// experiment run with several seeds, a row of their mean with the lowest
+// and highest return.
 func summaryTable(runs []curveRun) string {
 	var w strings.Builder
-	w.WriteString("| game | experiment | algorithm | frames | return (last ~100 episodes) | paper DQN | paper AC(λ) | ours / DQN | wall s | frames/s | reference DQN wall s (est.) |\n")
-	w.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	for _, r := range runs {
-		pc := minatarPaper[r.game]
-		dqn, ac := paperCell(pc.DQN, r.frames), paperCell(pc.AC, r.frames)
-		// Past the paper's 5M frames, its last point is the one to beat.
-		if math.IsNaN(dqn) && len(pc.DQN) > 0 && r.frames > pc.DQN[len(pc.DQN)-1].Frames {
-			dqn, ac = pc.DQN[len(pc.DQN)-1].Return, pc.AC[len(pc.AC)-1].Return
-		}
-		ratio := r.tail / dqn
-		fmt.Fprintf(&w, "| %s | %s | %s | %d | %s (%d ep) | %s | %s | %s | %.0f | %.0f | %.0f |\n",
-			orDash(r.game), r.exp, algoName(r.algo), r.frames, num(r.tail), r.tailEpisodes,
-			num(dqn), num(ac), num(ratio), r.wallS, float64(r.frames)/r.wallS,
+	w.WriteString("| game | experiment | algorithm | seed | frames | return (last ~100 episodes) | paper DQN | paper AC(λ) | ours / DQN | wall s | frames/s | reference DQN wall s (est.) |\n")
+	w.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	row := func(r curveRun, seed, ret string) {
+		dqn, ac := paperFinal(r.game, r.frames)
+		fmt.Fprintf(&w, "| %s | %s | %s | %s | %d | %s | %s | %s | %s | %.0f | %.0f | %.0f |\n",
+			orDash(r.game), r.exp, algoName(r.algo), seed, r.frames, ret,
+			num(dqn), num(ac), num(r.tail/dqn), r.wallS, float64(r.frames)/r.wallS,
 			(time.Duration(r.frames) * referenceDQNPerFrame).Seconds())
 	}
+	for _, r := range runs {
+		row(r, strconv.FormatInt(r.seed, 10), fmt.Sprintf("%s (%d ep)", num(r.tail), r.tailEpisodes))
+	}
+	for _, group := range bySeeds(runs) {
+		if len(group) < 2 {
+			continue
+		}
+		m := group[0]
+		lo, hi := math.Inf(1), math.Inf(-1)
+		var sumTail, sumWall float64
+		var sumFrames int64
+		for _, r := range group {
+			sumTail, sumWall, sumFrames = sumTail+r.tail, sumWall+r.wallS, sumFrames+r.frames
+			lo, hi = min(lo, r.tail), max(hi, r.tail)
+		}
+		n := float64(len(group))
+		m.tail, m.wallS, m.frames = sumTail/n, sumWall/n, sumFrames/int64(len(group))
+		row(m, fmt.Sprintf("mean of %d", len(group)), fmt.Sprintf("%s (%s to %s)", num(m.tail), num(lo), num(hi)))
+	}
 	return w.String()
+}
+
+// paperFinal is the paper's DQN and AC(λ) returns at frames; past its
+// last point (5M frames), that point: the one to beat.
+func paperFinal(game string, frames int64) (dqn, ac float64) {
+	pc := minatarPaper[game]
+	dqn, ac = paperCell(pc.DQN, frames), paperCell(pc.AC, frames)
+	if math.IsNaN(dqn) && len(pc.DQN) > 0 && frames > pc.DQN[len(pc.DQN)-1].Frames {
+		dqn, ac = pc.DQN[len(pc.DQN)-1].Return, pc.AC[len(pc.AC)-1].Return
+	}
+	return dqn, ac
+}
+
+// bySeeds groups the runs of each experiment (its seeds), in the order
+// the experiments first appear.
+func bySeeds(runs []curveRun) [][]curveRun {
+	var groups [][]curveRun
+	at := map[string]int{}
+	for _, r := range runs {
+		i, ok := at[r.exp]
+		if !ok {
+			i = len(groups)
+			at[r.exp] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], r)
+	}
+	return groups
 }
 
 func orDash(s string) string {
@@ -358,7 +443,7 @@ func orDash(s string) string {
 // curvesCSV is every run's return at its checkpoints next to the paper's.
 func curvesCSV(runs []curveRun) []byte {
 	var w bytes.Buffer
-	w.WriteString("game,experiment,algorithm,frames,return,paper_dqn,paper_ac\n")
+	w.WriteString("game,experiment,algorithm,seed,frames,return,paper_dqn,paper_ac\n")
 	csvNum := func(v float64) string {
 		if math.IsNaN(v) {
 			return ""
@@ -368,7 +453,7 @@ func curvesCSV(runs []curveRun) []byte {
 	for _, r := range runs {
 		pc := minatarPaper[r.game]
 		for _, f := range checkpoints(r.game, r.frames) {
-			fmt.Fprintf(&w, "%s,%s,%s,%d,%s,%s,%s\n", r.game, r.exp, algoName(r.algo), f,
+			fmt.Fprintf(&w, "%s,%s,%s,%d,%d,%s,%s,%s\n", r.game, r.exp, algoName(r.algo), r.seed, f,
 				csvNum(returnAt(r.lines, f)), csvNum(paperCell(pc.DQN, f)), csvNum(paperCell(pc.AC, f)))
 		}
 	}
@@ -425,7 +510,7 @@ func plotGame(path, game string, runs []curveRun) error {
 		line.Color = plotutil.Color(i)
 		line.Width = vg.Points(1.5)
 		p.Add(line)
-		p.Legend.Add(r.exp+" ("+algoName(r.algo)+")", line)
+		p.Legend.Add(fmt.Sprintf("%s (%s), seed %d", r.exp, algoName(r.algo), r.seed), line)
 	}
 	// The paper's points up to the runs' end and one past it: the whole
 	// 5M-frame curve would squeeze a shorter run into the left edge.

@@ -185,17 +185,26 @@ func TestCurveOutputs(t *testing.T) {
 		lines = append(lines, metricsLine{EnvSteps: i * 20_000, Episodes: i * 25, ReturnEpisodes: 20,
 			MeanReturn: float64(i) / 4, ElapsedS: float64(i)})
 	}
+	// A second seed whose returns are half the first's.
+	half := slices.Clone(lines)
+	for i := range half {
+		half[i].MeanReturn /= 2
+	}
 	runs := []curveRun{
 		{exp: "minatar-breakout-ppo", game: "breakout", algo: "ppo", lines: lines, frames: 1_200_000, wallS: 60},
 		{exp: "cartpole-ppo", algo: "cartpole-ppo", lines: lines[:3], frames: 60_000, wallS: 3},
+		{exp: "minatar-breakout-ppo", game: "breakout", algo: "ppo", seed: 7, lines: half, frames: 1_200_000, wallS: 80},
 	}
 	for i := range runs {
 		runs[i].tail, runs[i].tailEpisodes = tailReturn(runs[i].lines, tailEpisodes)
 	}
 	table := summaryTable(runs)
 	for _, want := range []string{
-		"| breakout | minatar-breakout-ppo | PPO | 1200000 | 14.5 (100 ep) | 7.6 | 6.6 | 1.9 | 60 | 20000 | 9600 |",
-		"| - | cartpole-ppo | cartpole-ppo | 60000 | 0.5 (60 ep) | - | - | - | 3 | 20000 | 480 |",
+		"| breakout | minatar-breakout-ppo | PPO | 0 | 1200000 | 14.5 (100 ep) | 7.6 | 6.6 | 1.9 | 60 | 20000 | 9600 |",
+		"| - | cartpole-ppo | cartpole-ppo | 0 | 60000 | 0.5 (60 ep) | - | - | - | 3 | 20000 | 480 |",
+		"| breakout | minatar-breakout-ppo | PPO | 7 | 1200000 | 7.2 (100 ep) | 7.6 | 6.6 | 1.0 | 80 | 15000 | 9600 |",
+		// The mean of the two seeds: (14.5 + 7.25) / 2, 70 s on average.
+		"| breakout | minatar-breakout-ppo | PPO | mean of 2 | 1200000 | 10.9 (7.2 to 14.5) | 7.6 | 6.6 | 1.4 | 70 | 17143 | 9600 |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("summary table lacks %q:\n%s", want, table)
@@ -203,9 +212,10 @@ func TestCurveOutputs(t *testing.T) {
 	}
 	csv := string(curvesCSV(runs))
 	for _, want := range []string{
-		"game,experiment,algorithm,frames,return,paper_dqn,paper_ac\n",
-		"breakout,minatar-breakout-ppo,PPO,500000,5.750,5.000,4.000\n",
-		",cartpole-ppo,cartpole-ppo,60000,0.500,,\n",
+		"game,experiment,algorithm,seed,frames,return,paper_dqn,paper_ac\n",
+		"breakout,minatar-breakout-ppo,PPO,0,500000,5.750,5.000,4.000\n",
+		"breakout,minatar-breakout-ppo,PPO,7,500000,2.875,5.000,4.000\n",
+		",cartpole-ppo,cartpole-ppo,0,60000,0.500,,\n",
 	} {
 		if !strings.Contains(csv, want) {
 			t.Errorf("curves.csv lacks %q:\n%s", want, csv)
@@ -230,5 +240,34 @@ func TestCurveOutputs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cartpole-ppo.png")); err != nil {
 		t.Error(err)
+	}
+}
+
+func TestParseSeeds(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []int64
+		ok   bool
+	}{
+		{"", []int64{0}, true},
+		{"3", []int64{3}, true},
+		{"0, 1,2", []int64{0, 1, 2}, true},
+		{"1,1", nil, false},
+		{"-1", nil, false},
+		{"one", nil, false},
+		{"1,", nil, false},
+	} {
+		got, err := parseSeeds(c.in)
+		if (err == nil) != c.ok || !slices.Equal(got, c.want) {
+			t.Errorf("parseSeeds(%q) = %v, %v; want %v (ok %v)", c.in, got, err, c.want, c.ok)
+		}
+	}
+}
+
+func TestKeptMetricsNames(t *testing.T) {
+	for seed, want := range map[int64]string{0: "out/minatar-breakout-ppo.metrics.jsonl", 2: "out/minatar-breakout-ppo.seed2.metrics.jsonl"} {
+		if got := keptMetrics("out", "minatar-breakout-ppo", seed); got != want {
+			t.Errorf("keptMetrics(seed %d) = %s, want %s", seed, got, want)
+		}
 	}
 }

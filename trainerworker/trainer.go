@@ -37,10 +37,11 @@ const (
 	// non-finite gradient (each rolled back and its samples dropped)
 	// before the trainer gives up and moves to ERROR.
 	maxUpdateFailures = 3
-	// recvHWM is how many sample messages may wait in the trainer's
-	// socket. Waiting batches age with every update, so the queue is kept
-	// short (with the actors' sample_queue): when it is full, actors stop
-	// stepping rather than make steps that would be dropped as stale.
+	// recvHWM is how many sample messages from each actor may wait in the
+	// trainer's socket (a high-water mark counts per connection). Waiting
+	// batches age with every update, so the queue is kept short (with the
+	// actors' sample_queue): when it is full, actors stop stepping rather
+	// than make steps that would be dropped as stale.
 	recvHWM = 2
 	// logEvery rate-limits the log lines of recurring events.
 	logEvery = 5 * time.Second

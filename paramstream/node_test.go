@@ -143,8 +143,10 @@ func TestCorruptCacheFile(t *testing.T) {
 }
 
 // TestStuckLockHolder: a process that holds the node's fetch lock and
-// never finishes (here: the test) delays the others by two fetch
-// timeouts, no more.
+// never finishes (here: the test) delays the others by two fetch timeouts,
+// after which they fetch over the network themselves. Only the lower bound
+// is checked: it is the rule, and load cannot make it flaky; the upper one
+// is that the parameters arrive before the test's context ends.
 func TestStuckLockHolder(t *testing.T) {
 	const timeout = 150 * time.Millisecond
 	repo := workertest.Repo(t)
@@ -162,8 +164,11 @@ func TestStuckLockHolder(t *testing.T) {
 	pub.publish(t, 1, paramsFor(1, 8))
 	start := time.Now()
 	newFollower(s, 8).mustUntil(t, 1)
-	if d := time.Since(start); d < 2*timeout || d > 2*timeout+2*time.Second {
-		t.Errorf("obtained after %v with the lock held elsewhere, want about %v", d, 2*timeout)
+	if d := time.Since(start); d < 2*timeout {
+		t.Errorf("obtained after %v with the lock held elsewhere, want at least %v", d, 2*timeout)
+	}
+	if st := s.Stats(); st.NetworkFetches != 1 || st.CacheHits != 0 {
+		t.Errorf("stats %+v, want 1 network fetch and no cache hit", st)
 	}
 }
 

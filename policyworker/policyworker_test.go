@@ -339,9 +339,9 @@ func TestBadObservationDoesNotStopWorker(t *testing.T) {
 	}
 }
 
-// TestIdleWorkerWakesOnRequest gives the worker an idle tick far longer
-// than the test's patience: it can only answer quickly if a request on the
-// inference socket wakes it.
+// TestIdleWorkerWakesOnRequest gives the worker an idle tick (30 s) far
+// longer than the client's timeout (5 s): a round trip can only succeed if
+// a request on the inference socket wakes the worker. Nothing is timed.
 func TestIdleWorkerWakesOnRequest(t *testing.T) {
 	f := startWorker(t, workertest.Repo(t), 0, 30*time.Second, testLogger(t))
 	f.configure(t, map[string]any{"env": env.CartPoleName})
@@ -351,10 +351,6 @@ func TestIdleWorkerWakesOnRequest(t *testing.T) {
 	mustRoundTrip(t, c, w, cartPoleObs(1, 1)) // connects and warms up
 	for range 3 {
 		time.Sleep(50 * time.Millisecond) // let the worker go idle
-		begin := time.Now()
 		mustRoundTrip(t, c, w, cartPoleObs(2, 1))
-		if d := time.Since(begin); d > 2*time.Second {
-			t.Fatalf("an idle worker took %v to answer", d)
-		}
 	}
 }

@@ -339,9 +339,12 @@ func TestBadObservationDoesNotStopWorker(t *testing.T) {
 	}
 }
 
-// TestIdleWorkerWakesOnRequest gives the worker an idle tick (30 s) far
-// longer than the client's timeout (5 s): a round trip can only succeed if
-// a request on the inference socket wakes the worker. Nothing is timed.
+// TestIdleWorkerWakesOnRequest: a worker given an idle tick (30 s) far
+// longer than the client's timeout (5 s) still answers every request that
+// reaches it after it went idle. Its loop polls every RUNNING worker at
+// least once per worker.DefaultIdleWait (100 ms) whatever the tick, so
+// this does not tell the socket's wake-up from that sweep, and it times
+// nothing: worker.TestFdWaiter tells them apart.
 func TestIdleWorkerWakesOnRequest(t *testing.T) {
 	f := startWorker(t, workertest.Repo(t), 0, 30*time.Second, testLogger(t))
 	f.configure(t, map[string]any{"env": env.CartPoleName})

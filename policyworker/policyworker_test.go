@@ -339,13 +339,13 @@ func TestBadObservationDoesNotStopWorker(t *testing.T) {
 	}
 }
 
-// TestIdleWorkerWakesOnRequest: a worker given an idle tick (30 s) far
+// TestIdleWorkerAnswers: a worker given an idle tick (30 s) far
 // longer than the client's timeout (5 s) still answers every request that
 // reaches it after it went idle. Its loop polls every RUNNING worker at
 // least once per worker.DefaultIdleWait (100 ms) whatever the tick, so
 // this does not tell the socket's wake-up from that sweep, and it times
 // nothing: worker.TestFdWaiter tells them apart.
-func TestIdleWorkerWakesOnRequest(t *testing.T) {
+func TestIdleWorkerAnswers(t *testing.T) {
 	f := startWorker(t, workertest.Repo(t), 0, 30*time.Second, testLogger(t))
 	f.configure(t, map[string]any{"env": env.CartPoleName})
 	f.do(t, member.CmdStart, nil, nil)

@@ -136,11 +136,14 @@ bench: build
 # 2019; docs/minatar.md "Learning curves against the paper"): every
 # minatar-<game>-<algo> experiment rlctl lists (or MINATAR_EXPERIMENTS, comma
 # separated) trains for MINATAR_FRAMES env steps through `rlctl start`, one
-# after the other; a table (summary.md), return against frames (curves.csv)
-# and a plot per game next to the paper's DQN and AC(lambda) land in
-# MINATAR_OUT. Not part of `make test`, and `make bench` skips it (it needs
-# MINATAR_BENCH=1): at the paper's 5M frames minatar-breakout-ppo alone ran
-# 16 minutes on the 2-core machine (frames/s in docs/minatar.md);
+# after the other; a table (summary.md: 1M, 2M, 3M and 5M frames, a verdict
+# per game against the paper's best at 5M), return against frames
+# (curves.csv) and a plot per game next to the paper's curves, digitized
+# from its figure (e2e/testdata/minatar_paper_curves.csv: DQN and the better
+# AC(lambda), and the other two lighter), land in MINATAR_OUT. Not part of
+# `make test`, and `make bench` skips it (it needs MINATAR_BENCH=1): at the
+# paper's 5M frames minatar-breakout-ppo alone ran 16 minutes on the 2-core
+# machine (frames/s in docs/minatar.md);
 # MINATAR_FRAMES=1000000 for a shorter run. MINATAR_WALL caps each run's wall time (a duration; default none).
 # MINATAR_SEEDS=0,1,2 runs each experiment once per seed and adds their mean.
 MINATAR_FRAMES      ?= 5000000

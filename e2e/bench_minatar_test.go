@@ -25,8 +25,10 @@ import (
 
 // BenchmarkMinAtarCurves trains MinAtar built-in experiments through
 // `rlctl start` for a fixed number of frames (env steps) each and sets
-// their learning curves next to the paper's (minatar_paper_test.go): a
-// table, a CSV of return against frames and a plot per game, in
+// their learning curves next to the paper's, digitized from its figure
+// (minatar_paper_test.go): a table at 1M, 2M, 3M and 5M frames with the
+// paper's DQN and best AC curve, a verdict per game against the paper's
+// best at 5M, a CSV of return against frames and a plot per game, in
 // MINATAR_OUT. It runs hours at the paper's 5M frames, so it runs only
 // when MINATAR_BENCH=1 (`make bench-minatar`); `make bench` skips it.
 //
@@ -82,7 +84,7 @@ func BenchmarkMinAtarCurves(b *testing.B) {
 		b.Fatal(err)
 	}
 	// Replotting redraws the outputs from the metrics kept by an earlier
-	// run (after a correction of the paper's table, say), training nothing.
+	// run (after a correction of the paper's curves, say), training nothing.
 	replot := os.Getenv("MINATAR_REPLOT") == "1"
 	exps := minatarExperiments(b)
 	if len(exps) == 0 {
@@ -127,7 +129,7 @@ func BenchmarkMinAtarCurves(b *testing.B) {
 	table := summaryTable(runs)
 	// On stdout: a parent benchmark's log is not printed once it has
 	// sub-benchmarks.
-	fmt.Printf("\nMinAtar learning curves against the paper (%s):\n%s", out, table)
+	fmt.Printf("\nMinAtar learning curves against the paper's, digitized (%s):\n%s", out, table)
 	write := func(name string, data []byte) {
 		if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
 			b.Error(err)
@@ -327,12 +329,12 @@ func returnAt(lines []metricsLine, frames int64) float64 {
 }
 
 // checkpoints are the frames at which curves.csv compares a run with the
-// paper: the paper's points the run reached, then the run's end unless
-// that is a last point the run just overshot (it stops a metrics line
-// past its budget).
+// paper: the paper's digitized points the run reached (every 0.25M
+// frames), then the run's end unless that is a last point the run just
+// overshot (it stops a metrics line past its budget).
 func checkpoints(game string, end int64) []int64 {
 	var fs []int64
-	for _, p := range minatarPaper[game].DQN {
+	for _, p := range minatarPaper[game][paperDQN] {
 		if p.Frames <= end {
 			fs = append(fs, p.Frames)
 		}
@@ -369,51 +371,139 @@ func paperCell(points []paperPoint, frames int64) float64 {
 	return math.NaN()
 }
 
-// summaryTable is the markdown table of each run at its end and, for an
-// experiment run with several seeds, a row of their mean with the lowest
-// and highest return.
+// tableFrames are the frame counts at which the summary table sets each
+// run next to the paper's curves.
+var tableFrames = []int64{1_000_000, 2_000_000, 3_000_000, paperEnd}
+
+// paperSeeds is how many runs each of the paper's curves is the mean of.
+const paperSeeds = 30
+
+// summaryTable is the markdown table, game by game: the paper's DQN and
+// best AC curve (the AC(lambda) that ends higher), then each run and, for
+// an experiment run with several seeds, a row of their mean with the
+// lowest and highest return; each at 1M, 2M, 3M and 5M frames, and at its
+// end against the paper's best at 5M (the higher of DQN and the best AC).
+// A line per game follows (gameVerdicts).
 func summaryTable(runs []curveRun) string {
 	var w strings.Builder
-	w.WriteString("| game | experiment | algorithm | seed | frames | return (last ~100 episodes) | paper DQN | paper AC(λ) | ours / DQN | wall s | frames/s | reference DQN wall s (est.) |\n")
-	w.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
-	row := func(r curveRun, seed, ret string) {
-		dqn, ac := paperFinal(r.game, r.frames)
-		fmt.Fprintf(&w, "| %s | %s | %s | %s | %d | %s | %s | %s | %s | %.0f | %.0f | %.0f |\n",
-			orDash(r.game), r.exp, algoName(r.algo), seed, r.frames, ret,
-			num(dqn), num(ac), num(r.tail/dqn), r.wallS, float64(r.frames)/r.wallS,
-			(time.Duration(r.frames) * referenceDQNPerFrame).Seconds())
-	}
-	for _, r := range runs {
-		row(r, strconv.FormatInt(r.seed, 10), fmt.Sprintf("%s (%d ep)", num(r.tail), r.tailEpisodes))
-	}
-	for _, group := range bySeeds(runs) {
-		if len(group) < 2 {
-			continue
+	w.WriteString("| game | curve | seed | 1M | 2M | 3M | 5M | frames | return at the end (last ~100 episodes) | ours / paper's best at 5M | wall s | frames/s | reference DQN wall s (est.) |\n")
+	w.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	cells := func(at func(int64) float64) string {
+		var c []string
+		for _, f := range tableFrames {
+			c = append(c, num(at(f)))
 		}
-		m := group[0]
-		lo, hi := math.Inf(1), math.Inf(-1)
-		var sumTail, sumWall float64
-		var sumFrames int64
-		for _, r := range group {
-			sumTail, sumWall, sumFrames = sumTail+r.tail, sumWall+r.wallS, sumFrames+r.frames
-			lo, hi = min(lo, r.tail), max(hi, r.tail)
+		return strings.Join(c, " | ")
+	}
+	row := func(r curveRun, seed, ret string, at func(int64) float64, reached bool) {
+		ratio := "-"
+		if _, best := minatarPaper[r.game].best(); reached && !math.IsNaN(best) {
+			ratio = strconv.FormatFloat(r.tail/best, 'f', 2, 64)
 		}
-		n := float64(len(group))
-		m.tail, m.wallS, m.frames = sumTail/n, sumWall/n, sumFrames/int64(len(group))
-		row(m, fmt.Sprintf("mean of %d", len(group)), fmt.Sprintf("%s (%s to %s)", num(m.tail), num(lo), num(hi)))
+		fmt.Fprintf(&w, "| %s | %s (%s) | %s | %s | %d | %s | %s | %.0f | %.0f | %.0f |\n",
+			orDash(r.game), r.exp, algoName(r.algo), seed, cells(at), r.frames, ret, ratio,
+			r.wallS, float64(r.frames)/r.wallS, (time.Duration(r.frames) * referenceDQNPerFrame).Seconds())
+	}
+	groups := byGame(runs)
+	for _, key := range gameOrder(runs) {
+		rs := groups[key]
+		pc := minatarPaper[rs[0].game]
+		for _, algo := range []string{paperDQN, pc.bestAC()} {
+			pts := pc[algo]
+			if len(pts) == 0 {
+				continue
+			}
+			fmt.Fprintf(&w, "| %s | %s | mean of %d | %s | %d | - | - | - | - | - |\n", rs[0].game, paperCurveLabel(algo),
+				paperSeeds, cells(func(f int64) float64 { return paperCell(pts, f) }), pts[len(pts)-1].Frames)
+		}
+		for _, r := range rs {
+			row(r, strconv.FormatInt(r.seed, 10), fmt.Sprintf("%s (%d ep)", num(r.tail), r.tailEpisodes),
+				func(f int64) float64 { return returnAt(r.lines, f) }, r.frames >= paperEnd)
+		}
+		for _, group := range bySeeds(rs) {
+			if len(group) < 2 {
+				continue
+			}
+			m, lo, hi, reached := seedMean(group)
+			row(m, fmt.Sprintf("mean of %d", len(group)), fmt.Sprintf("%s (%s to %s)", num(m.tail), num(lo), num(hi)),
+				func(f int64) float64 {
+					var sum float64
+					for _, r := range group {
+						sum += returnAt(r.lines, f)
+					}
+					return sum / float64(len(group))
+				}, reached)
+		}
+	}
+	if v := gameVerdicts(runs); v != "" {
+		w.WriteString("\n" + v)
 	}
 	return w.String()
 }
 
-// paperFinal is the paper's DQN and AC(λ) returns at frames; past its
-// last point (5M frames), that point: the one to beat.
-func paperFinal(game string, frames int64) (dqn, ac float64) {
-	pc := minatarPaper[game]
-	dqn, ac = paperCell(pc.DQN, frames), paperCell(pc.AC, frames)
-	if math.IsNaN(dqn) && len(pc.DQN) > 0 && frames > pc.DQN[len(pc.DQN)-1].Frames {
-		dqn, ac = pc.DQN[len(pc.DQN)-1].Return, pc.AC[len(pc.AC)-1].Return
+// seedMean is the runs of one experiment (its seeds) as one: the mean of
+// their returns at the end, wall times and frames; lo and hi are the
+// lowest and highest return, and reached whether every run reached the
+// paper's 5M frames.
+func seedMean(group []curveRun) (m curveRun, lo, hi float64, reached bool) {
+	m = group[0]
+	lo, hi, reached = math.Inf(1), math.Inf(-1), true
+	var sumTail, sumWall float64
+	var sumFrames int64
+	for _, r := range group {
+		sumTail, sumWall, sumFrames = sumTail+r.tail, sumWall+r.wallS, sumFrames+r.frames
+		lo, hi = min(lo, r.tail), max(hi, r.tail)
+		reached = reached && r.frames >= paperEnd
 	}
-	return dqn, ac
+	n := float64(len(group))
+	m.tail, m.wallS, m.frames = sumTail/n, sumWall/n, sumFrames/int64(len(group))
+	return m, lo, hi, reached
+}
+
+// gameVerdicts says, per MinAtar game, whether our experiments end at or
+// above the paper's best at 5M frames: each experiment's return at its end
+// (the mean over its seeds) against the higher of the paper's DQN and best
+// AC there. An experiment that stopped short of 5M frames is not compared.
+func gameVerdicts(runs []curveRun) string {
+	var w strings.Builder
+	groups := byGame(runs)
+	for _, key := range gameOrder(runs) {
+		rs := groups[key]
+		pc, ok := minatarPaper[rs[0].game]
+		if !ok {
+			continue
+		}
+		algo, best := pc.best()
+		var parts []string
+		compared, above := false, false
+		for _, group := range bySeeds(rs) {
+			m, _, _, reached := seedMean(group)
+			name := fmt.Sprintf("%s (%s)", m.exp, algoName(m.algo))
+			if len(group) > 1 {
+				name += fmt.Sprintf(", mean of %d seeds", len(group))
+			}
+			if !reached {
+				parts = append(parts, fmt.Sprintf("%s stopped at %d frames, not compared", name, m.frames))
+				continue
+			}
+			compared = true
+			above = above || m.tail >= best
+			parts = append(parts, fmt.Sprintf("%s %s (%.2fx)", name, num(m.tail), m.tail/best))
+		}
+		verdict := "not compared (no run reached 5M frames)"
+		switch {
+		case compared && above:
+			verdict = "at or above the paper's best"
+		case compared:
+			verdict = "below the paper's best"
+		}
+		fmt.Fprintf(&w, "- %s: %s, %s %s at 5M frames (paper, digitized; DQN %s, %s %s): %s\n", rs[0].game, verdict,
+			algo, num(best), num(pc.final(paperDQN)), pc.bestAC(), num(pc.final(pc.bestAC())), strings.Join(parts, "; "))
+	}
+	if w.Len() == 0 {
+		return ""
+	}
+	return "Per game, against the paper's best at 5M frames (the higher of its DQN and best AC):\n" + w.String()
 }
 
 // bySeeds groups the runs of each experiment (its seeds), in the order
@@ -440,10 +530,15 @@ func orDash(s string) string {
 	return s
 }
 
-// curvesCSV is every run's return at its checkpoints next to the paper's.
+// paperCSVColumns name curves.csv's columns of the paper's curves, in
+// paperAlgorithms' order.
+var paperCSVColumns = []string{"paper_dqn", "paper_dqn_without_replay", "paper_ac_lambda0.8", "paper_ac_lambda0"}
+
+// curvesCSV is every run's return at its checkpoints next to the paper's
+// four digitized curves.
 func curvesCSV(runs []curveRun) []byte {
 	var w bytes.Buffer
-	w.WriteString("game,experiment,algorithm,seed,frames,return,paper_dqn,paper_ac\n")
+	w.WriteString("game,experiment,algorithm,seed,frames,return," + strings.Join(paperCSVColumns, ",") + "\n")
 	csvNum := func(v float64) string {
 		if math.IsNaN(v) {
 			return ""
@@ -453,8 +548,11 @@ func curvesCSV(runs []curveRun) []byte {
 	for _, r := range runs {
 		pc := minatarPaper[r.game]
 		for _, f := range checkpoints(r.game, r.frames) {
-			fmt.Fprintf(&w, "%s,%s,%s,%d,%d,%s,%s,%s\n", r.game, r.exp, algoName(r.algo), r.seed, f,
-				csvNum(returnAt(r.lines, f)), csvNum(paperCell(pc.DQN, f)), csvNum(paperCell(pc.AC, f)))
+			fmt.Fprintf(&w, "%s,%s,%s,%d,%d,%s", r.game, r.exp, algoName(r.algo), r.seed, f, csvNum(returnAt(r.lines, f)))
+			for _, algo := range paperAlgorithms {
+				fmt.Fprintf(&w, ",%s", csvNum(paperCell(pc[algo], f)))
+			}
+			w.WriteString("\n")
 		}
 	}
 	return w.Bytes()
@@ -465,13 +563,28 @@ func curvesCSV(runs []curveRun) []byte {
 func byGame(runs []curveRun) map[string][]curveRun {
 	m := map[string][]curveRun{}
 	for _, r := range runs {
-		key := r.game
-		if key == "" {
-			key = r.exp
-		}
-		m[key] = append(m[key], r)
+		m[gameKey(r)] = append(m[gameKey(r)], r)
 	}
 	return m
+}
+
+// gameKey is the run's key in byGame.
+func gameKey(r curveRun) string {
+	if r.game == "" {
+		return r.exp
+	}
+	return r.game
+}
+
+// gameOrder is byGame's keys in the order they first appear in runs.
+func gameOrder(runs []curveRun) []string {
+	var keys []string
+	for _, r := range runs {
+		if !slices.Contains(keys, gameKey(r)) {
+			keys = append(keys, gameKey(r))
+		}
+	}
+	return keys
 }
 
 // maxPlotPoints caps the points of one run's line: a 5M-frame run writes
@@ -479,13 +592,15 @@ func byGame(runs []curveRun) map[string][]curveRun {
 const maxPlotPoints = 400
 
 // plotGame writes one game's plot: each run's mean return (the metrics
-// lines' last-20-episode mean) against frames, and the paper's DQN and
-// AC(λ) points, joined by dashed lines.
+// lines' last-20-episode mean) against frames, and the paper's digitized
+// curves, dashed: DQN and the best AC (the one that ends higher) dark,
+// with a mark at each digitized point; the other two light and thin.
 func plotGame(path, game string, runs []curveRun) error {
 	p := plot.New()
 	p.Title.Text = game + ": return vs frames"
-	if _, ok := minatarPaper[game]; ok {
-		p.Title.Text = "MinAtar " + game + ": return vs frames; paper: Young & Tian 2019 (recollected, ±30%)"
+	pc, isMinAtar := minatarPaper[game]
+	if isMinAtar {
+		p.Title.Text = fmt.Sprintf("MinAtar %s: return vs frames; paper: Young & Tian 2019, digitized from its figure (mean of %d seeds)", game, paperSeeds)
 	}
 	p.X.Label.Text = "frames (env steps)"
 	p.Y.Label.Text = "mean training return"
@@ -512,6 +627,9 @@ func plotGame(path, game string, runs []curveRun) error {
 		p.Add(line)
 		p.Legend.Add(fmt.Sprintf("%s (%s), seed %d", r.exp, algoName(r.algo), r.seed), line)
 	}
+	if !isMinAtar {
+		return p.Save(10*vg.Inch, 6*vg.Inch, path)
+	}
 	// The paper's points up to the runs' end and one past it: the whole
 	// 5M-frame curve would squeeze a shorter run into the left edge.
 	var end int64
@@ -525,29 +643,48 @@ func plotGame(path, game string, runs []curveRun) error {
 		}
 		return pts[:i+1]
 	}
-	pc := minatarPaper[game]
-	for k, c := range []struct {
-		name   string
-		points []paperPoint
-	}{{"paper DQN", upTo(pc.DQN)}, {"paper AC(λ=0.8)", upTo(pc.AC)}} {
-		if len(c.points) == 0 {
+	// The two compared curves first, so that they lead the paper's part
+	// of the legend; the other two after them, drawn under them.
+	bestAC := pc.bestAC()
+	algos := []string{paperDQN, bestAC}
+	for _, a := range paperAlgorithms {
+		if !slices.Contains(algos, a) {
+			algos = append(algos, a)
+		}
+	}
+	for k, algo := range algos {
+		pts := upTo(pc[algo])
+		if len(pts) == 0 {
 			continue
 		}
-		xys := make(plotter.XYs, len(c.points))
-		for j, pt := range c.points {
+		xys := make(plotter.XYs, len(pts))
+		for j, pt := range pts {
 			xys[j] = plotter.XY{X: float64(pt.Frames), Y: pt.Return}
 		}
-		line, points, err := plotter.NewLinePoints(xys)
+		compared := algo == paperDQN || algo == bestAC
+		line, err := plotter.NewLine(xys)
 		if err != nil {
-			return fmt.Errorf("plot %s: %w", c.name, err)
+			return fmt.Errorf("plot %s: %w", algo, err)
 		}
-		col := color.Gray{Y: uint8(60 + 80*k)}
-		line.Color, points.Color = col, col
 		line.Dashes = plotutil.Dashes(1 + k)
+		if !compared {
+			line.Color = color.Gray{Y: 190}
+			line.Width = vg.Points(0.75)
+			p.Add(line)
+			p.Legend.Add(paperCurveLabel(algo), line)
+			continue
+		}
+		points, err := plotter.NewScatter(xys)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", algo, err)
+		}
+		col := color.Gray{Y: uint8(40 + 70*k)}
+		line.Color, points.Color = col, col
+		line.Width = vg.Points(1.5)
 		points.Shape = plotutil.Shape(k)
-		points.Radius = vg.Points(3)
+		points.Radius = vg.Points(2.5)
 		p.Add(line, points)
-		p.Legend.Add(c.name, line, points)
+		p.Legend.Add(paperCurveLabel(algo), line, points)
 	}
 	return p.Save(10*vg.Inch, 6*vg.Inch, path)
 }

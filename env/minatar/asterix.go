@@ -11,10 +11,13 @@ const (
 )
 
 const (
-	asterixSpawn      = 10  // initial steps between spawns
-	asterixMove       = 5   // initial steps between moves of the things
-	asterixRampPeriod = 100 // steps between difficulty notches
-	asterixLanes      = 8   // rows 1..8 each hold at most one thing
+	asterixSpawn = 10 // initial steps between spawns
+	asterixMove  = 5  // initial steps between moves of the things
+	// asterixRampPeriod is the steps between difficulty notches: MinAtar's
+	// ramp_interval of 100 counts its timer down to -1 and notches on the
+	// step after, so a notch comes every 102 steps.
+	asterixRampPeriod = 102
+	asterixLanes      = 8 // rows 1..8 each hold at most one thing
 )
 
 var asterixSpec = spec{
@@ -33,7 +36,7 @@ type asterixThing struct {
 
 // asterix: the player moves in four directions over rows 1-8; enemies and
 // gold cross the lanes from either side. Gold earns 1, an enemy ends the
-// episode. Every 100 steps things spawn more often, and every 200 move
+// episode. Every 102 steps things spawn more often, and every 204 move
 // faster.
 type asterix struct {
 	ramping  bool

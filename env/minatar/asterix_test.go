@@ -112,9 +112,10 @@ func TestAsterixSpawn(t *testing.T) {
 	}
 }
 
-// TestAsterixRamp checks the difficulty: spawns one step sooner every 100
-// steps, moves one step sooner every 200, down to every step; off without
-// ramping.
+// TestAsterixRamp checks the difficulty: spawns one step sooner every 102
+// steps, moves one step sooner every 204, down to every step; off without
+// ramping. MinAtar's ramp timer starts at 100 and notches when it has
+// passed below zero, on the 102nd step.
 func TestAsterixRamp(t *testing.T) {
 	for _, ramping := range []bool{true, false} {
 		o := DefaultOptions()
@@ -122,10 +123,12 @@ func TestAsterixRamp(t *testing.T) {
 		e := newEnv(t, "asterix", o)
 		g := e.game.(*asterix)
 		want := map[int]pace{
-			99:   {spawn: 10, move: 5},
-			100:  {spawn: 9, move: 5, notches: 1},
-			200:  {spawn: 8, move: 4, notches: 2},
-			400:  {spawn: 6, move: 3, notches: 4},
+			100:  {spawn: 10, move: 5},
+			101:  {spawn: 10, move: 5},
+			102:  {spawn: 9, move: 5, notches: 1},
+			203:  {spawn: 9, move: 5, notches: 1},
+			204:  {spawn: 8, move: 4, notches: 2},
+			408:  {spawn: 6, move: 3, notches: 4},
 			2000: {spawn: 1, move: 1, notches: 9},
 		}
 		for i := 1; i <= 2000; i++ {

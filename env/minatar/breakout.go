@@ -12,7 +12,7 @@ const (
 
 const (
 	brickTop, brickBottom = 1, 4 // bricks fill rows [1, 4)
-	ballStartRow          = 4    // just below the bricks
+	ballStartRow          = 3    // the bricks' lowest row, at a side
 	paddleStart           = 4
 )
 
@@ -32,7 +32,11 @@ type breakout struct {
 	x, y         int // the ball
 	dx, dy       int // its direction, each ±1
 	lastX, lastY int // where it was before the last step (the trail)
-	bricks       plane
+	// struck is set while the ball is meeting bricks on consecutive steps:
+	// as in MinAtar, only the first of a run of contacts breaks a brick
+	// and bounces; the ball passes into the bricks it meets after it.
+	struck bool
+	bricks plane
 }
 
 func (g *breakout) reset(rng *rand.Rand) {
@@ -50,8 +54,11 @@ func (g *breakout) reset(rng *rand.Rand) {
 // step moves the paddle, then the ball. The ball always tries to advance
 // one cell diagonally; a bounce cancels the blocked half of the move and
 // reverses that half of the direction: a side wall cancels the column
-// change, the top wall, a brick or the paddle cancel the row change.
+// change, the top wall, a brick or the paddle cancel the row change. A
+// brick met on the step after a brick contact is not broken: the ball
+// moves into its cell and keeps its direction (MinAtar's strike rule).
 func (g *breakout) step(a int32, _ *rand.Rand) (reward int, terminal bool) {
+	hit := false
 	switch a {
 	case Left:
 		g.paddle = max(0, g.paddle-1)
@@ -68,9 +75,12 @@ func (g *breakout) step(a int32, _ *rand.Rand) (reward int, terminal bool) {
 	case ny < 0:
 		ny, g.dy = g.y, -g.dy
 	case g.bricks[ny][nx]:
-		g.bricks[ny][nx] = false
-		reward = 1
-		ny, g.dy = g.y, -g.dy
+		hit = true
+		if !g.struck {
+			g.bricks[ny][nx] = false
+			reward = 1
+			ny, g.dy = g.y, -g.dy
+		}
 	case ny == Size-1:
 		// The wall is rebuilt when the ball comes down after clearing it,
 		// away from the brick rows it could otherwise overlap.
@@ -88,6 +98,7 @@ func (g *breakout) step(a int32, _ *rand.Rand) (reward int, terminal bool) {
 			terminal = true
 		}
 	}
+	g.struck = hit
 	g.x, g.y = nx, ny
 	return reward, terminal
 }

@@ -8,7 +8,7 @@ func TestBreakoutReset(t *testing.T) {
 		e := exact(t, "breakout")
 		e.Reset(seed)
 		g := e.game.(*breakout)
-		if g.y != ballStartRow || g.dy != 1 || g.paddle != paddleStart || g.bricks.count() != 30 {
+		if g.y != 3 || ballStartRow != 3 || g.dy != 1 || g.paddle != paddleStart || g.bricks.count() != 30 {
 			t.Fatalf("seed %d: %+v", seed, g)
 		}
 		// The ball starts at a side, heading inwards.
@@ -111,5 +111,55 @@ func TestBreakoutRally(t *testing.T) {
 	}
 	if total < 30 || !rebuilt {
 		t.Errorf("a tracking paddle scored %d (wall rebuilt: %v)", total, rebuilt)
+	}
+}
+
+// TestBreakoutFirstDescent: the ball starts on row 3 (MinAtar's), so a
+// paddle that stays at column 4 catches it when it comes from the right
+// and misses it when it comes from the left, at the first descent.
+func TestBreakoutFirstDescent(t *testing.T) {
+	for _, fromLeft := range []bool{true, false} {
+		e := exact(t, "breakout")
+		g := e.game.(*breakout)
+		if fromLeft {
+			g.x, g.dx = 0, 1
+		} else {
+			g.x, g.dx = Size-1, -1
+		}
+		g.lastX = g.x
+		var term bool
+		for range 6 {
+			_, term = step(t, e, Noop)
+		}
+		if term != fromLeft {
+			t.Errorf("ball from the left %v: lost at the first descent %v, want %v\n%s", fromLeft, term, fromLeft, e.Render())
+		}
+	}
+}
+
+// TestBreakoutStrike: MinAtar breaks no brick on the step after one broke;
+// the ball passes into that brick keeping its direction, and only a step
+// without a brick contact makes the next contact count again.
+func TestBreakoutStrike(t *testing.T) {
+	e := exact(t, "breakout")
+	g := e.game.(*breakout)
+	g.bricks[2][3] = false // a gap in the wall, with the ball in it heading down-right
+	g.x, g.y, g.dx, g.dy = 3, 2, 1, 1
+	type ball struct{ x, y, dx, dy int }
+	for i, want := range []struct {
+		ball   ball
+		reward int
+		bricks int
+	}{
+		{ball{4, 2, 1, -1}, 1, 28}, // breaks (4,3), bounces, lands in the brick at (4,2)
+		{ball{5, 1, 1, -1}, 0, 28}, // meets (5,1) right after a strike: passes into it
+		{ball{6, 0, 1, -1}, 0, 28}, // row 0 is clear: the strike is over
+		{ball{7, 0, 1, 1}, 0, 28},  // the top wall
+		{ball{8, 0, 1, -1}, 1, 27}, // (8,1) breaks again
+	} {
+		r, term := step(t, e, Noop)
+		if got := (ball{g.x, g.y, g.dx, g.dy}); got != want.ball || r != want.reward || term || g.bricks.count() != want.bricks {
+			t.Fatalf("step %d: ball %+v reward %d bricks %d, want %+v %d %d\n%s", i+1, got, r, g.bricks.count(), want.ball, want.reward, want.bricks, e.Render())
+		}
 	}
 }

@@ -29,7 +29,7 @@ type Options struct {
 	// and Freeway have none and ignore it.
 	Ramping bool
 	// MaxEpisodeSteps, when positive, truncates episodes after that many
-	// steps. MinAtar has no such limit (Freeway's 2500 steps are part of
+	// steps. MinAtar has no such limit (Freeway's 2501 steps are part of
 	// its rules); 0 keeps it so.
 	MaxEpisodeSteps int
 }
@@ -157,12 +157,13 @@ func Factory(name string) api.EnvFactory {
 func (e *Env) Game() string { return e.spec.name }
 
 // Reset starts a new episode with the seed. The previous action, which a
-// sticky first step repeats, is the no-op. The observation returned is a
-// new slice.
+// sticky first step repeats, carries over from the last step of the
+// previous episode, as in MinAtar's Environment (its last_action survives
+// reset); a new Env's is the no-op. The observation returned is a new
+// slice.
 func (e *Env) Reset(seed int64) ([][]float32, error) {
 	e.pcg.Seed(uint64(seed), pcgStream)
 	e.game.reset(e.rng)
-	e.last = 0
 	e.steps = 0
 	e.live = true
 	e.observe()

@@ -185,9 +185,12 @@ func TestDeterminism(t *testing.T) {
 			if h2 := play(t, newEnv(t, name, DefaultOptions()), 7, steps); h1 != h2 {
 				t.Fatal("same seeds and actions gave different trajectories")
 			}
-			// A fresh Env and a used one agree too: Reset forgets everything.
+			// A fresh Env and a used one agree too: Reset forgets
+			// everything but the previous action, which sticky actions
+			// carry into the next episode (as MinAtar's do).
 			used := newEnv(t, name, DefaultOptions())
 			play(t, used, 8, 500)
+			used.last = 0
 			if h3 := play(t, used, 7, steps); h1 != h3 {
 				t.Fatal("a reused Env diverged from a fresh one")
 			}
@@ -195,6 +198,22 @@ func TestDeterminism(t *testing.T) {
 				t.Fatal("different action sequences gave the same trajectory")
 			}
 		})
+	}
+}
+
+// TestStickyAcrossEpisodes: the previous action survives Reset, as
+// MinAtar's last_action does, so a sticky first step repeats the last
+// action of the episode before.
+func TestStickyAcrossEpisodes(t *testing.T) {
+	e := exact(t, "breakout")
+	step(t, e, Right)
+	e.opts.Sticky = 1 // every step repeats the previous action
+	if _, err := e.Reset(2); err != nil {
+		t.Fatal(err)
+	}
+	step(t, e, Noop)
+	if g := e.game.(*breakout); g.paddle != paddleStart+1 {
+		t.Errorf("paddle at %d after a sticky first step, want %d: the previous episode's Right repeated", g.paddle, paddleStart+1)
 	}
 }
 
@@ -226,9 +245,10 @@ func TestStickyFrequency(t *testing.T) {
 			}
 			if s.Done() {
 				seed++
+				prevEpisode := e.last
 				e.Reset(seed)
-				if e.last != Noop {
-					t.Fatalf("Reset left the previous action %d, want the no-op", e.last)
+				if e.last != prevEpisode {
+					t.Fatalf("Reset changed the previous action from %d to %d; it carries over", prevEpisode, e.last)
 				}
 			}
 		}

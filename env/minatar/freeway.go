@@ -11,11 +11,13 @@ const (
 )
 
 const (
-	chickenCol     = 4
-	chickenPeriod  = 3 // steps between two moves of the chicken
-	freewayLanes   = 8 // rows 1..8, one car each
-	freewaySpeeds  = 5
-	FreewayMaxTime = 2500 // steps in an episode of Freeway
+	chickenCol    = 4
+	chickenPeriod = 3 // steps between two moves of the chicken
+	freewayLanes  = 8 // rows 1..8, one car each
+	freewaySpeeds = 5
+	// FreewayMaxTime is the steps in an episode of Freeway: MinAtar's
+	// time_limit of 2500 counts down to -1, ending the 2501st step.
+	FreewayMaxTime = 2501
 )
 
 var freewaySpec = spec{
@@ -36,7 +38,7 @@ type car struct {
 // freeway: the chicken starts at the bottom of column 4 and crosses eight
 // lanes of traffic; reaching the top earns 1 and starts it again from the
 // bottom with new car speeds; a car hitting it sends it back to the bottom.
-// The episode ends after 2500 steps.
+// The episode ends after 2501 steps.
 type freeway struct {
 	chicken int // its row
 	moveDue int // steps until the chicken may move again
@@ -50,18 +52,17 @@ func (g *freeway) reset(rng *rand.Rand) {
 		g.cars[i] = car{runner: runner{y: i + 1}}
 	}
 	g.shuffle(rng)
-	for i := range g.cars {
-		g.cars[i].wait = g.cars[i].speed
-	}
 }
 
 // shuffle draws every lane's speed class and direction anew, keeping the
-// cars where they are.
+// cars where they are; each car's move countdown restarts at its new
+// speed, as MinAtar's _randomize_cars does.
 func (g *freeway) shuffle(rng *rand.Rand) {
 	for i := range g.cars {
 		c := &g.cars[i]
 		c.speed = 1 + rng.IntN(freewaySpeeds)
 		c.right = coin(rng)
+		c.wait = c.speed
 	}
 }
 

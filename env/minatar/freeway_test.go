@@ -114,7 +114,12 @@ func TestFreewayCarSpeed(t *testing.T) {
 	}
 }
 
+// TestFreewayTimeLimit: an episode lasts 2501 steps, as MinAtar's (its
+// timer starts at 2500 and the episode ends when it passes below zero).
 func TestFreewayTimeLimit(t *testing.T) {
+	if FreewayMaxTime != 2501 {
+		t.Fatalf("FreewayMaxTime %d, want MinAtar's 2501", FreewayMaxTime)
+	}
 	e := exact(t, "freeway")
 	for i := 1; i <= FreewayMaxTime; i++ {
 		// The chicken stays on the bottom row, where no car drives.
@@ -134,5 +139,25 @@ func TestFreewayReset(t *testing.T) {
 	}
 	if g.chicken != Size-1 || g.time != 0 {
 		t.Errorf("chicken row %d, time %d", g.chicken, g.time)
+	}
+}
+
+// TestFreewayCrossingRestartsCars: when the chicken crosses, every car's
+// speed is drawn anew and its move countdown restarts at the new speed
+// (MinAtar's _randomize_cars), so no car moves on the crossing step even
+// if it was due to.
+func TestFreewayCrossingRestartsCars(t *testing.T) {
+	e, g := quietFreeway(t)
+	for i := range g.cars {
+		g.cars[i] = car{runner: runner{x: 2, y: i + 1, right: true}, speed: 3} // wait 0: due now
+	}
+	g.chicken, g.moveDue = 1, 0
+	if r, _ := step(t, e, Up); r != 1 || g.chicken != Size-1 {
+		t.Fatalf("crossing: reward %d, chicken at row %d", r, g.chicken)
+	}
+	for i, c := range g.cars {
+		if c.x != 2 || c.wait != c.speed-1 {
+			t.Errorf("lane %d after the crossing: %+v, want column 2 and a countdown of speed-1", i, c)
+		}
 	}
 }

@@ -74,15 +74,17 @@ type seaquest struct {
 	shotDue  int
 }
 
-// newSeaquest sizes the object lists for the most a game can hold, so
-// that steps append without allocating.
+// newSeaquest sizes the object lists for what a game holds at its
+// hardest, so that steps append without allocating: a spawn every step
+// and a move every third leave about 30 enemies in the sea, their bullets
+// fewer. A list that outgrows its room keeps the larger one.
 func newSeaquest(ramping bool) *seaquest {
 	return &seaquest{
 		ramping:  ramping,
 		torps:    make([]runner, 0, 4),
-		bullets:  make([]runner, 0, 2*(seaBottom+1)),
-		fish:     make([]runner, 0, seaBottom),
-		subs:     make([]enemySub, 0, seaBottom),
+		bullets:  make([]runner, 0, 48),
+		fish:     make([]runner, 0, 48),
+		subs:     make([]enemySub, 0, 48),
 		swimmers: make([]runner, 0, 8),
 	}
 }
@@ -104,7 +106,21 @@ func (g *seaquest) reset(*rand.Rand) {
 	}
 }
 
+// step follows MinAtar's order of play: spawns that are due, the player's
+// action, then torpedoes, divers, enemy submarines, enemy bullets and fish
+// in turn, each list walked newest first, then the timers, the oxygen and
+// the surfacing.
 func (g *seaquest) step(a int32, rng *rand.Rand) (reward int, terminal bool) {
+	if g.enemyDue == 0 {
+		g.spawnEnemy(rng)
+		g.enemyDue = g.pace.spawn
+	}
+	if g.diverDue == 0 {
+		g.swimmers = append(g.swimmers, fromSide(rng, 1+rng.IntN(seaBottom)))
+		g.swimmers[len(g.swimmers)-1].wait = diverMovePeriod
+		g.diverDue = diverSpawnPeriod
+	}
+
 	switch a {
 	case Fire:
 		if g.shotDue == 0 {
@@ -121,72 +137,97 @@ func (g *seaquest) step(a int32, rng *rand.Rand) (reward int, terminal bool) {
 		g.y = min(seaBottom, g.y+1)
 	}
 
-	// Torpedoes move a cell per step and sink the fish, else the
-	// submarine, they meet; enemies that move onto one later in the step
-	// sink too.
-	for i := range g.torps {
-		g.torps[i].move()
+	// A torpedo moves a cell and sinks one enemy on its new cell, a fish
+	// before a submarine.
+	for i := len(g.torps) - 1; i >= 0; i-- {
+		t := &g.torps[i]
+		t.move()
+		switch {
+		case t.offGrid():
+			g.torps = slices.Delete(g.torps, i, i+1)
+		case sinkOne(&g.fish, t.x, t.y) || sinkOne(&g.subs, t.x, t.y):
+			g.torps = slices.Delete(g.torps, i, i+1)
+			reward++
+		}
 	}
-	g.torps = slices.DeleteFunc(g.torps, runner.offGrid)
-	reward += g.torpedoed()
 
 	// Divers are picked up when the submarine is on their cell, before or
 	// after they move, if it has room.
-	g.swimmers = slices.DeleteFunc(g.swimmers, func(d runner) bool { return g.pickUp(d) })
-	for i := range g.swimmers {
-		g.swimmers[i].tick(diverMovePeriod)
+	for i := len(g.swimmers) - 1; i >= 0; i-- {
+		d := &g.swimmers[i]
+		if g.pickUp(*d) || d.tick(diverMovePeriod) && (d.offGrid() || g.pickUp(*d)) {
+			g.swimmers = slices.Delete(g.swimmers, i, i+1)
+		}
 	}
-	g.swimmers = slices.DeleteFunc(g.swimmers, func(d runner) bool { return d.offGrid() || g.pickUp(d) })
 
 	// Enemies hit the submarine by sharing its cell before or after they
-	// move, and sink if they move onto a torpedo.
-	for i := range g.subs {
-		s := &g.subs[i]
-		terminal = terminal || s.at(g.x, g.y)
-		if s.tick(g.pace.move) && !s.offGrid() {
-			terminal = terminal || s.at(g.x, g.y)
-		}
-		if s.offGrid() {
-			continue
+	// move, and sink if they move onto a torpedo. A submarine's gun works
+	// on the step it leaves the grid or sinks too, as in MinAtar (a
+	// bullet fired off the grid is gone before anything sees it).
+	for i := len(g.subs) - 1; i >= 0; i-- {
+		s := g.subs[i]
+		gone := false
+		terminal = s.at(g.x, g.y) || terminal
+		if s.tick(g.pace.move) {
+			switch {
+			case s.offGrid():
+				gone = true
+			case s.at(g.x, g.y):
+				terminal = true
+			case sinkOne(&g.torps, s.x, s.y):
+				gone = true
+				reward++
+			}
 		}
 		if s.shotDue > 0 {
 			s.shotDue--
 		} else {
 			s.shotDue = enemyShotPeriod
-			g.bullets = append(g.bullets, runner{x: s.x, y: s.y, right: s.right})
+			if !s.offGrid() {
+				g.bullets = append(g.bullets, runner{x: s.x, y: s.y, right: s.right})
+			}
+		}
+		if gone {
+			g.subs = slices.Delete(g.subs, i, i+1)
+		} else {
+			g.subs[i] = s
 		}
 	}
-	for i := range g.bullets {
+	for i := len(g.bullets) - 1; i >= 0; i-- {
 		b := &g.bullets[i]
-		terminal = terminal || b.at(g.x, g.y)
+		terminal = b.at(g.x, g.y) || terminal
 		b.move()
-		terminal = terminal || b.at(g.x, g.y)
-	}
-	g.bullets = slices.DeleteFunc(g.bullets, runner.offGrid)
-	for i := range g.fish {
-		f := &g.fish[i]
-		terminal = terminal || f.at(g.x, g.y)
-		if f.tick(g.pace.move) {
-			terminal = terminal || f.at(g.x, g.y)
+		if b.offGrid() {
+			g.bullets = slices.Delete(g.bullets, i, i+1)
+		} else if b.at(g.x, g.y) {
+			terminal = true
 		}
 	}
-	g.fish = slices.DeleteFunc(g.fish, runner.offGrid)
-	g.subs = slices.DeleteFunc(g.subs, func(s enemySub) bool { return s.offGrid() })
-	reward += g.torpedoed()
+	for i := len(g.fish) - 1; i >= 0; i-- {
+		f := &g.fish[i]
+		terminal = f.at(g.x, g.y) || terminal
+		if !f.tick(g.pace.move) {
+			continue
+		}
+		switch {
+		case f.offGrid():
+			g.fish = slices.Delete(g.fish, i, i+1)
+		case f.at(g.x, g.y):
+			terminal = true
+		case sinkOne(&g.torps, f.x, f.y):
+			g.fish = slices.Delete(g.fish, i, i+1)
+			reward++
+		}
+	}
 
-	if g.enemyDue--; g.enemyDue <= 0 {
-		g.spawnEnemy(rng)
-		g.enemyDue = g.pace.spawn
+	g.enemyDue = max(0, g.enemyDue-1)
+	g.diverDue = max(0, g.diverDue-1)
+	g.shotDue = max(0, g.shotDue-1)
+	// The tank is checked before this step's breath: a submarine whose
+	// oxygen ran out on the previous step drowns, even as it surfaces.
+	if g.oxygen <= 0 {
+		terminal = true
 	}
-	if g.diverDue--; g.diverDue <= 0 {
-		g.swimmers = append(g.swimmers, fromSide(rng, 1+rng.IntN(seaBottom)))
-		g.swimmers[len(g.swimmers)-1].wait = diverMovePeriod
-		g.diverDue = diverSpawnPeriod
-	}
-	if g.shotDue > 0 {
-		g.shotDue--
-	}
-
 	if g.y > 0 {
 		g.oxygen--
 		g.surfaced = false
@@ -197,25 +238,19 @@ func (g *seaquest) step(a int32, rng *rand.Rand) (reward int, terminal bool) {
 			reward += g.surface()
 		}
 	}
-	return reward, terminal || g.oxygen < 0
+	return reward, terminal
 }
 
-// torpedoed sinks the fish, else the submarines, on a torpedo's cell,
-// removing the torpedo too, and returns how many torpedoes hit.
-func (g *seaquest) torpedoed() int {
-	n := len(g.torps)
-	g.torps = slices.DeleteFunc(g.torps, func(t runner) bool {
-		return sink(&g.fish, t.x, t.y) || sink(&g.subs, t.x, t.y)
-	})
-	return n - len(g.torps)
-}
-
-// sink removes the objects of *list at (x, y) and reports whether there
-// were any.
-func sink[T interface{ at(x, y int) bool }](list *[]T, x, y int) bool {
-	n := len(*list)
-	*list = slices.DeleteFunc(*list, func(o T) bool { return o.at(x, y) })
-	return len(*list) < n
+// sinkOne removes the first object of *list at (x, y) and reports whether
+// there was one: a torpedo sinks one enemy, an enemy takes one torpedo.
+func sinkOne[T interface{ at(x, y int) bool }](list *[]T, x, y int) bool {
+	for i, o := range *list {
+		if o.at(x, y) {
+			*list = slices.Delete(*list, i, i+1)
+			return true
+		}
+	}
+	return false
 }
 
 // pickUp takes diver d aboard if the submarine is on its cell and has room.
@@ -229,16 +264,18 @@ func (g *seaquest) pickUp(d runner) bool {
 
 // surface refills the oxygen and ramps the difficulty. With a full load
 // the divers are rescued for a bonus of the oxygen gauge's cells; with
-// fewer one diver is used up.
+// fewer one diver is used up. As in MinAtar, a rescue also takes one
+// diver: the count goes to -1 (and lower on later surfacings), so after a
+// rescue the submarine may surface empty without dying until its divers
+// aboard count back up past zero.
 func (g *seaquest) surface() int {
 	g.surfaced = true
 	bonus := 0
 	if g.divers == maxDivers {
 		bonus = g.oxygenCells()
 		g.divers = 0
-	} else {
-		g.divers--
 	}
+	g.divers--
 	g.oxygen = maxOxygen
 	if g.ramping && g.pace.canRamp(seaquestMinMove) {
 		g.pace.harder(seaquestMinMove)
@@ -251,19 +288,20 @@ func (g *seaquest) surface() int {
 func (g *seaquest) oxygenCells() int { return max(0, g.oxygen) * Size / maxOxygen }
 
 // spawnEnemy sends a fish, or with probability 1/3 a submarine, into a row
-// chosen uniformly from 1-8, from a random side; if an enemy is already in
-// that row, nothing spawns.
+// chosen uniformly from 1-8, from a random side; if an enemy in that row
+// moves the other way, nothing spawns (enemies moving the same way share
+// rows).
 func (g *seaquest) spawnEnemy(rng *rand.Rand) {
 	r := fromSide(rng, 1+rng.IntN(seaBottom))
 	isSub := rng.IntN(3) == 0
 	r.wait = g.pace.move
 	for _, f := range g.fish {
-		if f.y == r.y {
+		if f.y == r.y && f.right != r.right {
 			return
 		}
 	}
 	for _, s := range g.subs {
-		if s.y == r.y {
+		if s.y == r.y && s.right != r.right {
 			return
 		}
 	}

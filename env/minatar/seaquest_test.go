@@ -24,8 +24,9 @@ func TestSeaquestSurfacing(t *testing.T) {
 	}{
 		{"with a diver", 1, 50, 0, false, 0, maxOxygen, seaquestSpawn - 1},
 		{"with 3 divers", 3, 120, 0, false, 2, maxOxygen, seaquestSpawn - 1},
-		{"with 6 divers", 6, 101, 5, false, 0, maxOxygen, seaquestSpawn - 1},
-		{"with 6 divers and a full tank", 6, 199, 9, false, 0, maxOxygen, seaquestSpawn - 1},
+		// A rescue leaves -1 aboard, as MinAtar's does (TestSeaquestRescueLeavesMinusOne).
+		{"with 6 divers", 6, 101, 5, false, -1, maxOxygen, seaquestSpawn - 1},
+		{"with 6 divers and a full tank", 6, 199, 9, false, -1, maxOxygen, seaquestSpawn - 1},
 		{"with none", 0, 50, 0, true, 0, 50, seaquestSpawn},
 	}
 	for _, tc := range tests {
@@ -161,10 +162,11 @@ func TestSeaquestDivers(t *testing.T) {
 	if g.divers != maxDivers || len(g.swimmers) != 1 {
 		t.Errorf("a full sub: divers aboard %d, in the water %d", g.divers, len(g.swimmers))
 	}
-	// Divers spawn every 30 steps at a side of rows 1-8.
+	// Divers spawn every 30 steps at a side of rows 1-8, at the start of
+	// the step after the timer ran out.
 	e, g = calmSea(t)
 	g.diverDue = diverSpawnPeriod
-	for range diverSpawnPeriod {
+	for range diverSpawnPeriod + 1 {
 		step(t, e, Noop)
 	}
 	if len(g.swimmers) != 1 || g.swimmers[0].y < 1 || g.swimmers[0].y > seaBottom {
@@ -172,20 +174,109 @@ func TestSeaquestDivers(t *testing.T) {
 	}
 }
 
+// TestSeaquestSpawn: MinAtar refuses a new enemy only in a row where an
+// enemy already moves the opposite way; enemies moving the same way share
+// a row.
 func TestSeaquestSpawn(t *testing.T) {
 	e, g := calmSea(t)
-	for range 500 {
+	for y := 1; y <= seaBottom; y++ {
+		g.fish = append(g.fish, runner{x: 4, y: y, right: true, wait: 99})
+	}
+	const tries = 400
+	for range tries {
 		g.spawnEnemy(e.rng)
 	}
-	rows := map[int]bool{}
+	spawned := len(g.fish) + len(g.subs) - seaBottom
 	for _, f := range g.fish {
-		rows[f.y] = true
+		if !f.right {
+			t.Fatalf("a fish spawned against the row's traffic: %+v", f)
+		}
 	}
 	for _, s := range g.subs {
-		rows[s.y] = true
+		if !s.right || s.x != 0 {
+			t.Fatalf("a submarine spawned against the row's traffic: %+v", s)
+		}
 	}
-	if len(g.fish)+len(g.subs) != seaBottom || len(rows) != seaBottom || len(g.fish) == 0 || len(g.subs) == 0 {
-		t.Errorf("after 500 spawns: %d fish and %d subs in %d rows", len(g.fish), len(g.subs), len(rows))
+	// About half the draws come from the right and are refused.
+	if spawned < tries/4 || spawned > 3*tries/4 || len(g.subs) == 0 {
+		t.Errorf("%d of %d spawns placed (%d submarines), want about half", spawned, tries, len(g.subs))
+	}
+}
+
+// TestSeaquestSpawnTiming: a spawn falls due at the end of a step and
+// happens at the start of the next, as in MinAtar, so the new enemy first
+// shows one step after the timer ran out.
+func TestSeaquestSpawnTiming(t *testing.T) {
+	e, g := calmSea(t)
+	g.enemyDue, g.diverDue = 1, 1
+	step(t, e, Noop)
+	if len(g.fish)+len(g.subs)+len(g.swimmers) != 0 || g.enemyDue != 0 {
+		t.Fatalf("spawned on the step the timer ran out: %+v", g)
+	}
+	step(t, e, Noop)
+	if len(g.fish)+len(g.subs) != 1 || len(g.swimmers) != 1 || g.enemyDue != seaquestSpawn-1 || g.diverDue != diverSpawnPeriod-1 {
+		t.Fatalf("after the next step: %d fish, %d subs, %d divers; timers %d %d", len(g.fish), len(g.subs), len(g.swimmers), g.enemyDue, g.diverDue)
+	}
+}
+
+// TestSeaquestTorpedoSinksOne: two fish on one cell; a torpedo sinks one
+// of them and the other swims on.
+func TestSeaquestTorpedoSinksOne(t *testing.T) {
+	e, g := calmSea(t)
+	g.x, g.y, g.right = 5, 4, true
+	g.fish = append(g.fish, runner{x: 6, y: 4, wait: 9}, runner{x: 6, y: 4, wait: 9})
+	if r, term := step(t, e, Fire); r != 1 || term || len(g.fish) != 1 || len(g.torps) != 0 {
+		t.Errorf("reward %d terminal %v fish %d torpedoes %d, want 1 false 1 0", r, term, len(g.fish), len(g.torps))
+	}
+}
+
+// TestSeaquestSunkSubShoots: a submarine that moves onto a torpedo sinks,
+// and its gun, due that step, still fires (MinAtar runs the gun after the
+// move whatever became of the submarine).
+func TestSeaquestSunkSubShoots(t *testing.T) {
+	e, g := calmSea(t)
+	g.x, g.y = 2, 7
+	g.torps = append(g.torps, runner{x: 6, y: 4, right: true})
+	g.subs = append(g.subs, enemySub{runner: runner{x: 8, y: 4}})
+	r, term := step(t, e, Noop)
+	if r != 1 || term || len(g.subs) != 0 || len(g.torps) != 0 {
+		t.Fatalf("reward %d terminal %v subs %d torpedoes %d, want 1 false 0 0", r, term, len(g.subs), len(g.torps))
+	}
+	if len(g.bullets) != 1 || g.bullets[0] != (runner{x: 6, y: 4}) {
+		t.Errorf("bullets %+v, want one fired from column 7 and moved to 6", g.bullets)
+	}
+}
+
+// TestSeaquestRescueLeavesMinusOne: after a rescue of 6 divers MinAtar's
+// count is -1 (it empties the sub, then takes a diver as on any
+// surfacing), so the next surfacing without a diver does not end the
+// episode, and the count keeps going down.
+func TestSeaquestRescueLeavesMinusOne(t *testing.T) {
+	e, g := calmSea(t)
+	g.y, g.surfaced, g.divers, g.oxygen = 1, false, maxDivers, 100
+	if r, term := step(t, e, Up); r != 5 || term || g.divers != -1 {
+		t.Fatalf("rescue: reward %d terminal %v divers %d, want 5 false -1", r, term, g.divers)
+	}
+	if cell(e, Size-1, Size-2, sqDiverGauge) {
+		t.Errorf("the diver gauge shows a diver at -1:\n%s", e.Render())
+	}
+	step(t, e, Down)
+	if r, term := step(t, e, Up); r != 0 || term || g.divers != -2 {
+		t.Fatalf("surfacing empty after a rescue: reward %d terminal %v divers %d, want 0 false -2", r, term, g.divers)
+	}
+}
+
+// TestSeaquestDrownsSurfacing: the tank is checked before the step's
+// breath, so a submarine whose oxygen ran out on the previous step drowns
+// on this one even as it reaches the surface with a diver aboard.
+func TestSeaquestDrownsSurfacing(t *testing.T) {
+	e, g := calmSea(t)
+	g.y, g.surfaced, g.divers, g.oxygen = 2, false, 1, 1
+	if _, term := step(t, e, Up); term || g.oxygen != 0 {
+		t.Fatalf("the last breath: terminal %v oxygen %d", term, g.oxygen)
+	}
+	if _, term := step(t, e, Up); !term || g.y != 0 {
+		t.Errorf("surfacing on an empty tank: terminal %v row %d, want true 0", term, g.y)
 	}
 }
 

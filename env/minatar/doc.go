@@ -12,9 +12,10 @@
 // of the chosen one. Asterix, Seaquest and Space Invaders get harder as the
 // episode goes on unless [Options.Ramping] is off.
 //
-// The games are written here from the paper's description of the rules;
-// docs/minatar.md states each rule as implemented and every decision taken
-// where the paper is silent. Each Env draws its randomness from its own PCG
+// The games play as the original implementation (kenjyoung/MinAtar
+// v1.0.15) does, rule for rule, quirks included; the Go is our own.
+// docs/minatar.md states each rule, and TestConformance measures random
+// and scripted returns against the original's. Each Env draws its randomness from its own PCG
 // generator seeded by Reset, so the same seed and actions give the same
 // trajectory. Step does not allocate: the Step it returns uses the Env's
 // own buffers, valid until the next call.

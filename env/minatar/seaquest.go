@@ -166,18 +166,10 @@ func (g *seaquest) step(a int32, rng *rand.Rand) (reward int, terminal bool) {
 	// bullet fired off the grid is gone before anything sees it).
 	for i := len(g.subs) - 1; i >= 0; i-- {
 		s := g.subs[i]
-		gone := false
-		terminal = s.at(g.x, g.y) || terminal
-		if s.tick(g.pace.move) {
-			switch {
-			case s.offGrid():
-				gone = true
-			case s.at(g.x, g.y):
-				terminal = true
-			case sinkOne(&g.torps, s.x, s.y):
-				gone = true
-				reward++
-			}
+		gone, hit, sunk := g.advance(&s.runner)
+		terminal = hit || terminal
+		if sunk {
+			reward++
 		}
 		if s.shotDue > 0 {
 			s.shotDue--
@@ -204,19 +196,13 @@ func (g *seaquest) step(a int32, rng *rand.Rand) (reward int, terminal bool) {
 		}
 	}
 	for i := len(g.fish) - 1; i >= 0; i-- {
-		f := &g.fish[i]
-		terminal = f.at(g.x, g.y) || terminal
-		if !f.tick(g.pace.move) {
-			continue
-		}
-		switch {
-		case f.offGrid():
-			g.fish = slices.Delete(g.fish, i, i+1)
-		case f.at(g.x, g.y):
-			terminal = true
-		case sinkOne(&g.torps, f.x, f.y):
-			g.fish = slices.Delete(g.fish, i, i+1)
+		gone, hit, sunk := g.advance(&g.fish[i])
+		terminal = hit || terminal
+		if sunk {
 			reward++
+		}
+		if gone {
+			g.fish = slices.Delete(g.fish, i, i+1)
 		}
 	}
 
@@ -239,6 +225,26 @@ func (g *seaquest) step(a int32, rng *rand.Rand) (reward int, terminal bool) {
 		}
 	}
 	return reward, terminal
+}
+
+// advance moves an enemy, a fish or a submarine's hull, as MinAtar does:
+// it hits the player by sharing its cell before or after its move (if
+// one is due), and sinks on a torpedo it moves onto, taking the torpedo.
+// gone reports that it left the grid or sank.
+func (g *seaquest) advance(e *runner) (gone, hit, sunk bool) {
+	hit = e.at(g.x, g.y)
+	if !e.tick(g.pace.move) {
+		return false, hit, false
+	}
+	switch {
+	case e.offGrid():
+		return true, hit, false
+	case e.at(g.x, g.y):
+		return false, true, false
+	case sinkOne(&g.torps, e.x, e.y):
+		return true, hit, true
+	}
+	return false, hit, false
 }
 
 // sinkOne removes the first object of *list at (x, y) and reports whether

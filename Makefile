@@ -1,19 +1,25 @@
 # distrl: build, test and benchmark. `make deps` installs the system
-# packages it needs (libzmq for cgo) with apt-get when they are missing.
+# packages building and running need (libzmq for cgo, OpenBLAS) with apt-get
+# when they are missing; `make deps-test` adds what the tests need (SLURM,
+# Prometheus, Chromium), and `make test` and `make bench` call it.
 
 SHELL        := /bin/bash
 GO           ?= go
 BIN          := bin
 RLCTL        := $(BIN)/rlctl
-# python3-zmq and python3-msgpack: Python environments (package pyenv), the Python package's own tests, and docs/protocol.md's Python client;
-# python3-numpy (optional for users) so the tests also cover environments that return numpy arrays, as gymnasium's do.
-# slurmctld, slurmd, slurm-client and munge: the SLURM tests run a real
-# multi-node cluster (scripts/slurmcluster.sh; as root, else they skip).
-# libopenblas-dev: package nn's matrix products (build with -tags noopenblas for gonum's pure Go).
-# prometheus and chromium: the tests of watching a trial scrape real workers
-# with a real Prometheus and render the dashboard in headless Chromium.
-APT_PACKAGES := libzmq3-dev libopenblas-dev pkg-config python3-zmq python3-msgpack python3-numpy \
-                slurmctld slurmd slurm-client munge iproute2 util-linux prometheus chromium
+# What running an experiment needs (`make deps`, and so `make build` and
+# `make run`): libzmq for cgo, libopenblas-dev for package nn's matrix
+# products (build with -tags noopenblas for gonum's pure Go), and for Python
+# environments (package pyenv) python3-zmq and python3-msgpack;
+# python3-numpy is optional for users, and the tests cover environments that
+# return numpy arrays, as gymnasium's do.
+APT_PACKAGES := libzmq3-dev libopenblas-dev pkg-config python3-zmq python3-msgpack python3-numpy
+# What only the tests and benchmarks need (`make deps-test`, and so `make
+# test` and `make bench`): slurmctld, slurmd, slurm-client and munge run a
+# real multi-node SLURM cluster (scripts/slurmcluster.sh; as root, else
+# those tests skip) in network namespaces (iproute2, util-linux); prometheus
+# and chromium scrape real workers and render the dashboard headless.
+TEST_APT_PACKAGES := slurmctld slurmd slurm-client munge iproute2 util-linux prometheus chromium
 STATICCHECK_VERSION := v0.8.2
 GOBIN        := $(shell $(GO) env GOPATH)/bin
 TEST_TIMEOUT ?= 15m
@@ -21,14 +27,15 @@ BENCH_OUT    ?= $(BIN)/bench.txt
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps deps-cuda build build-cuda bundle-gpu bundle-cpu bundle-sweep ptx vet-cuda test vet lint unit bench bench-minatar bench-spread fuzz demo run clean
+.PHONY: all deps deps-test deps-cuda build build-cuda bundle-gpu bundle-cpu bundle-sweep ptx vet-cuda test vet lint unit bench bench-minatar bench-spread fuzz demo run clean
 
 all: build
 
-# Install missing Debian packages; retry once after `apt-get update`.
-deps:
+# apt_install installs those of the Debian packages $(1) that are missing,
+# retrying once after `apt-get update`.
+define apt_install
 	@missing=""; \
-	for p in $(APT_PACKAGES); do \
+	for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -37,7 +44,16 @@ deps:
 	  echo "installing:$$missing"; \
 	  $$apt install $$missing || { $$apt update && $$apt install $$missing; } || exit 1; \
 	fi
+endef
+
+# What building and running need.
+deps:
+	$(call apt_install,$(APT_PACKAGES))
 	@pkg-config --exists libzmq || { echo "libzmq not found by pkg-config"; exit 1; }
+
+# What the tests and benchmarks need besides.
+deps-test: deps
+	$(call apt_install,$(TEST_APT_PACKAGES))
 
 build: deps
 	$(GO) build -o $(RLCTL) ./cmd/rlctl
@@ -107,7 +123,7 @@ lint: vet $(GOBIN)/staticcheck
 # Every test, integration tests included (real sockets, real etcd, real processes), with -race.
 # The dashboard tests keep their headless-Chromium screenshots under $(ARTIFACTS).
 ARTIFACTS ?= $(abspath $(BIN))/artifacts
-test: deps lint
+test: deps-test lint
 	DISTRL_ARTIFACTS=$(ARTIFACTS) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # Unit tests only: quick, in-process.
@@ -127,7 +143,7 @@ fuzz: deps
 # BENCH_TAGS=cuda adds the GPU benchmarks where Go, CUDA and a GPU are on one
 # machine (else scripts/gpu-check.sh on a bundle).
 BENCH_TAGS ?=
-bench: build
+bench: build deps-test
 	@mkdir -p $(BIN)
 	set -o pipefail; $(GO) test $(if $(BENCH_TAGS),-tags $(BENCH_TAGS)) -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./... | tee $(BENCH_OUT)
 	$(GO) run ./cmd/benchtab < $(BENCH_OUT)

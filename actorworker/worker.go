@@ -13,6 +13,7 @@ import (
 	"github.com/distrl/distrl/algo/dqn"
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/duty"
 	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/policy"
@@ -248,7 +249,18 @@ type Worker struct {
 	// last poll recorded.
 	metrics  *telemetry.Actor
 	recorded TargetStats
+
+	// pressure is the share of the last minute the actor held batches its
+	// consumers refused (Note); recordedAt is when the last poll ended,
+	// backpressured the seconds held in all.
+	pressure      *duty.Window
+	recordedAt    time.Time
+	backpressured time.Duration
 }
+
+// BoundShare is the share of the last minute an actor must have been
+// back-pressured for its Note to call the trial bound by its consumers.
+const BoundShare = 0.5
 
 var (
 	_ worker.Impl        = (*Worker)(nil)
@@ -259,7 +271,7 @@ var (
 
 // New is the worker.Factory of the actor type.
 func New(info worker.Info) (worker.Impl, error) {
-	return &Worker{info: info, log: info.Log(), metrics: info.Telemetry().Actor()}, nil
+	return &Worker{info: info, log: info.Log(), metrics: info.Telemetry().Actor(), pressure: duty.New(time.Minute, 12)}, nil
 }
 
 // Type is the actor worker type, for a worker.Registry.
@@ -615,9 +627,24 @@ func (w *Worker) totals() TargetStats {
 
 // record adds to the Prometheus counters what the targets counted since
 // the last call, and sets the return gauge if episodes ended.
+//
+// It also accounts the time since the last poll ended as back-pressured
+// when this poll found a batch refused: a back-pressured actor retries
+// its refused batches at every poll, so each poll of such a wait counts
+// one refusal at least.
 func (w *Worker) record() {
 	s, last := w.totals(), w.recorded
 	w.recorded = s
+	now := time.Now()
+	if !w.recordedAt.IsZero() {
+		d, held := now.Sub(w.recordedAt), s.Backpressure > last.Backpressure
+		w.pressure.Add(now, d, held)
+		if held {
+			w.backpressured += d
+			w.metrics.Backpressured.Add(d.Seconds())
+		}
+	}
+	w.recordedAt = now
 	if d := s.EnvSteps - last.EnvSteps; d > 0 {
 		w.metrics.EnvSteps.Add(float64(d))
 	}
@@ -677,6 +704,8 @@ func (w *Worker) Stats() map[string]any {
 		"steps_per_s":         rate,
 		"inference_failures":  s.InferenceFailures,
 		"backpressure":        s.Backpressure,
+		"backpressured_s":     w.backpressured.Seconds(),
+		"backpressured_pct":   w.pressureShare() * 100,
 		"ring_size":           ring,
 		"ring_slots":          max(w.slots, 1), // inline: the whole ring
 		"ring_step_us":        w.stepCost * float64(ring) / 1e3,
@@ -782,6 +811,31 @@ func (w *Worker) Warning() string {
 	return strings.Join(msgs, "; ")
 }
 
+// Note says, when the actor was back-pressured for BoundShare of the last
+// minute or more, that the trial is bound by its consumers (the trainer
+// of an on-policy trial, the replay's rate limit of an Ape-X one): the
+// normal state of a trial whose learner is the slowest part, not a fault.
+func (w *Worker) Note() string {
+	share := w.pressureShare()
+	if share < BoundShare {
+		return ""
+	}
+	if w.replay != nil {
+		return fmt.Sprintf("replay-bound: back-pressured %.0f%% of the last minute", share*100)
+	}
+	return fmt.Sprintf("consumer-bound: back-pressured %.0f%% of the last minute", share*100)
+}
+
+// pressureShare is the share of the last minute the actor was
+// back-pressured; 0 until it has run for a second.
+func (w *Worker) pressureShare() float64 {
+	share, recorded := w.pressure.Share(time.Now())
+	if recorded < time.Second {
+		return 0
+	}
+	return share
+}
+
 // Close releases the environments and both streams. The worker can be
 // configured again afterwards.
 func (w *Worker) Close() error {
@@ -801,6 +855,6 @@ func (w *Worker) Close() error {
 	w.recentLen, w.recentNext = 0, 0
 	// The targets' counts start over with the next configuration; every
 	// poll recorded what they had counted.
-	w.recorded = TargetStats{}
+	w.recorded, w.recordedAt = TargetStats{}, time.Time{}
 	return errors.Join(errs...)
 }

@@ -63,7 +63,7 @@ func (c *cluster) start(t *testing.T, typ string, index int) string {
 	t.Helper()
 	return workertest.Start(t, worker.Options{
 		Trial: testTrial, Registry: testTypes, Type: typ, Index: index, Host: "127.0.0.1", Repo: c.repo,
-		IdleWait: 20 * time.Millisecond, Logger: testLogger(t), Metrics: c.metrics,
+		IdleWait: 20 * time.Millisecond, Logger: testLogger(t), Metrics: c.metrics, ConditionHold: 200 * time.Millisecond,
 	}).Name()
 }
 
@@ -318,6 +318,52 @@ func TestBackpressureOverStream(t *testing.T) {
 	if steps != 600 {
 		t.Errorf("received %d steps, want 600", steps)
 	}
+}
+
+// TestConsumerBoundNote: an actor whose consumer takes nothing is
+// back-pressured, which is no warning but a note that the trial is bound
+// by its consumer; it goes once the consumer keeps up again.
+func TestConsumerBoundNote(t *testing.T) {
+	cl := newCluster(t)
+	name := cl.start(t, actorworker.TypeName, 0)
+	c, err := stream.NewSampleConsumer(ctxT(t), stream.SampleConsumerOptions{
+		Repo: cl.repo, Trial: testTrial, Stream: "slow", Logger: testLogger(t), RecvHWM: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl.run(t, name, map[string]any{"inference": "inline", "sample_stream": "slow", "ring_size": 2, "sample_steps": 20})
+	waitFor(t, "a consumer-bound note", func() bool {
+		return strings.Contains(cl.status(t, name).Note, "consumer-bound: back-pressured")
+	})
+	s, st := cl.status(t, name), cl.stats(t, name)
+	if s.Warning != "" {
+		t.Errorf("warning %q while back-pressured by a consumer that is there; want none", s.Warning)
+	}
+	if pct, _ := api.Config(st).Float("backpressured_pct", 0); pct < 100*actorworker.BoundShare {
+		t.Errorf("backpressured_pct %v with the note %q", pct, s.Note)
+	}
+	if got := value(t, cl.metrics, "distrl_actor_backpressured_seconds_total"); got <= 0 {
+		t.Errorf("distrl_actor_backpressured_seconds_total = %v", got)
+	}
+	// A consumer that takes the batches as they come: the share of the
+	// last minute falls below BoundShare and the note goes.
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if bs, err := c.Poll(1024); err != nil || len(bs) == 0 {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done; c.Close() })
+	waitFor(t, "the note to go", func() bool { return cl.status(t, name).Note == "" })
 }
 
 // TestPolicyWorkerLate: requests to a policy that has no worker time out

@@ -82,7 +82,9 @@ type Worker struct {
 	// acted with.
 	Version *int64 `json:"version,omitempty"`
 	Warning string `json:"warning,omitempty"`
-	Error   string `json:"error,omitempty"`
+	// Note is information that is not a fault (member.Status.Note).
+	Note  string `json:"note,omitempty"`
+	Error string `json:"error,omitempty"`
 	// Metrics is the worker process's /metrics address.
 	Metrics string `json:"metrics,omitempty"`
 	// Stats are the worker's key statistics (controller.KeyStats).

@@ -156,7 +156,7 @@ func (s *TrialSource) rows(ctx context.Context, p *panel.ControlPanel, statuses 
 			continue // the controller's "ctl", or a record no worker wrote
 		}
 		byName[st.Name] = &Worker{Name: st.Name, Type: typ, Index: index, Host: st.Host, PID: st.PID,
-			State: string(st.State), Warning: st.Warning, Error: st.Error, Metrics: st.Metrics}
+			State: string(st.State), Warning: st.Warning, Note: st.Note, Error: st.Error, Metrics: st.Metrics}
 		if st.Address != "" && !st.State.Final() && st.State != member.StateHung {
 			ask = append(ask, st.Name) // a hung loop would not answer in time
 		}

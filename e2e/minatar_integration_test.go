@@ -65,7 +65,36 @@ func TestMinAtarBreakoutLearns(t *testing.T) {
 	if !ok || dropped > 0.2*float64(last.EnvSteps) {
 		t.Errorf("the trainer dropped %v of %d steps (stats %v), want at most a fifth", trainer["dropped_steps"], last.EnvSteps, trainer)
 	}
+	assertQuietBackpressure(t, dir)
 	assertWorkersGone(t, readRecord(t, dir))
+}
+
+// assertQuietBackpressure checks the actor logs of a trainer-bound trial:
+// back-pressure is the normal state there, so at most a handful of lines
+// speak of it (it used to log a degraded / recovered pair several times a
+// second), and an actor notes that the trial is bound by its consumer.
+func assertQuietBackpressure(t *testing.T, dir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "actor-*.log"))
+	if len(logs) == 0 {
+		t.Fatalf("no actor logs in %s", dir)
+	}
+	noted := false
+	for _, path := range logs {
+		var pressure []string
+		for _, line := range strings.Split(readFile(t, path), "\n") {
+			if strings.Contains(line, "back-pressure") || strings.Contains(line, "consumer-bound") || strings.Contains(line, "degraded") {
+				pressure = append(pressure, line)
+			}
+			noted = noted || strings.Contains(line, "msg=note") && strings.Contains(line, "consumer-bound")
+		}
+		if len(pressure) > 4 {
+			t.Errorf("%s has %d lines about back-pressure, want a handful at most; the first:\n%s", path, len(pressure), strings.Join(pressure[:5], "\n"))
+		}
+	}
+	if !noted {
+		t.Errorf("no actor of the trainer-bound trial noted it was consumer-bound (logs %v)", logs)
+	}
 }
 
 // frame_stack in env_config stacks MinAtar frames for the whole pipeline:

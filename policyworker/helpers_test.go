@@ -52,7 +52,7 @@ func startWorker(t testing.TB, repo nameresolve.Repository, index int, idleWait 
 	reg := telemetry.NewRegistry()
 	r := workertest.StartChecked(t, worker.Options{
 		Trial: testTrial, Registry: testTypes, Type: policyworker.TypeName, Index: index, Host: "127.0.0.1",
-		Repo: repo, IdleWait: idleWait, Logger: log, Metrics: reg,
+		Repo: repo, IdleWait: idleWait, Logger: log, Metrics: reg, ConditionHold: 50 * time.Millisecond,
 	})
 	return &fixture{repo: repo, panel: workertest.Panel(t, repo, testTrial), name: r.Name(), metrics: reg}
 }

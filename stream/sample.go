@@ -115,7 +115,6 @@ type SampleProducer struct {
 	peers   *endpoint.Peers
 	enc     *zsock.Encoder
 	blocked sendBlock // why the last send did not happen
-	peerN   int
 	stats   SampleProducerStats
 	closed  bool
 
@@ -232,9 +231,8 @@ func (p *SampleProducer) Buffered() int { return len(p.gathered) }
 
 // room says whether a message could go out now: sendOK, or why not.
 func (p *SampleProducer) room() sendBlock {
-	p.peerN = p.peers.Sync()
 	switch {
-	case p.peerN == 0:
+	case p.peers.Sync() == 0:
 		return sendNoWorker
 	case stillNoRoom(p.sock, p.blocked):
 		return sendNoRoom
@@ -298,13 +296,12 @@ func (p *SampleProducer) backpressure(why sendBlock) error {
 	return ErrBackpressure
 }
 
-// Warning says why the last send did not happen; "" once a message goes out.
+// Warning says that the last send found no consumer; "" once a message
+// goes out. Consumers that have no room are no warning: that is how a
+// trial whose trainer is its slowest part runs (the actor's Note says so).
 func (p *SampleProducer) Warning() string {
-	switch p.blocked {
-	case sendNoWorker:
+	if p.blocked == sendNoWorker {
 		return fmt.Sprintf("no sample consumer for stream %q", p.opts.Stream)
-	case sendNoRoom:
-		return fmt.Sprintf("back-pressure: the %d consumer(s) of sample stream %q have no room", p.peerN, p.opts.Stream)
 	}
 	return ""
 }

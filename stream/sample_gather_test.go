@@ -136,7 +136,7 @@ func TestSampleProducerGatherBackpressure(t *testing.T) {
 			t.Fatalf("no back-pressure after %d batches", posted)
 		}
 	}
-	if st := p.Stats(); st.Backpressure == 0 || p.Warning() == "" || p.Buffered() == 0 {
+	if st := p.Stats(); st.Backpressure == 0 || p.Warning() != "" || p.Buffered() == 0 {
 		t.Errorf("under back-pressure: stats %+v, warning %q, %d batches buffered", st, p.Warning(), p.Buffered())
 	}
 	// The actor flushes every poll: what it gathered goes out once there is room.

@@ -44,6 +44,7 @@ type Registry struct {
 	episodes      *prometheus.CounterVec
 	episodeReturn *prometheus.GaugeVec
 	inferFailures *prometheus.CounterVec
+	backpressured *prometheus.CounterVec
 
 	batchSize *prometheus.HistogramVec
 	queueWait *prometheus.HistogramVec
@@ -102,6 +103,7 @@ func NewRegistry() *Registry {
 	r.episodes = counter("episodes_total", "Episodes that ended (actor, sink, trainer).")
 	r.episodeReturn = gauge("episode_return", "Mean return of the last 20 episodes that ended.")
 	r.inferFailures = counter("actor_inference_failures_total", "Inference requests of the actor that failed or timed out.")
+	r.backpressured = counter("actor_backpressured_seconds_total", "Seconds the actor held sample batches its consumers had no room for.")
 
 	r.batchSize = histogram("inference_batch_size", "Rows per forward pass of the policy worker.", batchBuckets)
 	r.queueWait = histogram("inference_queue_wait_seconds", "Time an inference request waited in the policy worker before its forward pass began.", latencyBuckets)

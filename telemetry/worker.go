@@ -138,7 +138,7 @@ type partialDeleter interface {
 func (r *Registry) vecs() []partialDeleter {
 	return []partialDeleter{
 		r.state, r.polls, r.pollSeconds, r.rpc,
-		r.envSteps, r.episodes, r.episodeReturn, r.inferFailures,
+		r.envSteps, r.episodes, r.episodeReturn, r.inferFailures, r.backpressured,
 		r.batchSize, r.queueWait, r.forward, r.version,
 		r.samplesTrained, r.droppedStale, r.updates, r.policyLag, r.loss, r.checkpoints,
 		r.replayItems, r.replayInserts, r.replaySamples, r.limiterWaits,
@@ -153,6 +153,9 @@ type Actor struct {
 	// Return is the mean return of the last member.ReturnWindow episodes.
 	Return            prometheus.Gauge
 	InferenceFailures prometheus.Counter
+	// Backpressured counts the seconds the actor held batches its sample
+	// consumers had no room for (a trial bound by its trainer).
+	Backpressured prometheus.Counter
 }
 
 // Policy is what a policy worker records.
@@ -222,6 +225,7 @@ func (w *Worker) Actor() *Actor {
 		w.actor = &Actor{
 			EnvSteps: r.envSteps.WithLabelValues(l...), Episodes: r.episodes.WithLabelValues(l...),
 			Return: r.episodeReturn.WithLabelValues(l...), InferenceFailures: r.inferFailures.WithLabelValues(l...),
+			Backpressured: r.backpressured.WithLabelValues(l...),
 		}
 	}
 	return w.actor

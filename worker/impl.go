@@ -110,8 +110,21 @@ type Deadliner interface {
 // having failed: an actor whose policy worker stopped answering keeps
 // running and retrying, and says so. A non-empty Warning goes into the
 // status record; an empty one clears it.
+//
+// The worker shows a warning with hysteresis (Options.ConditionHold): one
+// that comes and goes is logged once when it starts and once when it has
+// been clear for the hold, not at every flip.
 type Reporter interface {
 	Warning() string
+}
+
+// Noter is implemented by worker types with something to say about their
+// state that is not a fault: an actor back-pressured by a trainer that is
+// the bound of the trial says how much of the last minute it waited. A
+// non-empty Note goes into the status record (Status.Note), with the same
+// hysteresis as a warning; its text is rewritten at most every 15 s.
+type Noter interface {
+	Note() string
 }
 
 // Info tells a Factory who the new worker is.

@@ -34,6 +34,7 @@ const (
 	DefaultIdleWait        = 100 * time.Millisecond
 	DefaultHeartbeat       = time.Second
 	DefaultSpinWait        = 200 * time.Microsecond
+	DefaultConditionHold   = 5 * time.Second
 )
 
 // Options configure a Worker.
@@ -79,6 +80,10 @@ type Options struct {
 	// MetricsAddr is the "host:port" serving Metrics at /metrics, written
 	// into the status records for service discovery; "": not served.
 	MetricsAddr string
+	// ConditionHold is how long a warning or a note (Reporter, Noter) must
+	// have been clear before the status record drops it and the log says
+	// it is over: DefaultConditionHold if zero, negative: at once.
+	ConditionHold time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -106,6 +111,9 @@ func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.ConditionHold == 0 {
+		o.ConditionHold = DefaultConditionHold
+	}
 	if o.Metrics == nil {
 		o.Metrics = telemetry.NewRegistry()
 	}
@@ -125,7 +133,8 @@ type Worker struct {
 
 	state     member.State
 	errMsg    string
-	warning   string
+	warning   condition     // the type's Reporter
+	note      condition     // the type's Noter
 	watched   []*zmq.Socket // nil: not watching (not RUNNING, or nothing to watch)
 	watchedFd []int         // the FdWaiter's descriptors, while watched is non-nil
 	rewatch   bool          // the type's sockets may have changed: watch them again
@@ -167,7 +176,9 @@ func newWorker(ctx context.Context, opts Options, factory Factory, h *host) (*Wo
 		metrics.Remove()
 		return nil, fmt.Errorf("worker %s: %w", name, err)
 	}
-	w := &Worker{opts: opts, name: name, impl: impl, host: h, log: log, state: member.StateReady, metrics: metrics}
+	w := &Worker{opts: opts, name: name, impl: impl, host: h, log: log, state: member.StateReady, metrics: metrics,
+		warning: condition{onset: "degraded", over: "recovered", key: "warning", level: slog.LevelWarn, hold: opts.ConditionHold, rewrite: time.Second},
+		note:    condition{onset: "note", over: "note over", key: "note", level: slog.LevelInfo, hold: opts.ConditionHold, rewrite: 15 * time.Second}}
 	w.stats.start = time.Now()
 	w.stats.stateChanged = w.stats.start
 	// A worker alone on its server also answers requests that name no
@@ -300,7 +311,7 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 	}()
 	w.dueAt = time.Time{} // asked again before the next wait
 	res, err := w.impl.Poll(ctx)
-	w.updateWarning()
+	w.updateConditions()
 	w.stats.polls++
 	w.metrics.Polls.Inc()
 	w.stats.samples += res.Samples
@@ -364,20 +375,31 @@ func (w *Worker) failPanic(what string, r any) {
 	w.fail(fmt.Errorf("%s panicked: %v", what, r))
 }
 
-// updateWarning publishes the type's warning when it changes.
-func (w *Worker) updateWarning() {
-	r, ok := w.impl.(Reporter)
-	if !ok {
-		return
+// updateConditions takes the type's warning and note (Reporter, Noter)
+// and writes the status record when what it shows changes.
+func (w *Worker) updateConditions() {
+	now, write := time.Now(), false
+	if r, ok := w.impl.(Reporter); ok {
+		write = w.warning.update(now, r.Warning(), w.log)
 	}
-	if msg := r.Warning(); msg != w.warning {
-		if msg != "" {
-			w.log.Warn("degraded", "warning", msg)
-		} else {
-			w.log.Info("recovered", "was", w.warning)
-		}
-		w.warning = msg
+	if n, ok := w.impl.(Noter); ok {
+		write = w.note.update(now, n.Note(), w.log) || write
+	}
+	if write {
 		w.status.publish(w.currentStatus().Record())
+	}
+}
+
+// settleConditions shows the type's warning and note as they are now:
+// the worker is done, and its last record must not hold a warning that
+// has cleared.
+func (w *Worker) settleConditions() {
+	now := time.Now()
+	if r, ok := w.impl.(Reporter); ok {
+		w.warning.settle(now, r.Warning(), w.log)
+	}
+	if n, ok := w.impl.(Noter); ok {
+		w.note.settle(now, n.Note(), w.log)
 	}
 }
 
@@ -442,6 +464,9 @@ func (w *Worker) setState(s member.State) {
 	}
 	w.log.Info("state", "from", w.state, "to", s)
 	w.state = s
+	if s.Final() {
+		w.settleConditions()
+	}
 	w.metrics.SetState(string(s))
 	w.stats.stateChanged = time.Now()
 	w.status.publish(w.currentStatus().Record())
@@ -461,7 +486,7 @@ func (w *Worker) exit(final member.State) {
 
 func (w *Worker) currentStatus() member.Status {
 	s := member.ProcessStatus(w.name, w.state, w.Addr(), w.stats.stateChanged)
-	s.Error, s.Warning, s.Metrics = w.errMsg, w.warning, w.opts.MetricsAddr
+	s.Error, s.Warning, s.Note, s.Metrics = w.errMsg, w.warning.shown, w.note.shown, w.opts.MetricsAddr
 	s.Loop, s.Loops = w.host.loopID, w.host.turns
 	if !w.host.beat.IsZero() {
 		s.HeartbeatMs = w.host.beat.UnixMilli()

@@ -40,11 +40,7 @@ func lsCommand() *cli.Command {
 				if w.UpdatedMs > 0 {
 					since = time.Since(w.Updated()).Round(time.Second).String()
 				}
-				note := w.Error
-				if note == "" && w.Warning != "" {
-					note = "warning: " + w.Warning
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, orDash(w.Address), w.State, since, note)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", w.Name, orDash(w.Address), w.State, since, w.Remark())
 			}
 			return tw.Flush()
 		},

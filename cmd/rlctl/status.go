@@ -114,12 +114,7 @@ func workerTable(ctx context.Context, cfg etcd.Config, trial names.Trial) error 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tSTATE\tADDRESS\tPID\tSTATS")
 	for _, w := range ws {
-		note := controller.FormatStats(stats[w.Name])
-		if w.Error != "" {
-			note = strings.TrimSpace(note + " error: " + w.Error)
-		} else if w.Warning != "" {
-			note = strings.TrimSpace(note + " warning: " + w.Warning)
-		}
+		note := strings.TrimSpace(controller.FormatStats(stats[w.Name]) + " " + w.Remark())
 		pid := "-"
 		if w.PID > 0 {
 			pid = fmt.Sprint(w.PID)

@@ -84,7 +84,8 @@
       st.append(badge(w.state));
       tr.append(st, el('td', 'num', String(w.restarts || 0)), el('td', 'num', num(w.steps_per_s, 0)),
         el('td', 'num', num(w.mean_batch, 1)), el('td', 'num', num(w.version)));
-      const msg = w.error ? el('td', 'msg err', w.error) : el('td', 'msg', w.warning || '');
+      const msg = w.error ? el('td', 'msg err', w.error)
+        : w.warning ? el('td', 'msg', w.warning) : el('td', 'msg note', w.note || '');
       tr.append(msg);
       rows.push(tr);
     }

@@ -52,6 +52,9 @@ type Status struct {
 	Error string `json:"error,omitempty" msgpack:"error,omitempty"`
 	// Warning says what is degraded while the worker keeps working.
 	Warning string `json:"warning,omitempty" msgpack:"warning,omitempty"`
+	// Note is information about the worker's state that is not a fault
+	// (an actor bound by its trainer says so).
+	Note    string `json:"note,omitempty" msgpack:"note,omitempty"`
 	Address string `json:"address,omitempty" msgpack:"address,omitempty"`
 	Host    string `json:"host,omitempty" msgpack:"host,omitempty"`
 	PID     int    `json:"pid,omitempty" msgpack:"pid,omitempty"`
@@ -68,6 +71,20 @@ type Status struct {
 	// Metrics is the "host:port" whose /metrics serves the worker's
 	// Prometheus metrics (shared by the workers of one process); "": none.
 	Metrics string `json:"metrics,omitempty" msgpack:"metrics,omitempty"`
+}
+
+// Remark is what a listing says of the worker besides its state: its
+// error, else its warning, else its note; "" when there is none.
+func (s Status) Remark() string {
+	switch {
+	case s.Error != "":
+		return "error: " + s.Error
+	case s.Warning != "":
+		return "warning: " + s.Warning
+	case s.Note != "":
+		return "note: " + s.Note
+	}
+	return ""
 }
 
 // Updated is UpdatedMs as a time.

@@ -1,0 +1,82 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// condition is what a worker type reports about itself between polls (a
+// warning, a note), shown with hysteresis: a report that comes and goes
+// several times a second (an actor back-pressured by the trainer between
+// two of its batches) is logged once when it starts, counted while it
+// lasts, and logged as over once it has been clear for hold. The status
+// record follows what is shown, so a flapping report does not write to
+// etcd at every flip either.
+type condition struct {
+	// onset and over are the log messages, key the attribute that holds
+	// the report; level is onset's.
+	onset, over, key string
+	level            slog.Level
+	hold             time.Duration // clear this long before it is over
+	// rewrite is how often a changed text of a report that lasts may be
+	// written to the status record.
+	rewrite time.Duration
+
+	shown   string    // what the status record says; "": nothing
+	since   time.Time // when shown started
+	seen    time.Time // when the type last reported it
+	written time.Time // when shown's text was last written
+	clear   bool      // the type's last report was ""
+	lapses  int       // times it cleared and came back while shown
+}
+
+// update takes the type's report at now; true: the status record must be
+// written again.
+func (c *condition) update(now time.Time, report string, log *slog.Logger) bool {
+	if report != "" {
+		switch {
+		case c.shown == "":
+			c.shown, c.since, c.seen, c.written, c.clear, c.lapses = report, now, now, now, false, 0
+			log.Log(context.Background(), c.level, c.onset, c.key, report)
+			return true
+		case c.clear:
+			c.lapses++
+			c.clear = false
+		}
+		c.seen = now
+		if report != c.shown && now.Sub(c.written) >= c.rewrite {
+			c.shown, c.written = report, now
+			return true
+		}
+		return false
+	}
+	if c.shown == "" {
+		return false
+	}
+	c.clear = true
+	if now.Sub(c.seen) < c.hold {
+		return false
+	}
+	c.end(log)
+	return true
+}
+
+// settle shows the type's report as it is now, without waiting: a worker
+// that has finished will not report again.
+func (c *condition) settle(now time.Time, report string, log *slog.Logger) {
+	if report == "" {
+		if c.shown != "" {
+			c.end(log)
+		}
+		return
+	}
+	c.update(now, report, log)
+	c.shown = report
+}
+
+// end logs that what was shown is over, and clears it.
+func (c *condition) end(log *slog.Logger) {
+	log.Info(c.over, "was", c.shown, "lasted", c.seen.Sub(c.since).Round(time.Millisecond).String(), "lapses", c.lapses)
+	c.shown = ""
+}

@@ -188,3 +188,32 @@ func TestNamingConventions(t *testing.T) {
 		t.Errorf("only %d distrl families exposed", seen)
 	}
 }
+
+// TestProcessSeries: the process collector reports this process's CPU
+// time, resident memory and open descriptors, each plausible.
+func TestProcessSeries(t *testing.T) {
+	mfs, err := NewRegistry().Prometheus().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if m := mf.GetMetric(); strings.HasPrefix(mf.GetName(), "process_") && len(m) == 1 {
+			got[mf.GetName()] = m[0].GetCounter().GetValue() + m[0].GetGauge().GetValue()
+		}
+	}
+	now := float64(time.Now().Unix())
+	for _, c := range []struct {
+		name     string
+		min, max float64
+	}{
+		{"process_cpu_seconds_total", 1e-6, 1e6},
+		{"process_resident_memory_bytes", 1 << 20, 1 << 40},
+		{"process_open_fds", 3, 1 << 20}, // stdin, stdout, stderr at least
+		{"process_start_time_seconds", now - 3600, now + 1},
+	} {
+		if v, ok := got[c.name]; !ok || v < c.min || v > c.max {
+			t.Errorf("%s = %v (reported: %v), want within [%g, %g]", c.name, v, ok, c.min, c.max)
+		}
+	}
+}

@@ -46,41 +46,65 @@ func SampleCategorical(logits []float32, n int, rng *rand.Rand) (action int32, l
 	return SampleCategoricalWith(logits, n, rng.Float64())
 }
 
+// sampleRowMax is the widest row whose exponentials SampleCategoricalWith
+// keeps on the stack; a wider one computes them twice.
+const sampleRowMax = 32
+
 // SampleCategoricalWith is SampleCategorical with the uniform number u in
 // [0, 1) drawn by the caller, so that a batch's draws can be made in one
 // place and the sampling done elsewhere (on a GPU, by the same inverse CDF).
+//
+// One exponential per action serves both the normaliser and the walk along
+// the cumulative distribution (u·Σe_i against the running sum of e_i =
+// exp(l_i − max)): a policy worker samples every row it serves, and taking
+// the exponentials again against the log-sum-exp was a quarter of its
+// forward pass on CartPole.
 func SampleCategoricalWith(logits []float32, n int, u float64) (action int32, logProb float32) {
 	if n <= 0 || n > len(logits) || n > math.MaxInt32 {
 		return -1, float32(math.NaN())
 	}
 	l := logits[:n]
-	lse := logSumExp(l)
-	if math.IsInf(lse, 0) || math.IsNaN(lse) {
+	mx := math.Inf(-1)
+	for _, v := range l {
+		mx = max(mx, float64(v)) // NaN if any logit is
+	}
+	if math.IsInf(mx, 0) || math.IsNaN(mx) {
 		return -1, float32(math.NaN())
 	}
-	return inverseCDF(l, lse, u)
-}
-
-// inverseCDF returns the first action whose cumulative probability exceeds
-// u, for logits l whose log-sum-exp is lse.
-func inverseCDF(l []float32, lse, u float64) (action int32, logProb float32) {
+	var buf [sampleRowMax]float64
+	var e []float64
+	if n <= sampleRowMax {
+		e = buf[:n]
+	}
+	var sum float64
+	for i, v := range l {
+		x := math.Exp(float64(v) - mx)
+		if e != nil {
+			e[i] = x
+		}
+		sum += x
+	}
+	lse := mx + math.Log(sum) // sum >= 1: the largest term is exp(0)
+	target := u * sum
 	last := -1 // last action with positive probability, the fallback below
 	var c float64
 	for i, v := range l {
-		p := math.Exp(float64(v) - lse)
-		if p > 0 {
+		var x float64
+		if e != nil {
+			x = e[i]
+		} else {
+			x = math.Exp(float64(v) - mx)
+		}
+		if x > 0 {
 			last = i
 		}
-		c += p
-		if u < c {
+		c += x
+		if target < c {
 			return int32(i), float32(float64(v) - lse)
 		}
 	}
-	// Rounding can leave the cumulative sum a hair below 1 (and u above
-	// it); the mass that went missing belongs to the last possible action.
-	if last < 0 {
-		return -1, float32(math.NaN())
-	}
+	// Rounding can leave the cumulative sum a hair below u·Σ; the mass
+	// that went missing belongs to the last possible action.
 	return int32(last), float32(float64(l[last]) - lse)
 }
 

@@ -64,6 +64,57 @@ func TestSampleCategoricalFrequencies(t *testing.T) {
 	}
 }
 
+// TestSampleCategoricalInverseCDF: the action drawn for u is the first
+// whose cumulative softmax probability exceeds u, and its log-probability
+// is the log-softmax's, for rows narrow and wider than the stack buffer,
+// masked actions (-Inf) and large logits, and u at the ends of [0, 1).
+func TestSampleCategoricalInverseCDF(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	negInf := float32(math.Inf(-1))
+	for trial := range 20000 {
+		n := 1 + rng.IntN(48)
+		logits := make([]float32, n)
+		for i := range logits {
+			switch {
+			case rng.IntN(10) == 0:
+				logits[i] = negInf
+			case trial%3 == 0:
+				logits[i] = float32(rng.NormFloat64() * 60) // large: exp overflows unshifted
+			default:
+				logits[i] = float32(rng.NormFloat64() * 3)
+			}
+		}
+		logits[rng.IntN(n)] = float32(rng.NormFloat64()) // one possible action at least
+		u := rng.Float64()
+		switch trial % 7 {
+		case 0:
+			u = 0
+		case 1:
+			u = math.Nextafter(1, 0)
+		}
+		p := softmax(logits)
+		want, c := -1, 0.0
+		for i, pi := range p {
+			c += pi
+			if pi > 0 {
+				want = i // the last possible action, if rounding leaves c below u
+			}
+			if u < c {
+				want = i
+				break
+			}
+		}
+		a, lp := nn.SampleCategoricalWith(logits, n, u)
+		// A u within rounding of a boundary may fall either side of it.
+		if int(a) != want && math.Abs(c-u) > 1e-12 && math.Abs(c-p[want]-u) > 1e-12 {
+			t.Fatalf("row %v, u %v: action %d, want %d", logits, u, a, want)
+		}
+		if a < 0 || math.Abs(float64(lp)-math.Log(p[a])) > 1e-5*max(1, math.Abs(math.Log(p[a]))) {
+			t.Fatalf("row %v, u %v: action %d with log-prob %v, want %v", logits, u, a, lp, math.Log(p[max(a, 0)]))
+		}
+	}
+}
+
 func TestSampleCategoricalInvalid(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	negInf := float32(math.Inf(-1))
@@ -78,6 +129,8 @@ func TestSampleCategoricalInvalid(t *testing.T) {
 		{"nil rng", []float32{1, 2}, 2, nil},
 		{"all masked", []float32{negInf, negInf}, 2, rng},
 		{"nan logit", []float32{float32(math.NaN()), 1}, 2, rng},
+		{"nan logit last", []float32{1, float32(math.NaN())}, 2, rng},
+		{"infinite logit", []float32{float32(math.Inf(1)), 1}, 2, rng},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -99,7 +99,7 @@ extern "C" __global__ void dense_narrow(const float* __restrict__ x, const float
 
 // categorical: the categorical head, one thread per row. From the row's logits it computes the
 // log-sum-exp in double (as nn does), then either draws the action whose cumulative probability first
-// exceeds the uniform u[r] (nn.SampleCategoricalWith, the same inverse CDF) or, where u is null, takes
+// exceeds the uniform u[r] (nn.SampleCategoricalWith, the same inverse CDF, walked the same way) or, where u is null, takes
 // the greedy action (the first largest logit, as nn.GreedyCategorical). It writes the action and its
 // log-probability; a row whose logits hold a NaN or are all -Inf gets action -1 and a NaN.
 extern "C" __global__ void categorical(const float* __restrict__ logits, const double* __restrict__ u,
@@ -127,19 +127,20 @@ extern "C" __global__ void categorical(const float* __restrict__ logits, const d
     for (int i = 0; i < a; i++)
       if (act < 0 || l[i] > l[act]) act = i;
   } else {
-    const double ur = u[r];
+    // u·Σe_i against the running sum of e_i = exp(l_i - max), as nn does.
+    const double target = u[r] * s;
     double c = 0;
     int last = -1;
     for (int i = 0; i < a; i++) {
-      const double p = exp((double)l[i] - lse);
-      if (p > 0) last = i;
-      c += p;
-      if (ur < c) {
+      const double e = exp((double)l[i] - mx);
+      if (e > 0) last = i;
+      c += e;
+      if (target < c) {
         act = i;
         break;
       }
     }
-    if (act < 0) act = last;  // rounding left the sum a hair below u: the last possible action
+    if (act < 0) act = last;  // rounding left the sum a hair below the target: the last possible action
   }
   actions[r] = act;
   logp[r] = act < 0 ? CUDART_NAN_F : (float)((double)l[act] - lse);

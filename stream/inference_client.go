@@ -156,7 +156,7 @@ type RemoteInferenceClient struct {
 	peers *endpoint.Peers
 
 	nextID  ReqID
-	reqs    map[ReqID]request
+	reqs    requests
 	expiry  []ReqID // in Post order, hence in deadline order
 	qIDs    []int64 // queued requests not sent yet ...
 	qObs    []float32
@@ -219,7 +219,6 @@ func NewRemoteInferenceClient(ctx context.Context, opts RemoteInferenceOptions) 
 		log:   log,
 		sock:  sock,
 		peers: peers,
-		reqs:  make(map[ReqID]request),
 		enc:   zsock.NewEncoder(),
 		dec:   zsock.NewDecoder(),
 	}
@@ -248,7 +247,7 @@ func (c *RemoteInferenceClient) Post(obs []float32) (ReqID, error) {
 	if c.clock.IsZero() {
 		c.clock = time.Now()
 	}
-	c.reqs[id] = request{deadline: c.clock.Add(c.opts.Timeout), state: reqQueued}
+	c.reqs.add(id, request{deadline: c.clock.Add(c.opts.Timeout), state: reqQueued})
 	c.expiry = append(c.expiry, id)
 	c.qIDs = append(c.qIDs, int64(id))
 	c.qObs = append(c.qObs, obs...)
@@ -311,9 +310,9 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 		c.zmqUntil = c.clock.Add(2 * c.opts.Timeout)
 	}
 	for _, id := range c.qIDs {
-		r := c.reqs[ReqID(id)]
+		r, _ := c.reqs.get(ReqID(id))
 		r.state = reqSent
-		c.reqs[ReqID(id)] = r
+		c.reqs.put(ReqID(id), r)
 	}
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
 	c.blocked = sendOK
@@ -369,7 +368,7 @@ func (c *RemoteInferenceClient) takeReply(frame []byte) {
 		c.refusal = refusal
 	}
 	for i, id := range c.repIDs.Data {
-		r, ok := c.reqs[ReqID(id)]
+		r, ok := c.reqs.get(ReqID(id))
 		if !ok || r.state != reqSent {
 			// Expired (and maybe consumed) already, or an id this client
 			// never sent.
@@ -385,7 +384,7 @@ func (c *RemoteInferenceClient) takeReply(frame []byte) {
 			c.stats.Replies++
 			c.expired = 0
 		}
-		c.reqs[ReqID(id)] = r
+		c.reqs.put(ReqID(id), r)
 	}
 }
 
@@ -396,7 +395,7 @@ func (c *RemoteInferenceClient) expire(now time.Time) {
 	i := 0
 	for ; i < len(c.expiry); i++ {
 		id := c.expiry[i]
-		r, ok := c.reqs[id]
+		r, ok := c.reqs.get(id)
 		if !ok || r.state.settled() {
 			continue
 		}
@@ -405,7 +404,7 @@ func (c *RemoteInferenceClient) expire(now time.Time) {
 		}
 		dequeue = dequeue || r.state == reqQueued
 		r.state = reqFailed
-		c.reqs[id] = r
+		c.reqs.put(id, r)
 		c.stats.Failed++
 		c.expired++
 	}
@@ -423,7 +422,7 @@ func (c *RemoteInferenceClient) compactQueue() {
 	d := c.opts.ObsDim
 	k := 0
 	for j, id := range c.qIDs {
-		if c.reqs[ReqID(id)].state != reqQueued {
+		if r, _ := c.reqs.get(ReqID(id)); r.state != reqQueued {
 			continue
 		}
 		c.qIDs[k] = id
@@ -435,7 +434,7 @@ func (c *RemoteInferenceClient) compactQueue() {
 
 // Ready reports whether id has a result or has failed.
 func (c *RemoteInferenceClient) Ready(id ReqID) bool {
-	r, ok := c.reqs[id]
+	r, ok := c.reqs.get(id)
 	return ok && r.state.settled()
 }
 
@@ -444,7 +443,7 @@ func (c *RemoteInferenceClient) Ready(id ReqID) bool {
 // refused an error wrapping ErrInferenceRefused with its reason; an id
 // never posted or already consumed gives one wrapping ErrUnknownRequest.
 func (c *RemoteInferenceClient) Consume(id ReqID) (InferenceResult, error) {
-	return consume(c.reqs, id, func(s reqState) error {
+	return consume(&c.reqs, id, func(s reqState) error {
 		if s == reqRefused {
 			return fmt.Errorf("stream: request %d for policy %q: %w: %s", id, c.opts.Policy, ErrInferenceRefused, c.refusal)
 		}
@@ -456,16 +455,16 @@ func (c *RemoteInferenceClient) Consume(id ReqID) (InferenceResult, error) {
 // failed yet; calling Consume before Ready is a caller bug.
 var errPending = errors.New("stream: Consume before Ready")
 
-func consume(reqs map[ReqID]request, id ReqID, failure func(reqState) error) (InferenceResult, error) {
-	r, ok := reqs[id]
+func consume(reqs *requests, id ReqID, failure func(reqState) error) (InferenceResult, error) {
+	r, ok := reqs.get(id)
 	switch {
 	case !ok:
 		return InferenceResult{}, fmt.Errorf("request %d: %w", id, ErrUnknownRequest)
 	case r.state == reqDone:
-		delete(reqs, id)
+		reqs.remove(id)
 		return r.result, nil
 	case r.state == reqFailed || r.state == reqRefused:
-		delete(reqs, id)
+		reqs.remove(id)
 		return InferenceResult{}, failure(r.state)
 	}
 	return InferenceResult{}, fmt.Errorf("request %d: %w", id, errPending)

@@ -16,7 +16,7 @@ type InlineInferenceClient struct {
 	policy api.Policy
 	obsDim int
 	nextID ReqID
-	reqs   map[ReqID]request
+	reqs   requests
 	qIDs   []ReqID
 	qObs   []float32
 	out    api.Inference
@@ -30,7 +30,6 @@ func NewInlineInferenceClient(p api.Policy, obsDim int) *InlineInferenceClient {
 	return &InlineInferenceClient{
 		policy: p,
 		obsDim: obsDim,
-		reqs:   make(map[ReqID]request),
 		err:    make(map[ReqID]error),
 	}
 }
@@ -44,7 +43,7 @@ func (c *InlineInferenceClient) Post(obs []float32) (ReqID, error) {
 		return 0, fmt.Errorf("stream: Post: observation has %d values, want %d", len(obs), c.obsDim)
 	}
 	c.nextID++
-	c.reqs[c.nextID] = request{state: reqQueued}
+	c.reqs.add(c.nextID, request{state: reqQueued})
 	c.qIDs = append(c.qIDs, c.nextID)
 	c.qObs = append(c.qObs, obs...)
 	return c.nextID, nil
@@ -76,7 +75,7 @@ func (c *InlineInferenceClient) Flush(ctx context.Context) error {
 		return c.failAll(err)
 	}
 	for i, id := range c.qIDs {
-		c.reqs[id] = request{state: reqDone, result: resultAt(&c.out, i)}
+		c.reqs.put(id, request{state: reqDone, result: resultAt(&c.out, i)})
 	}
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
 	return nil
@@ -85,7 +84,7 @@ func (c *InlineInferenceClient) Flush(ctx context.Context) error {
 func (c *InlineInferenceClient) failAll(cause error) error {
 	err := fmt.Errorf("stream: inline policy: %w: %w", ErrInferenceFailed, cause)
 	for _, id := range c.qIDs {
-		c.reqs[id] = request{state: reqFailed}
+		c.reqs.put(id, request{state: reqFailed})
 		c.err[id] = err
 	}
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
@@ -97,13 +96,13 @@ func (c *InlineInferenceClient) Poll() error { return nil }
 
 // Ready reports whether id has a result or has failed.
 func (c *InlineInferenceClient) Ready(id ReqID) bool {
-	r, ok := c.reqs[id]
+	r, ok := c.reqs.get(id)
 	return ok && r.state.settled()
 }
 
 // Consume takes the outcome of id, which must be Ready.
 func (c *InlineInferenceClient) Consume(id ReqID) (InferenceResult, error) {
-	return consume(c.reqs, id, func(reqState) error {
+	return consume(&c.reqs, id, func(reqState) error {
 		err := c.err[id]
 		delete(c.err, id)
 		return err

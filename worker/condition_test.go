@@ -12,8 +12,8 @@ import (
 type logLines struct{ lines *[]string }
 
 func (h logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (h logLines) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h logLines) WithGroup(string) slog.Handler           { return h }
+func (h logLines) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h logLines) WithGroup(string) slog.Handler            { return h }
 func (h logLines) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
 	b.WriteString(r.Message)

@@ -65,16 +65,25 @@ func TestMinAtarBreakoutLearns(t *testing.T) {
 	if !ok || dropped > 0.2*float64(last.EnvSteps) {
 		t.Errorf("the trainer dropped %v of %d steps (stats %v), want at most a fifth", trainer["dropped_steps"], last.EnvSteps, trainer)
 	}
-	assertQuietBackpressure(t, dir)
+	assertQuietBackpressure(t, dir, lines)
 	assertWorkersGone(t, readRecord(t, dir))
 }
 
 // assertQuietBackpressure checks the actor logs of a trainer-bound trial:
 // back-pressure is the normal state there, so at most a handful of lines
 // speak of it (it used to log a degraded / recovered pair several times a
-// second), and an actor notes that the trial is bound by its consumer.
-func assertQuietBackpressure(t *testing.T, dir string) {
+// second), and an actor whose metrics lines say it was back-pressured for
+// most of a minute noted that the trial is bound by its consumer.
+func assertQuietBackpressure(t *testing.T, dir string, lines []metricsLine) {
 	t.Helper()
+	bound := 0.0 // the highest share of a minute an actor was back-pressured, in %
+	for _, l := range lines {
+		for name, st := range l.Workers {
+			if pct, ok := st["backpressured_pct"].(float64); ok && strings.HasPrefix(name, "actor/") {
+				bound = max(bound, pct)
+			}
+		}
+	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "logs", "actor-*.log"))
 	if len(logs) == 0 {
 		t.Fatalf("no actor logs in %s", dir)
@@ -92,9 +101,12 @@ func assertQuietBackpressure(t *testing.T, dir string) {
 			t.Errorf("%s has %d lines about back-pressure, want a handful at most; the first:\n%s", path, len(pressure), strings.Join(pressure[:5], "\n"))
 		}
 	}
-	if !noted {
-		t.Errorf("no actor of the trainer-bound trial noted it was consumer-bound (logs %v)", logs)
+	// The note needs half of a minute; 60% leaves a margin for when the
+	// metrics line and the note looked.
+	if !noted && bound >= 60 {
+		t.Errorf("no actor noted it was consumer-bound, though one was back-pressured %.0f%% of a minute (logs %v)", bound, logs)
 	}
+	t.Logf("actors back-pressured at most %.0f%% of a minute; noted: %v", bound, noted)
 }
 
 // frame_stack in env_config stacks MinAtar frames for the whole pipeline:

@@ -716,6 +716,7 @@ func (w *Worker) Stats() map[string]any {
 	}); ok {
 		cs := c.Stats()
 		out["inference_messages"], out["inference_bytes"] = cs.Messages, cs.Bytes
+		out["inference_rtt_us"] = float64(cs.RoundTrip) / 1e3
 		out["inference_shm_messages"] = cs.SharedMemory
 	}
 	if w.explore != nil {

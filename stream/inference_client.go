@@ -98,6 +98,11 @@ type InferenceClientStats struct {
 	// (to policy workers on this node), out of Messages.
 	SharedMemory int64
 	Replies      int64 // results received in time
+	// RoundTrip is a moving average (over about 16 replies) of the time
+	// from the turn that posted a request to the Poll that took its
+	// reply: what a ring waits for its actions, the figure that says
+	// whether more requests in flight would keep it busy (across nodes).
+	RoundTrip time.Duration
 	Failed       int64 // requests expired without a reply
 	Late         int64 // results that came after their request expired (dropped)
 	Malformed    int64 // reply messages dropped as malformed
@@ -336,7 +341,7 @@ func (c *RemoteInferenceClient) Poll() error {
 	if c.shm != nil {
 		c.shm.upkeep(now)
 		for p, frame := c.shm.recv(); p != nil; p, frame = c.shm.recv() {
-			c.takeReply(frame)
+			c.takeReply(frame, now)
 		}
 		readZMQ = !now.After(c.zmqUntil) || now.Sub(c.zmqChecked) >= time.Second
 	}
@@ -350,14 +355,15 @@ func (c *RemoteInferenceClient) Poll() error {
 			if err != nil {
 				return fmt.Errorf("stream: receive inference reply: %w", err)
 			}
-			c.takeReply(frame)
+			c.takeReply(frame, now)
 		}
 	}
 	c.expire(now)
 	return nil
 }
 
-func (c *RemoteInferenceClient) takeReply(frame []byte) {
+// takeReply records the results of one reply message, taken in at now.
+func (c *RemoteInferenceClient) takeReply(frame []byte, now time.Time) {
 	refusal, err := decodeReply(c.dec, frame, &c.repIDs, &c.repInf)
 	if err != nil {
 		c.stats.Malformed++
@@ -375,6 +381,9 @@ func (c *RemoteInferenceClient) takeReply(frame []byte) {
 			c.stats.Late++
 			continue
 		}
+		if i == 0 { // the requests of one reply were posted together
+			c.noteRoundTrip(now.Sub(r.deadline.Add(-c.opts.Timeout)))
+		}
 		if refusal != "" {
 			r.state = reqRefused
 			c.stats.Refused++
@@ -386,6 +395,15 @@ func (c *RemoteInferenceClient) takeReply(frame []byte) {
 		}
 		c.reqs.put(ReqID(id), r)
 	}
+}
+
+// noteRoundTrip adds one round trip to the moving average.
+func (c *RemoteInferenceClient) noteRoundTrip(d time.Duration) {
+	if c.stats.RoundTrip == 0 {
+		c.stats.RoundTrip = d
+		return
+	}
+	c.stats.RoundTrip += (d - c.stats.RoundTrip) / 16
 }
 
 // expire fails the requests whose deadline passed, including queued ones,

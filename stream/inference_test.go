@@ -43,6 +43,10 @@ func TestRemoteInferenceRoundTrip(t *testing.T) {
 			if st.Posted != int64(next) || st.Replies != int64(next) || st.Failed != 0 || st.Malformed != 0 {
 				t.Errorf("client stats %+v", st)
 			}
+			// A round trip is measured from the turn (Poll or Flush) before the posts.
+			if st.RoundTrip <= 0 || st.RoundTrip > 10*time.Second {
+				t.Errorf("round trip %v after %d replies", st.RoundTrip, st.Replies)
+			}
 			if ss := srv.Stats(); ss.Rows != int64(next) || ss.Malformed != 0 || ss.Replies != ss.Messages {
 				t.Errorf("server stats %+v", ss)
 			}

@@ -103,10 +103,10 @@ type InferenceClientStats struct {
 	// reply: what a ring waits for its actions, the figure that says
 	// whether more requests in flight would keep it busy (across nodes).
 	RoundTrip time.Duration
-	Failed       int64 // requests expired without a reply
-	Late         int64 // results that came after their request expired (dropped)
-	Malformed    int64 // reply messages dropped as malformed
-	Refused      int64 // requests a policy worker refused (ErrInferenceRefused)
+	Failed    int64 // requests expired without a reply
+	Late      int64 // results that came after their request expired (dropped)
+	Malformed int64 // reply messages dropped as malformed
+	Refused   int64 // requests a policy worker refused (ErrInferenceRefused)
 }
 
 type reqState uint8

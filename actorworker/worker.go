@@ -251,15 +251,18 @@ type Worker struct {
 	recorded TargetStats
 
 	// pressure is the share of the last minute the actor held batches its
-	// consumers refused (Note); recordedAt is when the last poll ended,
+	// consumers refused, waiting the share it had nothing to step but
+	// waited for actions (Note); recordedAt is when the last poll ended,
 	// backpressured the seconds held in all.
 	pressure      *duty.Window
+	waiting       *duty.Window
 	recordedAt    time.Time
 	backpressured time.Duration
 }
 
 // BoundShare is the share of the last minute an actor must have been
-// back-pressured for its Note to call the trial bound by its consumers.
+// back-pressured, or waiting for actions, for its Note to call it bound by
+// its consumers, or by inference.
 const BoundShare = 0.5
 
 var (
@@ -271,7 +274,8 @@ var (
 
 // New is the worker.Factory of the actor type.
 func New(info worker.Info) (worker.Impl, error) {
-	return &Worker{info: info, log: info.Log(), metrics: info.Telemetry().Actor(), pressure: duty.New(time.Minute, 12)}, nil
+	return &Worker{info: info, log: info.Log(), metrics: info.Telemetry().Actor(),
+		pressure: duty.New(time.Minute, 12), waiting: duty.New(time.Minute, 12)}, nil
 }
 
 // Type is the actor worker type, for a worker.Registry.
@@ -629,9 +633,10 @@ func (w *Worker) totals() TargetStats {
 // the last call, and sets the return gauge if episodes ended.
 //
 // It also accounts the time since the last poll ended as back-pressured
-// when this poll found a batch refused: a back-pressured actor retries
+// when this poll found a batch refused (a back-pressured actor retries
 // its refused batches at every poll, so each poll of such a wait counts
-// one refusal at least.
+// one refusal at least), and as waiting for actions when it stepped
+// nothing otherwise.
 func (w *Worker) record() {
 	s, last := w.totals(), w.recorded
 	w.recorded = s
@@ -639,6 +644,7 @@ func (w *Worker) record() {
 	if !w.recordedAt.IsZero() {
 		d, held := now.Sub(w.recordedAt), s.Backpressure > last.Backpressure
 		w.pressure.Add(now, d, held)
+		w.waiting.Add(now, d, !held && s.EnvSteps == last.EnvSteps && !w.draining)
 		if held {
 			w.backpressured += d
 			w.metrics.Backpressured.Add(d.Seconds())
@@ -705,7 +711,8 @@ func (w *Worker) Stats() map[string]any {
 		"inference_failures":  s.InferenceFailures,
 		"backpressure":        s.Backpressure,
 		"backpressured_s":     w.backpressured.Seconds(),
-		"backpressured_pct":   w.pressureShare() * 100,
+		"backpressured_pct":   share(w.pressure) * 100,
+		"inference_wait_pct":  share(w.waiting) * 100,
 		"ring_size":           ring,
 		"ring_slots":          max(w.slots, 1), // inline: the whole ring
 		"ring_step_us":        w.stepCost * float64(ring) / 1e3,
@@ -812,29 +819,47 @@ func (w *Worker) Warning() string {
 	return strings.Join(msgs, "; ")
 }
 
-// Note says, when the actor was back-pressured for BoundShare of the last
-// minute or more, that the trial is bound by its consumers (the trainer
-// of an on-policy trial, the replay's rate limit of an Ape-X one): the
-// normal state of a trial whose learner is the slowest part, not a fault.
+// Note says what bounds the actor when one thing held it for BoundShare
+// of the last minute or more: its consumers (the trainer of an on-policy
+// trial, the replay's rate limit of an Ape-X one), the normal state of a
+// trial whose learner is its slowest part; or inference, when it waited
+// for actions (a busy policy worker, or a round trip longer than stepping
+// the ring: across nodes, a larger ring would keep it busy). Neither is a
+// fault.
 func (w *Worker) Note() string {
-	share := w.pressureShare()
-	if share < BoundShare {
+	if w.ring == nil {
 		return ""
 	}
-	if w.replay != nil {
-		return fmt.Sprintf("replay-bound: back-pressured %.0f%% of the last minute", share*100)
+	var notes []string
+	if sh := share(w.pressure); sh >= BoundShare {
+		bound := "consumer-bound"
+		if w.replay != nil {
+			bound = "replay-bound"
+		}
+		notes = append(notes, fmt.Sprintf("%s: back-pressured %.0f%% of the last minute", bound, sh*100))
 	}
-	return fmt.Sprintf("consumer-bound: back-pressured %.0f%% of the last minute", share*100)
+	if sh := share(w.waiting); sh >= BoundShare {
+		var rtt time.Duration
+		if c, ok := w.baseClient().(interface {
+			Stats() stream.InferenceClientStats
+		}); ok {
+			rtt = c.Stats().RoundTrip
+		}
+		ring := time.Duration(w.stepCost * float64(w.ring.Len()))
+		notes = append(notes, fmt.Sprintf("inference-bound: waited for actions %.0f%% of the last minute (round trip %v, stepping the ring %v)",
+			sh*100, rtt.Round(time.Microsecond), ring.Round(time.Microsecond)))
+	}
+	return strings.Join(notes, "; ")
 }
 
-// pressureShare is the share of the last minute the actor was
-// back-pressured; 0 until it has run for a second.
-func (w *Worker) pressureShare() float64 {
-	share, recorded := w.pressure.Share(time.Now())
+// share is a window's share of the last minute; 0 until it has recorded
+// a second.
+func share(d *duty.Window) float64 {
+	sh, recorded := d.Share(time.Now())
 	if recorded < time.Second {
 		return 0
 	}
-	return share
+	return sh
 }
 
 // Close releases the environments and both streams. The worker can be
@@ -857,5 +882,6 @@ func (w *Worker) Close() error {
 	// The targets' counts start over with the next configuration; every
 	// poll recorded what they had counted.
 	w.recorded, w.recordedAt = TargetStats{}, time.Time{}
+	w.pressure, w.waiting = duty.New(time.Minute, 12), duty.New(time.Minute, 12)
 	return errors.Join(errs...)
 }

@@ -367,7 +367,8 @@ func TestConsumerBoundNote(t *testing.T) {
 }
 
 // TestPolicyWorkerLate: requests to a policy that has no worker time out
-// and are posted again until one appears; the actor keeps its place.
+// and are posted again until one appears; the actor keeps its place, and
+// notes that it is waiting for actions.
 func TestPolicyWorkerLate(t *testing.T) {
 	cl := newCluster(t)
 	actor := cl.start(t, actorworker.TypeName, 0)
@@ -380,6 +381,13 @@ func TestPolicyWorkerLate(t *testing.T) {
 	})
 	if n := statInt(t, cl.stats(t, actor), "env_steps"); n != 0 {
 		t.Fatalf("%d env steps without a policy worker", n)
+	}
+	// Waiting for actions is also what bounds it: a note besides the warning.
+	waitFor(t, "an inference-bound note", func() bool {
+		return strings.Contains(cl.status(t, actor).Note, "inference-bound: waited for actions")
+	})
+	if pct, _ := api.Config(cl.stats(t, actor)).Float("inference_wait_pct", 0); pct < 100*actorworker.BoundShare {
+		t.Errorf("inference_wait_pct %v with the inference-bound note", pct)
 	}
 	pw := cl.start(t, policyworker.TypeName, 0)
 	cl.run(t, pw, map[string]any{"env": env.CartPoleName})

@@ -46,7 +46,7 @@ type Metrics struct {
 // metrics.jsonl; a type not listed keeps every numeric statistic.
 var keyStats = map[string][]string{
 	member.TypeActor: {member.StatEnvSteps, member.StatEpisodes, member.StatMeanReturn, "steps_per_s",
-		"inference_failures", "backpressure", "backpressured_pct", "version_last"},
+		"inference_failures", "backpressure", "backpressured_pct", "inference_wait_pct", "version_last"},
 	member.TypePolicy: {member.StatVersion, "batches", "rows", "mean_batch", "rows_per_s", "infer_ms_p50"},
 	member.TypeSink:   {"batches", "steps", member.StatEpisodes, "mean_episode_return"},
 	member.TypeTrainer: {member.StatVersion, "updates", "samples_trained", "train_samples_per_s", "buffer_steps",

@@ -180,6 +180,13 @@ var rows = slices.Concat([]row{
 	{"cartpole-sink env steps/s, metrics scraped every 1 s by Prometheus on the same 2 cores vs off", "e2e.BenchmarkMetricsCost scraped-steps/s", "e2e.BenchmarkMetricsCost off-steps/s", true},
 	{"scrape of one process hosting 256 workers vs a group request to 256 hosted (median ms)", "e2e.BenchmarkScrapeHosted p50-ms", "e2e.BenchmarkGroupRequestHosted/workers=256 p50-ms", false},
 	{"scrape of one process hosting 256 workers: payload (KiB)", "e2e.BenchmarkScrapeHosted payload-KiB", "", false},
+	{"scrape of one process hosting 256 workers vs issue 39's bar (p99 ms)", "e2e.BenchmarkScrapeHosted p99-ms", "bar 20", false},
+	// A scrape's own cost: the handler as served (no gzip, no buffering)
+	// against promhttp's defaults with a timeout, and this package's process
+	// collector against client_golang's (docs/metrics.md).
+	{"scrape handler, 1 worker's series: as served vs promhttp's defaults (ns)", "telemetry.BenchmarkScrape/workers=1/served ns/op", "telemetry.BenchmarkScrape/workers=1/stock ns/op", false},
+	{"scrape handler, 256 workers' series: as served vs promhttp's defaults (ns)", "telemetry.BenchmarkScrape/workers=256/served ns/op", "telemetry.BenchmarkScrape/workers=256/stock ns/op", false},
+	{"process collector: distrl's vs client_golang's (ns)", "telemetry.BenchmarkProcessCollector/distrl ns/op", "telemetry.BenchmarkProcessCollector/client_golang ns/op", false},
 	// SLURM (a real 3-node cluster in network namespaces on this machine,
 	// scripts/slurmcluster.sh) against the local scheduler, same name server.
 	{"rlctl start to all RUNNING, 64 echo workers: slurm vs local (s)", "e2e.BenchmarkSlurmStartupEcho/scheduler=slurm startup-s", "e2e.BenchmarkSlurmStartupEcho/scheduler=local startup-s", false},

@@ -332,7 +332,7 @@ func TestConsumerBoundNote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl.run(t, name, map[string]any{"inference": "inline", "sample_stream": "slow", "ring_size": 2, "sample_steps": 20})
+	cl.run(t, name, map[string]any{"inference": "inline", "sample_stream": "slow", "ring_size": 2, "sample_steps": 200})
 	waitFor(t, "a consumer-bound note", func() bool {
 		return strings.Contains(cl.status(t, name).Note, "consumer-bound: back-pressured")
 	})

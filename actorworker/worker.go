@@ -275,7 +275,7 @@ var (
 // New is the worker.Factory of the actor type.
 func New(info worker.Info) (worker.Impl, error) {
 	return &Worker{info: info, log: info.Log(), metrics: info.Telemetry().Actor(),
-		pressure: duty.New(time.Minute, 12), waiting: duty.New(time.Minute, 12)}, nil
+		pressure: newMinute(), waiting: newMinute()}, nil
 }
 
 // Type is the actor worker type, for a worker.Registry.
@@ -852,6 +852,9 @@ func (w *Worker) Note() string {
 	return strings.Join(notes, "; ")
 }
 
+// newMinute is a window of the last minute in 5 s buckets.
+func newMinute() *duty.Window { return duty.New(time.Minute, 12) }
+
 // share is a window's share of the last minute; 0 until it has recorded
 // a second.
 func share(d *duty.Window) float64 {
@@ -882,6 +885,6 @@ func (w *Worker) Close() error {
 	// The targets' counts start over with the next configuration; every
 	// poll recorded what they had counted.
 	w.recorded, w.recordedAt = TargetStats{}, time.Time{}
-	w.pressure, w.waiting = duty.New(time.Minute, 12), duty.New(time.Minute, 12)
+	w.pressure, w.waiting = newMinute(), newMinute()
 	return errors.Join(errs...)
 }

@@ -20,8 +20,10 @@ type condition struct {
 	level            slog.Level
 	hold             time.Duration // clear this long before it is over
 	// rewrite is how often a changed text of a report that lasts may be
-	// written to the status record.
-	rewrite time.Duration
+	// written to the status record; ask how often the type is asked for
+	// its report (0: after every poll).
+	rewrite, ask time.Duration
+	asked        time.Time // when the type was last asked
 
 	shown   string    // what the status record says; "": nothing
 	since   time.Time // when shown started
@@ -29,6 +31,16 @@ type condition struct {
 	written time.Time // when shown's text was last written
 	clear   bool      // the type's last report was ""
 	lapses  int       // times it cleared and came back while shown
+}
+
+// due reports whether the type is to be asked for its report at now, and
+// if so counts it as asked.
+func (c *condition) due(now time.Time) bool {
+	if now.Sub(c.asked) < c.ask {
+		return false
+	}
+	c.asked = now
+	return true
 }
 
 // update takes the type's report at now; true: the status record must be

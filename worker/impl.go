@@ -122,7 +122,8 @@ type Reporter interface {
 // state that is not a fault: an actor back-pressured by a trainer that is
 // the bound of the trial says how much of the last minute it waited. A
 // non-empty Note goes into the status record (Status.Note), with the same
-// hysteresis as a warning; its text is rewritten at most every 15 s.
+// hysteresis as a warning; the worker asks for it once a second, and its
+// text is rewritten at most every 15 s.
 type Noter interface {
 	Note() string
 }

@@ -178,7 +178,9 @@ func newWorker(ctx context.Context, opts Options, factory Factory, h *host) (*Wo
 	}
 	w := &Worker{opts: opts, name: name, impl: impl, host: h, log: log, state: member.StateReady, metrics: metrics,
 		warning: condition{onset: "degraded", over: "recovered", key: "warning", level: slog.LevelWarn, hold: opts.ConditionHold, rewrite: time.Second},
-		note:    condition{onset: "note", over: "note over", key: "note", level: slog.LevelInfo, hold: opts.ConditionHold, rewrite: 15 * time.Second}}
+		// A note is about the last minute: asking for it once a second keeps
+		// its computation off the loop's every turn.
+		note: condition{onset: "note", over: "note over", key: "note", level: slog.LevelInfo, hold: opts.ConditionHold, rewrite: 15 * time.Second, ask: time.Second}}
 	w.stats.start = time.Now()
 	w.stats.stateChanged = w.stats.start
 	// A worker alone on its server also answers requests that name no
@@ -382,7 +384,7 @@ func (w *Worker) updateConditions() {
 	if r, ok := w.impl.(Reporter); ok {
 		write = w.warning.update(now, r.Warning(), w.log)
 	}
-	if n, ok := w.impl.(Noter); ok {
+	if n, ok := w.impl.(Noter); ok && w.note.due(now) {
 		write = w.note.update(now, n.Note(), w.log) || write
 	}
 	if write {

@@ -59,6 +59,15 @@ func (t Trial) Stream(kind, name string, index int) string {
 	return t.StreamPrefix(kind, name) + strconv.Itoa(index)
 }
 
+// GroupPrefix is the subtree of the member records of one collective group
+// (package collective): a data-parallel trainer group, say.
+func (t Trial) GroupPrefix(group string) string { return t.Prefix() + "group/" + group + "/" }
+
+// Group is the key of the record of member rank of a collective group.
+func (t Trial) Group(group string, rank int) string {
+	return t.GroupPrefix(group) + strconv.Itoa(rank)
+}
+
 // Params is the key of the newest parameter version of a policy.
 func (t Trial) Params(policy string) string { return t.Prefix() + "params/" + policy }
 

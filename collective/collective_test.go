@@ -1,0 +1,323 @@
+package collective_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/collective"
+	"github.com/distrl/distrl/internal/testsupport/curvetest"
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+)
+
+var trial = names.NewTrial("collectivetest", "t1")
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	etcdtest.Stop()
+	os.Exit(code)
+}
+
+func opts(repo nameresolve.Repository, name string, rank, size int) collective.Options {
+	return collective.Options{Repo: repo, Trial: trial, Name: name, Rank: rank, Size: size, Hash: "h", TTL: 2 * time.Second}
+}
+
+// form polls g until its group is formed.
+func form(ctx context.Context, g *collective.Group) error {
+	for {
+		ok, err := g.Poll()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rank %d: not formed (missing %v): %w", g.Rank(), g.Missing(), ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// members runs fn on every rank of a group of size, each on its own
+// goroutine (a Group belongs to one), after forming the group; it returns
+// the ranks' errors.
+func members(t *testing.T, o func(rank int) collective.Options, size int, fn func(ctx context.Context, g *collective.Group) error) []error {
+	t.Helper()
+	ctx := workertest.Ctx(t, 30*time.Second)
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for rank := range size {
+		wg.Go(func() {
+			g, err := collective.Join(ctx, o(rank))
+			if err != nil {
+				errs[rank] = err
+				return
+			}
+			defer g.Close()
+			if err := form(ctx, g); err != nil {
+				errs[rank] = err
+				return
+			}
+			errs[rank] = fn(ctx, g)
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+func noErrors(t *testing.T, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestAllreduce(t *testing.T) {
+	repo := workertest.Repo(t)
+	for _, size := range []int{1, 2, 3, 4} {
+		for _, n := range []int{0, 1, 3, 1000, 140_003} {
+			t.Run(fmt.Sprintf("size=%d/len=%d", size, n), func(t *testing.T) {
+				name := fmt.Sprintf("ar%d-%d", size, n)
+				got := make([][]float32, size)
+				got64 := make([][]float64, size)
+				errs := members(t, func(r int) collective.Options { return opts(repo, name, r, size) }, size,
+					func(ctx context.Context, g *collective.Group) error {
+						x := make([]float32, n)
+						y := make([]float64, n)
+						for i := range x {
+							x[i] = float32(g.Rank()+1) * float32(i%97) * 0.25
+							y[i] = float64(g.Rank()+1) * float64(i)
+						}
+						for range 3 { // several in a row reuse the formation
+							if err := g.AllreduceFloat32(ctx, x); err != nil {
+								return err
+							}
+						}
+						if err := g.AllreduceFloat64(ctx, y); err != nil {
+							return err
+						}
+						got[g.Rank()], got64[g.Rank()] = x, y
+						return nil
+					})
+				noErrors(t, errs)
+				if t.Failed() {
+					return
+				}
+				// The sum of ranks 1..size is s; three all-reduces in a row
+				// multiply by s, s*size, s*size.
+				s := float64(size * (size + 1) / 2)
+				for r := range size {
+					for i := range n {
+						want := s * float64(size*size) * float64(i%97) * 0.25
+						if math.Abs(float64(got[r][i])-want) > 1e-6*math.Max(1, want) {
+							t.Fatalf("rank %d: x[%d] = %v, want %v", r, i, got[r][i], want)
+						}
+						if math.Float32bits(got[r][i]) != math.Float32bits(got[0][i]) {
+							t.Fatalf("rank %d: x[%d] = %v, rank 0 has %v: not the same bits", r, i, got[r][i], got[0][i])
+						}
+						if want64 := s * float64(i); got64[r][i] != want64 {
+							t.Fatalf("rank %d: y[%d] = %v, want %v", r, i, got64[r][i], want64)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestBroadcastAndCheck(t *testing.T) {
+	repo := workertest.Repo(t)
+	const size = 3
+	errs := members(t, func(r int) collective.Options { return opts(repo, "bc", r, size) }, size,
+		func(ctx context.Context, g *collective.Group) error {
+			mine := []byte(fmt.Sprintf("from rank %d", g.Rank()))
+			got, err := g.Broadcast(ctx, mine)
+			if err != nil {
+				return err
+			}
+			if string(got) != "from rank 0" {
+				return fmt.Errorf("broadcast gave %q", got)
+			}
+			if err := g.Check(ctx, 0xdeadbeefcafe); err != nil {
+				return fmt.Errorf("equal hashes: %w", err)
+			}
+			h := uint64(0xdeadbeefcafe)
+			if g.Rank() == 2 {
+				h++
+			}
+			err = g.Check(ctx, h)
+			if !errors.Is(err, collective.ErrDiverged) {
+				return fmt.Errorf("rank 2's hash differs, Check says %v", err)
+			}
+			// The group stays formed: the caller decides what divergence means.
+			return g.AllreduceFloat32(ctx, make([]float32, 10))
+		})
+	noErrors(t, errs)
+}
+
+func TestCurve(t *testing.T) {
+	repo := workertest.Repo(t)
+	keys := curvetest.Keys(t)
+	errs := members(t, func(r int) collective.Options {
+		o := opts(repo, "curve", r, 2)
+		o.Curve = keys
+		return o
+	}, 2, func(ctx context.Context, g *collective.Group) error {
+		x := []float32{1, 2, 3}
+		if err := g.AllreduceFloat32(ctx, x); err != nil {
+			return err
+		}
+		if x[2] != 6 {
+			return fmt.Errorf("sum %v", x)
+		}
+		return nil
+	})
+	noErrors(t, errs)
+}
+
+func TestRefusedConfig(t *testing.T) {
+	repo := workertest.Repo(t)
+	ctx := workertest.Ctx(t, 10*time.Second)
+	lead, err := collective.Join(ctx, opts(repo, "refuse", 0, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lead.Close()
+	o := opts(repo, "refuse", 1, 2)
+	o.Hash = "other"
+	g, err := collective.Join(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for {
+		lead.Poll()
+		ok, err := g.Poll()
+		if errors.Is(err, collective.ErrRefused) {
+			t.Logf("refused: %v", err)
+			return
+		}
+		if ok || err != nil || ctx.Err() != nil {
+			t.Fatalf("a member of another hash: formed %v, err %v (ctx %v)", ok, err, ctx.Err())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestSilentPeerTimesOut(t *testing.T) {
+	repo := workertest.Repo(t)
+	const size = 3
+	errs := members(t, func(r int) collective.Options {
+		o := opts(repo, "silent", r, size)
+		o.Timeout = 300 * time.Millisecond
+		return o
+	}, size, func(ctx context.Context, g *collective.Group) error {
+		if g.Rank() == 2 {
+			return nil // takes no part: the others must not wait for ever
+		}
+		start := time.Now()
+		err := g.AllreduceFloat32(ctx, make([]float32, 100))
+		if !errors.Is(err, collective.ErrBroken) {
+			return fmt.Errorf("a silent member: the all-reduce gave %v, want ErrBroken", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			return fmt.Errorf("noticed after %v", d)
+		}
+		if g.Formed() {
+			return errors.New("still formed after a break")
+		}
+		return nil
+	})
+	noErrors(t, errs)
+}
+
+// TestMemberRestarts kills a member's registration (its process dies: the
+// record expires with its lease on a real etcd) while the others wait in
+// an all-reduce; they notice, and once a new incarnation of the member
+// joins, the group forms again and reduces.
+func TestMemberRestarts(t *testing.T) {
+	repo := etcdtest.Repo(t)
+	const size = 3
+	ctx := workertest.Ctx(t, 60*time.Second)
+	log := workertest.Logger(t, slog.LevelInfo)
+	o := func(r int) collective.Options {
+		x := opts(repo, "restart", r, size)
+		x.Logger = log
+		return x
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, size)
+	gone := make(chan struct{})
+	for rank := range size - 1 {
+		wg.Go(func() {
+			errs[rank] = func() error {
+				g, err := collective.Join(ctx, o(rank))
+				if err != nil {
+					return err
+				}
+				defer g.Close()
+				if err := form(ctx, g); err != nil {
+					return err
+				}
+				<-gone
+				start := time.Now()
+				err = g.AllreduceFloat32(ctx, make([]float32, 10))
+				if !errors.Is(err, collective.ErrBroken) {
+					return fmt.Errorf("the all-reduce after a member left gave %v", err)
+				}
+				t.Logf("rank %d noticed in %v: %v", rank, time.Since(start), err)
+				if err := form(ctx, g); err != nil {
+					return err
+				}
+				x := []float32{1}
+				if err := g.AllreduceFloat32(ctx, x); err != nil {
+					return err
+				}
+				if x[0] != size {
+					return fmt.Errorf("sum %v after re-forming", x[0])
+				}
+				if g.Reforms() == 0 {
+					return errors.New("no re-formation counted")
+				}
+				return nil
+			}()
+		})
+	}
+	// The last member joins, forms, and goes away without a word.
+	last, err := collective.Join(ctx, o(size-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := form(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if err := last.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(gone)
+	time.Sleep(200 * time.Millisecond)
+	again, err := collective.Join(ctx, o(size-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if err := form(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	x := []float32{1}
+	if err := again.AllreduceFloat32(ctx, x); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	noErrors(t, errs)
+}

@@ -1,6 +1,7 @@
 package ppo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -138,6 +139,19 @@ func (l *Learner) Params() []float32 { return l.net.Params() }
 // Updates returns the number of completed updates.
 func (l *Learner) Updates() int64 { return l.updates }
 
+// Reducer sums vectors across the members of a data-parallel group, in
+// place: every member passes vectors of the same length and gets the same
+// sum, bit for bit. *collective.Group is one.
+type Reducer interface {
+	AllreduceFloat32(ctx context.Context, x []float32) error
+	AllreduceFloat64(ctx context.Context, x []float64) error
+}
+
+// gradTail is what a group member reduces after its gradient: its rows,
+// then its loss terms times its rows (policy, value, entropy, approxKL,
+// clipFrac, total).
+const gradTail = 7
+
 // Update runs one PPO update on the batches, which should have been
 // collected by the current policy or a recent one (their LogProbs are the
 // behaviour policy's). Every batch must have LogProbs and Values, actions
@@ -150,6 +164,23 @@ func (l *Learner) Updates() int64 { return l.updates }
 // update have been applied. Take a State before the update to be able to
 // roll back.
 func (l *Learner) Update(batches []*api.SampleBatch) (Stats, error) {
+	return l.UpdateGroup(context.Background(), batches, nil)
+}
+
+// UpdateGroup is Update as one member of a data-parallel group whose
+// members hold the same state and each pass their part of the update's
+// batches; r sums across the group (nil: a group of one, which is Update).
+// Advantages are standardised over the whole group's batches, the number
+// of minibatches is the group's, each member's minibatch m is its own
+// part of the group's minibatch m, and the gradient applied is that of the
+// loss's mean over the group's minibatch, so the members take the same
+// steps, and the same steps as one learner given all the batches at once
+// whose minibatches were those unions. Stats are the group's, but for
+// Samples, ExplainedVariance's inputs aside, which are this member's rows.
+//
+// An error of r (a member lost) leaves the learner part way through the
+// update, like ErrNonFinite: roll back to a State taken before.
+func (l *Learner) UpdateGroup(ctx context.Context, batches []*api.SampleBatch, r Reducer) (Stats, error) {
 	var st Stats
 	n := 0
 	for i, b := range batches {
@@ -167,10 +198,11 @@ func (l *Learner) Update(batches []*api.SampleBatch) (Stats, error) {
 		return st, fmt.Errorf("ppo: update: %w", err)
 	}
 	st.MidBatchTruncations = mid
-	st.ExplainedVariance = explainedVariance(l.all.oldValues, l.all.returns)
-	if l.cfg.NormalizeAdvantages {
-		normalize(l.all.adv)
+	total, ev, err := l.standardize(ctx, r)
+	if err != nil {
+		return st, fmt.Errorf("ppo: update: %w", err)
 	}
+	st.ExplainedVariance = ev
 
 	st.LR = l.cfg.lrAt(l.updates)
 	l.opt.LR = float32(st.LR)
@@ -178,25 +210,40 @@ func (l *Learner) Update(batches []*api.SampleBatch) (Stats, error) {
 	for i := range l.perm {
 		l.perm[i] = i
 	}
-	// ceil(n/size) minibatches whose sizes differ by at most one.
-	k := (n + l.cfg.MinibatchSize - 1) / l.cfg.MinibatchSize
+	np := l.net.NumParams()
+	if r != nil {
+		l.grad = grow(l.grad, np+gradTail)
+	}
+	grad := l.grad[:np]
+	// ceil(total/size) minibatches, whose sizes differ by at most one in a
+	// group of one.
+	k := (total + l.cfg.MinibatchSize - 1) / l.cfg.MinibatchSize
 	maxNorm := float32(l.cfg.MaxGradNorm)
 	for range l.cfg.Epochs {
 		l.rng.Shuffle(n, func(i, j int) { l.perm[i], l.perm[j] = l.perm[j], l.perm[i] })
 		var epochKL float64
 		for m := range k {
 			idx := l.perm[m*n/k : (m+1)*n/k]
-			l.mb.gather(&l.all, idx, l.obsDim, l.actDim, l.gaussian)
-			t, err := l.lossAndGrad(&l.mb, l.grad)
-			if err != nil {
-				return st, fmt.Errorf("ppo: update: %w", err)
+			var t lossTerms
+			if len(idx) > 0 {
+				l.mb.gather(&l.all, idx, l.obsDim, l.actDim, l.gaussian)
+				if t, err = l.lossAndGrad(&l.mb, grad); err != nil {
+					return st, fmt.Errorf("ppo: update: %w", err)
+				}
+			} else {
+				clear(grad) // a member with fewer rows than minibatches
 			}
-			norm := nn.ClipGradNorm(l.grad, maxNorm)
+			if r != nil {
+				if t, err = l.reduceGrad(ctx, r, t, len(idx)); err != nil {
+					return st, fmt.Errorf("ppo: update: epoch %d, minibatch %d: %w", st.Epochs, m, err)
+				}
+			}
+			norm := nn.ClipGradNorm(grad, maxNorm)
 			if f := float64(norm); math.IsNaN(f) || math.IsInf(f, 0) || math.IsNaN(t.total) {
 				return st, fmt.Errorf("ppo: update: epoch %d, minibatch %d: %w (norm %v, loss %v)",
 					st.Epochs, m, ErrNonFinite, norm, t.total)
 			}
-			if err := l.opt.Update(l.net.Params(), l.grad); err != nil {
+			if err := l.opt.Update(l.net.Params(), grad); err != nil {
 				return st, fmt.Errorf("ppo: update: %w", err)
 			}
 			st.PolicyLoss += t.policy
@@ -222,6 +269,86 @@ func (l *Learner) Update(batches []*api.SampleBatch) (Stats, error) {
 	st.GradNorm *= inv
 	l.updates++
 	return st, nil
+}
+
+// reduceGrad turns this member's gradient of the mean loss over its rows
+// (l.grad[:NumParams]) and its terms t into the group's: each member
+// weighs its part by its rows, the group sums, and the sums are divided by
+// the group's rows.
+func (l *Learner) reduceGrad(ctx context.Context, r Reducer, t lossTerms, rows int) (lossTerms, error) {
+	np := l.net.NumParams()
+	buf := l.grad[:np+gradTail]
+	w := float32(rows)
+	for i := range np {
+		buf[i] *= w
+	}
+	tail := buf[np:]
+	tail[0] = w
+	for i, v := range []float64{t.policy, t.value, t.entropy, t.approxKL, t.clipFrac, t.total} {
+		tail[1+i] = float32(v * float64(rows))
+	}
+	if err := r.AllreduceFloat32(ctx, buf); err != nil {
+		return t, err
+	}
+	inv := 1 / tail[0]
+	for i := range np {
+		buf[i] *= inv
+	}
+	f := func(i int) float64 { return float64(tail[1+i]) / float64(tail[0]) }
+	return lossTerms{policy: f(0), value: f(1), entropy: f(2), approxKL: f(3), clipFrac: f(4), total: f(5)}, nil
+}
+
+// standardize computes the explained variance of the recorded values
+// against the GAE returns and, if configured, standardises the advantages
+// to zero mean and unit (population) variance, over the group's rows when
+// r is not nil. It returns the group's number of rows.
+func (l *Learner) standardize(ctx context.Context, r Reducer) (int, float64, error) {
+	adv, y, pred := l.all.adv, l.all.returns, l.all.oldValues
+	// Two passes, each summed over the group: the means, then the squared
+	// deviations from them.
+	var first [4]float64 // rows, Σadv, Σy, Σ(y - pred)
+	first[0] = float64(len(y))
+	for i := range y {
+		first[1] += float64(adv[i])
+		first[2] += float64(y[i])
+		first[3] += float64(y[i]) - float64(pred[i])
+	}
+	if r != nil {
+		if err := r.AllreduceFloat64(ctx, first[:]); err != nil {
+			return 0, 0, err
+		}
+	}
+	n := first[0]
+	ma, my, mr := first[1]/n, first[2]/n, first[3]/n
+	var second [3]float64 // Σ(adv - ma)², Σ(y - my)², Σ(y - pred - mr)²
+	for i := range y {
+		da := float64(adv[i]) - ma
+		dy := float64(y[i]) - my
+		dr := float64(y[i]) - float64(pred[i]) - mr
+		second[0] += da * da
+		second[1] += dy * dy
+		second[2] += dr * dr
+	}
+	if r != nil {
+		if err := r.AllreduceFloat64(ctx, second[:]); err != nil {
+			return 0, 0, err
+		}
+	}
+	ev := math.NaN() // constant returns
+	if second[1] != 0 {
+		ev = 1 - second[2]/second[1]
+	}
+	if l.cfg.NormalizeAdvantages {
+		// Population std (numpy's default). CleanRL uses torch's unbiased
+		// std; the factor sqrt(n/(n-1)) between them is negligible at
+		// PPO's batch sizes. The 1e-8 keeps constant advantages finite
+		// (they become zeros).
+		inv := 1 / (math.Sqrt(second[0]/n) + 1e-8)
+		for i, v := range adv {
+			adv[i] = float32((float64(v) - ma) * inv)
+		}
+	}
+	return int(n), ev, nil
 }
 
 // checkBatch verifies what Update relies on, so that a bad batch fails
@@ -361,52 +488,6 @@ func (l *Learner) Restore(s LearnerState) error {
 		*l.pcg = pcg
 	}
 	return nil
-}
-
-// explainedVariance returns 1 - Var(y - pred)/Var(y), or NaN if y is
-// constant.
-func explainedVariance(pred, y []float32) float64 {
-	var my, mr float64
-	for i := range y {
-		my += float64(y[i])
-		mr += float64(y[i]) - float64(pred[i])
-	}
-	n := float64(len(y))
-	my /= n
-	mr /= n
-	var vy, vr float64
-	for i := range y {
-		dy := float64(y[i]) - my
-		dr := float64(y[i]) - float64(pred[i]) - mr
-		vy += dy * dy
-		vr += dr * dr
-	}
-	if vy == 0 {
-		return math.NaN()
-	}
-	return 1 - vr/vy
-}
-
-// normalize standardises x to zero mean and unit (population) variance;
-// the 1e-8 keeps a constant x finite (it becomes all zeros).
-func normalize(x []float32) {
-	var mean float64
-	for _, v := range x {
-		mean += float64(v)
-	}
-	mean /= float64(len(x))
-	var ss float64
-	for _, v := range x {
-		d := float64(v) - mean
-		ss += d * d
-	}
-	// Population std (numpy's default). CleanRL uses torch's unbiased std;
-	// the factor sqrt(n/(n-1)) between them is negligible at PPO's batch
-	// sizes.
-	inv := 1 / (math.Sqrt(ss/float64(len(x))) + 1e-8)
-	for i, v := range x {
-		x[i] = float32((float64(v) - mean) * inv)
-	}
 }
 
 // firstNonFinite returns the index of the first NaN or infinite value, or -1.

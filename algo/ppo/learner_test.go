@@ -1,6 +1,7 @@
 package ppo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -153,7 +154,12 @@ func TestExplainedVariance(t *testing.T) {
 		{"constant returns", []float32{1, 2, 3}, []float32{2, 2, 2}, 0, true},
 	}
 	for _, tt := range tests {
-		got := explainedVariance(tt.pred, tt.y)
+		l := &Learner{}
+		l.all.adv, l.all.returns, l.all.oldValues = make([]float32, len(tt.y)), tt.y, tt.pred
+		_, got, err := l.standardize(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if tt.wantNaN != math.IsNaN(got) || !tt.wantNaN && math.Abs(got-tt.want) > 1e-12 {
 			t.Errorf("%s: explained variance %v, want %v", tt.name, got, tt.want)
 		}

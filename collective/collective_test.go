@@ -165,6 +165,53 @@ func TestBroadcastAndCheck(t *testing.T) {
 	noErrors(t, errs)
 }
 
+// Arrive returns true on no member before all have arrived, and then on
+// all; the collectives after it run as usual.
+func TestArrive(t *testing.T) {
+	repo := workertest.Repo(t)
+	const size = 3
+	var mu sync.Mutex
+	count := 0
+	errs := members(t, func(r int) collective.Options { return opts(repo, "arrive", r, size) }, size,
+		func(ctx context.Context, g *collective.Group) error {
+			for round := range 3 {
+				// Rank r is ready after r*30 ms: the others wait for it.
+				time.Sleep(time.Duration(g.Rank()*30) * time.Millisecond)
+				mu.Lock()
+				count++
+				mu.Unlock()
+				for {
+					done, err := g.Arrive()
+					if err != nil {
+						return err
+					}
+					if done {
+						break
+					}
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					time.Sleep(time.Millisecond)
+				}
+				mu.Lock()
+				n := count
+				mu.Unlock()
+				if n < size*(round+1) {
+					return fmt.Errorf("round %d: released when %d of %d had arrived", round, n-size*round, size)
+				}
+				x := []float32{1}
+				if err := g.AllreduceFloat32(ctx, x); err != nil {
+					return err
+				}
+				if x[0] != size {
+					return fmt.Errorf("sum %v after the barrier", x[0])
+				}
+			}
+			return nil
+		})
+	noErrors(t, errs)
+}
+
 func TestCurve(t *testing.T) {
 	repo := workertest.Repo(t)
 	keys := curvetest.Keys(t)

@@ -112,7 +112,8 @@ type Group struct {
 	gen     uint64         // generation formed; 0 while forming
 	seq     uint64         // collectives since formation
 	pending token          // a token of a view not seen yet
-	outbox  []token        // tokens to send as soon as the right neighbour's connection is up
+	outbox  []message      // to send as soon as the right neighbour's queue takes them
+	barrier int            // Arrive's phase: 0 none, 1 first pass, 2 second
 	sentAt  time.Time      // rank 0: when it last started a formation pass
 
 	reforms   int
@@ -286,7 +287,7 @@ func (g *Group) Poll() (bool, error) {
 	if err := g.connectRight(); err != nil {
 		return false, err
 	}
-	g.flushTokens()
+	g.flush()
 	if g.pending.gen == g.viewGen {
 		t := g.pending
 		g.pending = token{}
@@ -355,25 +356,38 @@ func (g *Group) connectRight() error {
 	return nil
 }
 
-// sendToken queues t for the right neighbour and sends what the
-// connection takes without waiting (the PUSH socket queues nothing before
-// its connection is up); Poll sends the rest.
+// message is a message queued for the right neighbour.
+type message struct {
+	hdr     [headerLen]byte
+	payload []byte
+}
+
+// sendToken queues t for the right neighbour (see post).
 func (g *Group) sendToken(t token) {
 	if len(g.outbox) >= 8 { // never connected: only the newest matter
 		g.outbox = g.outbox[1:]
 	}
-	g.outbox = append(g.outbox, t)
-	g.flushTokens()
+	g.post(header{kind: kindToken, gen: t.gen}, []byte{t.round})
 }
 
-func (g *Group) flushTokens() {
-	var hdr [headerLen]byte
+// post queues a message for the right neighbour and sends what the
+// connection takes without waiting (the PUSH socket queues nothing before
+// its connection is up); Poll, Arrive and every collective send the rest
+// first, so that order is kept.
+func (g *Group) post(h header, payload []byte) {
+	var m message
+	putHeader(m.hdr[:], h)
+	m.payload = payload
+	g.outbox = append(g.outbox, m)
+	g.flush()
+}
+
+func (g *Group) flush() {
 	for len(g.outbox) > 0 {
-		t := g.outbox[0]
-		putHeader(hdr[:], header{kind: kindToken, gen: t.gen})
-		if _, err := g.push.SendMessageDontwait(hdr[:], []byte{t.round}); err != nil {
+		m := &g.outbox[0]
+		if _, err := g.push.SendMessageDontwait(m.hdr[:], m.payload); err != nil {
 			if !zsock.IsEAGAIN(err) {
-				g.log.Debug("collective: token not sent", "err", err)
+				g.log.Debug("collective: message not sent", "err", err)
 			}
 			return
 		}
@@ -398,7 +412,7 @@ func (g *Group) tryRecv() ([][]byte, bool, error) {
 // new incarnation, so that every member's view changes and the whole group
 // forms again. It returns err, which wraps ErrBroken.
 func (g *Group) fail(err error) error {
-	g.gen, g.pending, g.outbox = 0, token{}, nil
+	g.gen, g.pending, g.outbox, g.barrier = 0, token{}, nil, 0
 	g.reforms++
 	g.lastBreak = err
 	g.log.Warn("collective: group broken; forming again", "err", err, "formed_for", time.Since(g.formedAt).Round(time.Millisecond))
@@ -409,6 +423,11 @@ func (g *Group) fail(err error) error {
 	}
 	return err
 }
+
+// Socket is the socket messages arrive on, for a caller that waits in
+// Arrive to watch (nil for a group of one). Outside Arrive and the
+// collectives nothing reads it, so it may stay readable.
+func (g *Group) Socket() *zmq.Socket { return g.pull }
 
 // Formed reports whether the group is formed (as of the last Poll or
 // collective).

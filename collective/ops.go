@@ -18,6 +18,7 @@ const (
 	kindToken kind = 1 + iota
 	kindData
 	kindBroadcast
+	kindBarrier
 )
 
 const headerLen = 24
@@ -68,7 +69,7 @@ func (g *Group) send(ctx context.Context, k kind, step uint32, payload []byte) e
 	return g.wait(ctx, "send to", (g.o.Rank+1)%g.o.Size, func() (bool, error) {
 		// The formation's last token goes first: the neighbour takes no
 		// data before it.
-		if g.flushTokens(); len(g.outbox) > 0 {
+		if g.flush(); len(g.outbox) > 0 {
 			return false, nil
 		}
 		_, err := g.push.SendMessageDontwait(hdr[:], payload)
@@ -308,3 +309,64 @@ func (g *Group) Check(ctx context.Context, h uint64) error {
 // Generation identifies the current formation (0 while forming): a
 // member that sees it change knows the group formed anew.
 func (g *Group) Generation() uint64 { return g.gen }
+
+// Arrive is a barrier that never blocks: a member calls it once it is
+// ready for the next collectives (a trainer with its share of an update
+// buffered), and again at every turn of its loop until it returns true,
+// which it does on every member once all have arrived. Members waiting
+// for each other's readiness (samples still coming) thus keep serving,
+// and the collectives that follow wait only for the members' compute. A
+// token goes round the ring from rank 0, passed on by each member as it
+// arrives, then a second time to release them. While it returns false,
+// watch Socket to be woken when the token comes.
+func (g *Group) Arrive() (bool, error) {
+	if g.o.Size == 1 {
+		return true, nil
+	}
+	if g.barrier == 0 {
+		if err := g.begin(); err != nil {
+			return false, err
+		}
+		g.barrier = 1
+		if g.o.Rank == 0 {
+			g.post(header{kind: kindBarrier, step: 0, gen: g.gen, seq: g.seq}, nil)
+		}
+	} else if why := g.refresh(); why != "" {
+		return false, g.fail(fmt.Errorf("%w: the group changed: %s", ErrBroken, why))
+	}
+	g.flush()
+	for {
+		frames, ok, err := g.tryRecv()
+		if err != nil {
+			return false, g.fail(fmt.Errorf("%w: %w", ErrBroken, err))
+		}
+		if !ok {
+			return false, nil
+		}
+		h, err := parseHeader(frames)
+		if err != nil {
+			return false, g.fail(fmt.Errorf("%w: %w", ErrBroken, err))
+		}
+		if h.gen != g.gen || h.kind == kindToken {
+			continue
+		}
+		step := uint32(g.barrier - 1)
+		if h.kind != kindBarrier || h.seq != g.seq || h.step != step {
+			return false, g.fail(fmt.Errorf("%w: message kind %d, collective %d, step %d in a barrier (collective %d, step %d)",
+				ErrBroken, h.kind, h.seq, h.step, g.seq, step))
+		}
+		last := g.o.Rank == g.o.Size-1
+		switch {
+		case g.o.Rank == 0 && step == 0: // everyone has arrived: release them
+			g.post(header{kind: kindBarrier, step: 1, gen: g.gen, seq: g.seq}, nil)
+		case step == 0:
+			g.post(header{kind: kindBarrier, step: 0, gen: g.gen, seq: g.seq}, nil)
+			g.barrier = 2
+			continue
+		case !last:
+			g.post(header{kind: kindBarrier, step: 1, gen: g.gen, seq: g.seq}, nil)
+		}
+		g.barrier = 0
+		return true, nil
+	}
+}

@@ -52,16 +52,22 @@ func (e *WorkerConfigError) Unwrap() error { return e.Err }
 
 // workerKwargs is the configure kwargs of worker index of typ: the
 // experiment's, with the checkpoint directory under checkpoints where the
-// type keeps checkpoints and the configuration names none.
+// type keeps checkpoints and the configuration names none, and the
+// group's size where the type's workers form a group.
 func workerKwargs(cfg *experiment.Config, types WorkerTypes, typ string, index int, checkpoints string) map[string]any {
 	kw := cfg.WorkerConfig(typ, index)
 	if types == nil {
 		return kw
 	}
-	if t, ok := types.Spec(typ); ok && t.CheckpointDir != nil {
-		if _, given := kw["checkpoint_dir"]; !given {
-			kw["checkpoint_dir"] = t.CheckpointDir(checkpoints, index)
-		}
+	t, ok := types.Spec(typ)
+	if !ok {
+		return kw
+	}
+	if _, given := kw["checkpoint_dir"]; !given && t.CheckpointDir != nil {
+		kw["checkpoint_dir"] = t.CheckpointDir(checkpoints, index)
+	}
+	if _, given := kw[member.GroupSizeKey]; !given && t.Grouped {
+		kw[member.GroupSizeKey] = cfg.Workers[typ].N()
 	}
 	return kw
 }

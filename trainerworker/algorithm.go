@@ -59,22 +59,22 @@ func New(info worker.Info) (worker.Impl, error) {
 // its checkpoints in the trial's checkpoint directory.
 func Type() worker.Type {
 	return worker.Type{Name: TypeName, New: New, Spec: member.Spec{Check: CheckConfig,
-		CheckpointDir: func(base string, _ int) string { return base }}}
+		CheckpointDir: func(base string, _ int) string { return base }, Grouped: true}}
 }
 
 // CheckConfig checks a trainer's configure kwargs, either algorithm's, as
 // Configure does, opening nothing but what reading the environment's
 // spaces takes (worker.Type.Check).
-func CheckConfig(args rpc.Args, _ int) error {
+func CheckConfig(args rpc.Args, index int) error {
 	name, err := algorithmOf(args)
 	if err != nil {
 		return err
 	}
 	if name == AlgoDQN {
-		_, _, _, err = parseDQNConfig(args)
+		_, _, _, err = parseDQNConfig(args, index)
 		return err
 	}
-	_, err = parseConfig(args)
+	_, err = parseConfig(args, index)
 	return err
 }
 

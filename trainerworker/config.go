@@ -80,6 +80,9 @@ type Config struct {
 	// from version 0 (a resumed trainer counts those of its checkpoint);
 	// 0 means unbounded.
 	MaxUpdates int64 `msgpack:"max_updates"`
+	// GroupConfig (group_size, ...) makes this trainer a member of its
+	// policy's data-parallel group.
+	GroupConfig `msgpack:",inline"`
 }
 
 // settings are a parsed configuration: the Config with its defaults in
@@ -92,13 +95,23 @@ type settings struct {
 	// hash identifies what a checkpoint must match to be restored: the
 	// policy name and the network's architecture (see configHash).
 	hash string
+	// memberSteps is the steps this trainer buffers for an update: its
+	// share of batch_steps in a group.
+	memberSteps int
+}
+
+// groupHash is what the members of this trainer's group must agree on.
+func (s settings) groupHash() string {
+	p := s.ppo
+	p.Seed = 0 // each worker's own; rank 0's learner state is everyone's
+	return groupHash("ppo", s.hash, p, s.cfg.BatchSteps, s.staleness, s.cfg.GroupSize, s.cfg.GroupCheckEvery)
 }
 
 // parseConfig decodes and checks the kwargs of "configure". A bad
 // configuration is a bad_arguments *rpc.Error, which leaves the worker as
 // it was; a failure to register the built-in environments is the
 // worker's own.
-func parseConfig(args rpc.Args) (settings, error) {
+func parseConfig(args rpc.Args, index int) (settings, error) {
 	var s settings
 	cfg := &s.cfg
 	if err := worker.DecodeConfig(args, "trainer config", cfg); err != nil {
@@ -126,6 +139,10 @@ func parseConfig(args rpc.Args) (settings, error) {
 	case cfg.MaxUpdates < 0:
 		return s, badConfig("max_updates %d, want >= 0", cfg.MaxUpdates)
 	}
+	if err := cfg.GroupConfig.check(index); err != nil {
+		return s, err
+	}
+	s.memberSteps = (cfg.BatchSteps + cfg.GroupSize - 1) / cfg.GroupSize
 
 	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
 	if err != nil {

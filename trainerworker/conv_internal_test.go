@@ -26,14 +26,14 @@ func args(t *testing.T, kwargs map[string]any) rpc.Args {
 // refuses a bad convolution with a bad_arguments error naming conv.
 func TestConfigConv(t *testing.T) {
 	conv := []map[string]any{{"filters": 16, "kernel": 3, "stride": 1}}
-	s, err := parseConfig(args(t, map[string]any{"env": "minatar-breakout", "conv": conv, "hidden": []int{128}, "shared_trunk": true}))
+	s, err := parseConfig(args(t, map[string]any{"env": "minatar-breakout", "conv": conv, "hidden": []int{128}, "shared_trunk": true}), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(s.policy.Conv, policy.MinAtarConv) || !s.policy.SharedTrunk || !slices.Equal(s.policy.ObsShape, []int{10, 10, 4}) {
 		t.Errorf("ppo: policy config %+v, want the MinAtar conv on [10 10 4] with a shared trunk", s.policy)
 	}
-	_, _, pc, err := parseDQNConfig(args(t, map[string]any{"algorithm": "dqn", "env": "minatar-breakout", "conv": conv, "hidden": []int{128}}))
+	_, _, pc, err := parseDQNConfig(args(t, map[string]any{"algorithm": "dqn", "env": "minatar-breakout", "conv": conv, "hidden": []int{128}}), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

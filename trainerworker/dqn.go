@@ -63,6 +63,9 @@ type DQNConfig struct {
 	CheckpointDir   string `msgpack:"checkpoint_dir"`
 	CheckpointEvery int    `msgpack:"checkpoint_every"` // updates; 500
 	MaxUpdates      int64  `msgpack:"max_updates"`
+	// GroupConfig: a group of DQN trainers is refused for now (see
+	// parseDQNConfig).
+	GroupConfig `msgpack:",inline"`
 }
 
 const (
@@ -124,7 +127,7 @@ func dqnBad(format string, args ...any) error {
 // parseDQNConfig decodes and checks the kwargs of "configure" for DQN: the
 // configuration with its defaults, the learner's and the network's. It
 // opens nothing; a bad configuration is a bad_arguments *rpc.Error.
-func parseDQNConfig(args rpc.Args) (DQNConfig, dqn.Config, policy.Config, error) {
+func parseDQNConfig(args rpc.Args, index int) (DQNConfig, dqn.Config, policy.Config, error) {
 	var cfg DQNConfig
 	var dcfg dqn.Config
 	var pc policy.Config
@@ -148,6 +151,12 @@ func parseDQNConfig(args rpc.Args) (DQNConfig, dqn.Config, policy.Config, error)
 		return cfg, dcfg, pc, dqnBad("in_flight %d, sample_timeout_ms %d, publish_every %d, eval_every %d, checkpoint_every %d: want >= 1; max_updates %d: want >= 0",
 			cfg.InFlight, cfg.SampleTimeoutMs, cfg.PublishEvery, cfg.EvalEvery, cfg.CheckpointEvery, cfg.MaxUpdates)
 	}
+	if err := cfg.GroupConfig.check(index); err != nil {
+		return cfg, dcfg, pc, err
+	}
+	if cfg.GroupSize > 1 {
+		return cfg, dcfg, pc, dqnBad("group_size %d: a DQN learner is one trainer (data-parallel groups are PPO's so far); give the trainer group count 1", cfg.GroupSize)
+	}
 	dcfg = dqn.DefaultConfig()
 	if err := worker.DecodeConfig(rpc.RawArgs(cfg.DQN), "trainer config: dqn", &dcfg); err != nil {
 		return cfg, dcfg, pc, err
@@ -170,7 +179,7 @@ func parseDQNConfig(args rpc.Args) (DQNConfig, dqn.Config, policy.Config, error)
 // Configure builds the learner (resuming from a checkpoint), the replay
 // client and the publisher, and publishes the starting version.
 func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
-	cfg, dcfg, pc, err := parseDQNConfig(args)
+	cfg, dcfg, pc, err := parseDQNConfig(args, w.info.Index)
 	if err != nil {
 		return err
 	}

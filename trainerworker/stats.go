@@ -205,5 +205,6 @@ func (w *ppoTrainer) Stats() map[string]any {
 	if w.cons != nil {
 		out["malformed"] = w.cons.Stats().Malformed
 	}
+	w.grp.stats(out)
 	return out
 }

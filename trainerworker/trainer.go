@@ -12,6 +12,7 @@ import (
 
 	"github.com/distrl/distrl/algo/ppo"
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/collective"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policy"
@@ -21,6 +22,7 @@ import (
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	zmq "github.com/pebbe/zmq4"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TypeName is the worker type name ("trainer/0", ...).
@@ -58,6 +60,7 @@ type ppoTrainer struct {
 	learner *ppo.Learner
 	cons    *stream.SampleConsumer
 	pub     *paramstream.Publisher
+	grp     *groupMember // nil: learning alone
 
 	// version is the version of the learner's parameters: the number of
 	// updates since version 0 of this run, checkpoints included.
@@ -95,7 +98,7 @@ func newPPO(info worker.Info, m *telemetry.Trainer) *ppoTrainer {
 // A bad configuration is a bad_arguments error that leaves the worker as
 // it was.
 func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
-	s, err := parseConfig(args)
+	s, err := parseConfig(args, w.info.Index)
 	if err != nil {
 		return err
 	}
@@ -114,7 +117,8 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 		w.finalCheckpoint()
 	}
 	var restored *Checkpoint
-	if s.cfg.CheckpointDir != "" {
+	// In a group, rank 0's state is everyone's: only it resumes.
+	if s.cfg.CheckpointDir != "" && (s.cfg.GroupSize <= 1 || w.info.Index == 0) {
 		if restored, err = w.restore(s, learner); err != nil {
 			return err
 		}
@@ -134,16 +138,24 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	w.metrics.Version.Set(float64(w.version))
 	// The version is published before the consumer opens: actors send to
 	// the consumer as soon as it is registered, and their batches should
-	// come from the parameters this trainer starts with.
-	w.pub, err = paramstream.NewPublisher(ctx, paramstream.PublisherOptions{
-		Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Policy: s.cfg.Policy,
-		Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
-	})
-	if err != nil {
-		w.abandon()
-		return fmt.Errorf("trainer: parameter publisher: %w", err)
+	// come from the parameters this trainer starts with. In a group, rank
+	// 0 publishes for all.
+	if s.cfg.GroupSize <= 1 || w.info.Index == 0 {
+		w.pub, err = paramstream.NewPublisher(ctx, paramstream.PublisherOptions{
+			Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Policy: s.cfg.Policy,
+			Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
+		})
+		if err != nil {
+			w.abandon()
+			return fmt.Errorf("trainer: parameter publisher: %w", err)
+		}
+		if err := w.publish(ctx); err != nil {
+			w.abandon()
+			return err
+		}
 	}
-	if err := w.publish(ctx); err != nil {
+	w.grp, err = joinGroup(ctx, w.info, s.cfg.Policy, s.cfg.GroupConfig, s.groupHash(), w.answerFetches)
+	if err != nil {
 		w.abandon()
 		return err
 	}
@@ -159,7 +171,7 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	w.log.Info("trainer configured", "policy", s.cfg.Policy, "env", s.cfg.Env,
 		"params", net.NumParams(), "version", w.version, "resumed", restored != nil,
 		"batch_steps", s.cfg.BatchSteps, "max_staleness", s.staleness, "lr", s.ppo.LR,
-		"checkpoint_dir", s.cfg.CheckpointDir, "threads", s.cfg.Threads.N())
+		"checkpoint_dir", s.cfg.CheckpointDir, "threads", s.cfg.Threads.N(), "group_size", s.cfg.GroupSize, "rank", w.info.Index)
 	return nil
 }
 
@@ -211,11 +223,17 @@ func (w *ppoTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 	if err := w.answerFetches(); err != nil {
 		return res, err
 	}
+	// A member of a group takes nothing until the group has formed and
+	// its state is rank 0's: samples wait in the stream meanwhile.
+	if ok, err := w.grp.ready(ctx, w.sync); err != nil || !ok {
+		return res, err
+	}
 	// One batch at a time, stopping when an update's worth is buffered:
 	// the rest stays queued, where it pushes back on the actors instead of
-	// growing this update past batch_steps or going stale in a buffer.
+	// growing this update past batch_steps (its share of them in a group)
+	// or going stale in a buffer.
 	for range batchesPerPoll {
-		if w.bufLen >= w.set.cfg.BatchSteps {
+		if w.bufLen >= w.set.memberSteps {
 			break
 		}
 		batches, err := w.cons.Poll(1)
@@ -230,7 +248,11 @@ func (w *ppoTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 		res.Batches++
 		w.take(b)
 	}
-	if w.bufLen >= w.set.cfg.BatchSteps {
+	if w.bufLen >= w.set.memberSteps {
+		// A member waits for the others' shares without blocking.
+		if ok, err := w.grp.arrive(); err != nil || !ok {
+			return res, err
+		}
 		if err := w.update(ctx); err != nil {
 			return res, err
 		}
@@ -245,6 +267,9 @@ func (w *ppoTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 }
 
 func (w *ppoTrainer) answerFetches() error {
+	if w.pub == nil { // a group's member other than rank 0
+		return nil
+	}
 	if _, err := w.pub.Poll(fetchesPerPoll); err != nil {
 		return fmt.Errorf("trainer: answer parameter fetches: %w", err)
 	}
@@ -353,13 +378,19 @@ func (w *ppoTrainer) update(ctx context.Context) error {
 	// checkpointed, and a later checkpoint cannot capture them.
 	snap := w.learner.State()
 	begin := time.Now()
-	st, err := w.learner.Update(w.buffer)
+	st, err := w.learner.UpdateGroup(ctx, w.buffer, w.grp.reducer())
 	steps := w.bufLen
-	clear(w.buffer)
-	w.buffer, w.bufLen = w.buffer[:0], 0
+	w.dropBuffer()
 	if err != nil {
 		if rerr := w.learner.Restore(snap); rerr != nil {
 			return fmt.Errorf("trainer: update failed (%w) and the rollback too: %w", err, rerr)
+		}
+		if errors.Is(err, collective.ErrBroken) {
+			// A member is gone or silent: the group forms again and
+			// starts from rank 0's state, which this rollback keeps
+			// whole on rank 0.
+			w.log.Warn("trainer: group broke during an update; its samples dropped, forming again", "version", w.version, "err", err)
+			return nil
 		}
 		if !errors.Is(err, ppo.ErrNonFinite) {
 			return fmt.Errorf("trainer: update at version %d: %w", w.version, err)
@@ -393,6 +424,14 @@ func (w *ppoTrainer) update(ctx context.Context) error {
 			"value_loss", st.ValueLoss, "approx_kl", st.ApproxKL, "ms", w.st.lastUpdate.Milliseconds())
 	}
 	done := w.set.cfg.MaxUpdates > 0 && w.version >= w.set.cfg.MaxUpdates
+	if w.grp != nil && (w.version%int64(w.grp.checkEvery) == 0 || done) {
+		if err := w.checkGroup(ctx); err != nil {
+			return err
+		}
+	}
+	if !w.grp.leads() {
+		return nil
+	}
 	// Checkpoint before publishing: with equal cadences every version a
 	// policy worker can hold is on disk, so a trainer resumed after a
 	// crash never goes back behind what actors are using.
@@ -454,7 +493,7 @@ func (w *ppoTrainer) checkpoint() {
 // than the last checkpoint. Version 0 is never written: it is what the
 // configuration makes anyway.
 func (w *ppoTrainer) finalCheckpoint() {
-	if w.learner != nil && w.set.cfg.CheckpointDir != "" && w.version > w.ckptVer && w.version > 0 {
+	if w.learner != nil && w.grp.leads() && w.set.cfg.CheckpointDir != "" && w.version > w.ckptVer && w.version > 0 {
 		w.checkpoint()
 	}
 }
@@ -475,16 +514,19 @@ func (w *ppoTrainer) Sockets() []*zmq.Socket {
 	if w.pub != nil {
 		out = append(out, w.pub.Socket())
 	}
+	if w.grp != nil && w.grp.arriving {
+		out = append(out, w.grp.Socket())
+	}
 	return out
 }
 
 // Warning reports what degrades the trainer without stopping it: rejected
 // batches, an update rolled back, a failed checkpoint or record write.
 func (w *ppoTrainer) Warning() string {
-	if len(w.warnings) == 0 {
-		return ""
-	}
 	var parts []string
+	if g := w.grp.warning(); g != "" {
+		parts = append(parts, g)
+	}
 	for _, k := range []string{"update", "checkpoint", "publish", "batch"} {
 		if m, ok := w.warnings[k]; ok {
 			parts = append(parts, m)
@@ -510,8 +552,75 @@ func (w *ppoTrainer) closeStreams() error {
 		errs = append(errs, w.pub.Close())
 		w.pub = nil
 	}
+	if w.grp != nil {
+		errs = append(errs, w.grp.close())
+		w.grp = nil
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("trainer: close: %w", err)
 	}
 	return nil
+}
+
+// dropBuffer empties the buffer.
+func (w *ppoTrainer) dropBuffer() {
+	clear(w.buffer)
+	w.buffer, w.bufLen = w.buffer[:0], 0
+}
+
+// groupState is what rank 0 hands the members of a new formation.
+type groupState struct {
+	Version int64            `msgpack:"version"`
+	Updates int64            `msgpack:"updates"`
+	Learner ppo.LearnerState `msgpack:"learner"`
+}
+
+// sync makes this member's state rank 0's, at every formation of the
+// group: rank 0's current state (rolled back to the last completed update
+// if the group broke in one), or, when rank 0 itself restarted, its last
+// checkpoint. What a member had buffered is dropped: it was taken against
+// a version that may no longer be the group's.
+func (w *ppoTrainer) sync(ctx context.Context) error {
+	var payload []byte
+	if w.grp.leads() {
+		var err error
+		if payload, err = msgpack.Marshal(groupState{Version: w.version, Updates: w.st.updates, Learner: w.learner.State()}); err != nil {
+			return fmt.Errorf("trainer: group state: %w", err)
+		}
+	}
+	got, err := w.grp.Broadcast(ctx, payload)
+	if err != nil {
+		return err
+	}
+	w.st.droppedSteps += int64(w.bufLen)
+	w.dropBuffer()
+	if !w.grp.leads() {
+		var st groupState
+		if err := msgpack.Unmarshal(got, &st); err != nil {
+			return fmt.Errorf("trainer: rank 0's state: %w", err)
+		}
+		if err := w.learner.Restore(st.Learner); err != nil {
+			return fmt.Errorf("trainer: rank 0's state: %w", err)
+		}
+		w.version, w.st.updates = st.Version, st.Updates
+		w.metrics.Version.Set(float64(w.version))
+	}
+	w.log.Info("trainer: group formed; state synchronised from rank 0", "version", w.version, "rank", w.grp.Rank(),
+		"size", w.grp.Size(), "bytes", len(got))
+	return nil
+}
+
+// checkGroup compares the members' parameters. Members that differ have
+// stopped being one learner: that is an error, never trained on.
+func (w *ppoTrainer) checkGroup(ctx context.Context) error {
+	err := w.grp.Check(ctx, paramsHash(w.learner.Params()))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, collective.ErrBroken):
+		w.log.Warn("trainer: group broke while comparing parameters; forming again", "version", w.version, "err", err)
+		return nil
+	default:
+		return fmt.Errorf("trainer: at version %d: %w", w.version, err)
+	}
 }

@@ -60,4 +60,12 @@ type Spec struct {
 	// controller passes it as the worker's checkpoint_dir unless the
 	// configuration names one.
 	CheckpointDir func(base string, index int) string
+	// Grouped types' workers learn as one data-parallel group (package
+	// collective): the controller passes each worker the group's count as
+	// its group_size unless the configuration gives one.
+	Grouped bool
 }
+
+// GroupSizeKey is the configure kwarg through which a Grouped type's
+// worker learns its group's size.
+const GroupSizeKey = "group_size"

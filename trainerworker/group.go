@@ -1,0 +1,211 @@
+package trainerworker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"time"
+
+	"github.com/distrl/distrl/algo/ppo"
+	"github.com/distrl/distrl/collective"
+	"github.com/distrl/distrl/worker"
+)
+
+// formingQuiet is how long a group forms before its trainers warn: one
+// that starts or restarts forms in well under that.
+const formingQuiet = 5 * time.Second
+
+// Defaults of GroupConfig.
+const (
+	DefaultGroupCheckEvery = 10
+	DefaultGroupTimeoutMs  = int64(collective.DefaultTimeout / time.Millisecond)
+)
+
+// GroupConfig makes several trainers of one policy one data-parallel
+// learner (package collective): the controller passes a trainer group's
+// count as group_size, and trainer i is rank i.
+type GroupConfig struct {
+	// GroupSize is the number of members; 0 or 1: this trainer learns
+	// alone.
+	GroupSize int `msgpack:"group_size"`
+	// GroupTimeoutMs bounds a wait for a member inside an update before
+	// the group is declared broken and forms again (default 60000).
+	GroupTimeoutMs int64 `msgpack:"group_timeout_ms"`
+	// GroupCheckEvery compares a hash of the members' parameters every
+	// that many updates (default 10); a difference is an error.
+	GroupCheckEvery int `msgpack:"group_check_every"`
+}
+
+// check fills in the defaults and checks the group of trainer index.
+func (c *GroupConfig) check(index int) error {
+	c.GroupSize = max(c.GroupSize, 1)
+	if c.GroupTimeoutMs == 0 {
+		c.GroupTimeoutMs = DefaultGroupTimeoutMs
+	}
+	if c.GroupCheckEvery == 0 {
+		c.GroupCheckEvery = DefaultGroupCheckEvery
+	}
+	switch {
+	case c.GroupTimeoutMs < 1 || c.GroupCheckEvery < 1:
+		return badConfig("group_timeout_ms %d, group_check_every %d: want >= 1", c.GroupTimeoutMs, c.GroupCheckEvery)
+	case index >= c.GroupSize:
+		return badConfig("trainer %d of a group of %d (group_size): a group's trainers are ranks 0..%d", index, c.GroupSize, c.GroupSize-1)
+	}
+	return nil
+}
+
+// groupHash fingerprints what a group's members must share: the network
+// and every hyperparameter of the update, not the per-worker seed (rank
+// 0's parameters and state are everyone's) or checkpoint directory.
+func groupHash(parts ...any) string {
+	// fmt prints structs field by field and maps sorted: the same
+	// configuration gives the same text in every process.
+	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", parts))
+	return hex.EncodeToString(sum[:8])
+}
+
+// paramsHash is the hash Check compares: the parameters' bits.
+func paramsHash(p []float32) uint64 {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, v := range p {
+		binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+		h.Write(b[:])
+	}
+	return h.Sum64()
+}
+
+// groupMember is a trainer's place in its data-parallel group: the collective
+// and what the trainer tracks of it. A trainer alone has none (nil).
+type groupMember struct {
+	*collective.Group
+	// synced is the generation whose formation this member's state came
+	// from rank 0 in; a new generation means a new synchronisation.
+	synced     uint64
+	checkEvery int
+	syncs      int
+	waitSince  time.Time // when it started forming, for the status
+	// arriving: waiting at the barrier before an update, when the loop
+	// watches the group's socket.
+	arriving bool
+}
+
+// joinGroup joins the group of the trainer's policy, unless it has a
+// group of one. idle keeps rank 0 answering parameter fetches while an
+// update waits for the others.
+func joinGroup(ctx context.Context, info worker.Info, policy string, gc GroupConfig, hash string, idle func() error) (*groupMember, error) {
+	if gc.GroupSize <= 1 {
+		return nil, nil
+	}
+	g, err := collective.Join(ctx, collective.Options{
+		Repo: info.Repo, Curve: info.Curve, Trial: info.Trial, Name: TypeName + "/" + policy,
+		Rank: info.Index, Size: gc.GroupSize, Hash: hash, Host: info.Host, TTL: info.TTL,
+		Timeout: time.Duration(gc.GroupTimeoutMs) * time.Millisecond, Idle: idle, Logger: info.Log(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("trainer: %w", err)
+	}
+	return &groupMember{Group: g, checkEvery: gc.GroupCheckEvery, waitSince: time.Now()}, nil
+}
+
+// leads reports whether the trainer publishes and checkpoints: rank 0 of
+// its group, or a trainer alone.
+func (m *groupMember) leads() bool { return m == nil || m.Rank() == 0 }
+
+// reducer is the group as a ppo.Reducer, nil for a trainer alone (an
+// interface holding a nil *collective.Group would not be).
+func (m *groupMember) reducer() ppo.Reducer {
+	if m == nil {
+		return nil
+	}
+	return m.Group
+}
+
+// ready forms the group and reports whether the trainer may learn: the
+// group is formed and the member's state is rank 0's of this formation.
+// sync exchanges that state (rank 0 sends, the others restore).
+func (m *groupMember) ready(ctx context.Context, sync func(ctx context.Context) error) (bool, error) {
+	if m == nil {
+		return true, nil
+	}
+	formed, err := m.Poll()
+	if err != nil {
+		return false, fmt.Errorf("trainer: group: %w", err)
+	}
+	if !formed {
+		if m.synced != 0 || m.waitSince.IsZero() {
+			m.synced, m.waitSince = 0, time.Now()
+		}
+		return false, nil
+	}
+	if m.Generation() == m.synced {
+		return true, nil
+	}
+	if err := sync(ctx); err != nil {
+		if errors.Is(err, collective.ErrBroken) {
+			return false, nil // forms again
+		}
+		return false, err
+	}
+	m.synced = m.Generation()
+	m.syncs++
+	m.waitSince = time.Time{}
+	return true, nil
+}
+
+// arrive waits, without blocking, for every member to have its share of
+// the next update (collective.Group.Arrive). A group that broke meanwhile
+// is not an error: it forms again, and the buffer goes at the sync.
+func (m *groupMember) arrive() (bool, error) {
+	if m == nil {
+		return true, nil
+	}
+	done, err := m.Arrive()
+	m.arriving = !done && err == nil
+	if errors.Is(err, collective.ErrBroken) || errors.Is(err, collective.ErrNotFormed) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("trainer: group: %w", err)
+	}
+	return done, nil
+}
+
+// warning says what keeps a group that is not formed from learning.
+func (m *groupMember) warning() string {
+	if m == nil || m.Formed() && m.synced == m.Generation() || m.waitSince.IsZero() || time.Since(m.waitSince) < formingQuiet {
+		return ""
+	}
+	msg := fmt.Sprintf("group of %d forming for %v", m.Size(), time.Since(m.waitSince).Round(time.Second))
+	if missing := m.Missing(); len(missing) > 0 {
+		msg += fmt.Sprintf(": ranks %v not registered", missing)
+	}
+	if err := m.LastBreak(); err != nil {
+		msg += fmt.Sprintf(" (last break: %v)", err)
+	}
+	return msg
+}
+
+// stats adds the group's figures to a trainer's stats.
+func (m *groupMember) stats(out map[string]any) {
+	if m == nil {
+		return
+	}
+	out["group_size"] = m.Size()
+	out["group_rank"] = m.Rank()
+	out["group_formed"] = m.Formed() && m.synced == m.Generation()
+	out["group_reforms"] = m.Reforms()
+	out["group_syncs"] = m.syncs
+}
+
+func (m *groupMember) close() error {
+	if m == nil {
+		return nil
+	}
+	return m.Close()
+}

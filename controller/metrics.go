@@ -51,7 +51,8 @@ var keyStats = map[string][]string{
 	member.TypeSink:   {"batches", "steps", member.StatEpisodes, "mean_episode_return"},
 	member.TypeTrainer: {member.StatVersion, "updates", "samples_trained", "train_samples_per_s", "buffer_steps",
 		member.StatEpisodes, member.StatMeanReturn, member.StatPolicyLag, "policy_loss", "value_loss", "entropy",
-		"approx_kl", "dropped_stale", "dropped_steps", "checkpoints", "loss", "mean_q", "priorities_sent", "sample_errors"},
+		"approx_kl", "dropped_stale", "dropped_steps", "checkpoints", "loss", "mean_q", "priorities_sent", "sample_errors",
+		"group_reforms", "group_syncs"},
 	member.TypeEcho: {"echoes"},
 	member.TypeReplay: {"size", "inserts", "samples", "inserts_per_s", "samples_per_s", "samples_per_insert",
 		"evictions", "priority_updates", "limiter_waits", "limiter_timeouts"},
@@ -157,8 +158,11 @@ func (s sample) counters() counters {
 func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Metrics, restarts int) *Metrics {
 	m := &Metrics{Time: now, ElapsedS: elapsed.Seconds(), Restarts: restarts, Workers: make(map[string]map[string]any, len(samples))}
 	var retSum, retWeight float64
-	var trainerReturn, lag *float64
-	trainerEpisodes := int64(member.ReturnWindow) // if the trainer does not say
+	// Trainers: a policy's data-parallel group is one learner whose
+	// members each see their share of the episodes, so returns are
+	// weighed by the episodes behind them and lags averaged.
+	var trainerRet, trainerWeight, lagSum float64
+	lags := 0
 	var trainerVersion, policyVersion *int64
 	var replaySize, replayInserts, replaySamples float64
 	replays := 0
@@ -178,15 +182,18 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 			}
 		case member.TypeTrainer:
 			if r, ok := Number(s.stats[member.StatMeanReturn]); ok {
-				trainerReturn = &r
-			}
-			if e, ok := Number(s.stats[member.StatEpisodes]); ok {
-				trainerEpisodes = min(int64(e), member.ReturnWindow)
+				weight := float64(member.ReturnWindow) // if the trainer does not say
+				if e, ok := Number(s.stats[member.StatEpisodes]); ok {
+					weight = min(e, member.ReturnWindow)
+				}
+				trainerRet += r * weight
+				trainerWeight += weight
 			}
 			if l, ok := Number(s.stats[member.StatPolicyLag]); ok {
-				lag = &l
+				lagSum += l
+				lags++
 			}
-			if v, ok := Number(s.stats[member.StatVersion]); ok {
+			if v, ok := Number(s.stats[member.StatVersion]); ok && (trainerVersion == nil || int64(v) > *trainerVersion) {
 				vi := int64(v)
 				trainerVersion = &vi
 			}
@@ -206,9 +213,10 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 		}
 	}
 	switch {
-	case trainerReturn != nil:
-		m.MeanReturn = trainerReturn
-		m.ReturnEpisodes = trainerEpisodes
+	case trainerWeight > 0:
+		r := trainerRet / trainerWeight
+		m.MeanReturn = &r
+		m.ReturnEpisodes = int64(trainerWeight)
 	case retWeight > 0:
 		r := retSum / retWeight
 		m.MeanReturn = &r
@@ -218,7 +226,10 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 	if m.Version == nil {
 		m.Version = policyVersion
 	}
-	m.PolicyLag = lag
+	if lags > 0 {
+		l := lagSum / float64(lags)
+		m.PolicyLag = &l
+	}
 	if replays > 0 {
 		size := int64(replaySize)
 		m.ReplaySize = &size

@@ -61,6 +61,14 @@ func TestAggregate(t *testing.T) {
 			steps: 10, episodes: 30, ret: 99.5, retEps: member.ReturnWindow, version: 7, stepsPerS: 5,
 		},
 		{
+			name: "a trainer group is one learner: returns weighed by each member's episodes, the newest version",
+			samples: []sample{
+				{name: "trainer/0", typ: "trainer", stats: map[string]any{"version": int64(7), "mean_return": 100.0, "episodes": 30, "policy_lag": 0.5}},
+				{name: "trainer/1", typ: "trainer", stats: map[string]any{"version": int64(6), "mean_return": 40.0, "episodes": 10, "policy_lag": 1.5}},
+			},
+			ret: (20*100 + 10*40) / 30.0, retEps: 30, version: 7,
+		},
+		{
 			name: "the newest policy version without a trainer",
 			samples: []sample{
 				{name: "policy/0", typ: "policy", stats: map[string]any{"version": int8(3)}},

@@ -187,6 +187,19 @@ var rows = slices.Concat([]row{
 	{"scrape handler, 1 worker's series: as served vs promhttp's defaults (ns)", "telemetry.BenchmarkScrape/workers=1/served ns/op", "telemetry.BenchmarkScrape/workers=1/stock ns/op", false},
 	{"scrape handler, 256 workers' series: as served vs promhttp's defaults (ns)", "telemetry.BenchmarkScrape/workers=256/served ns/op", "telemetry.BenchmarkScrape/workers=256/stock ns/op", false},
 	{"process collector: distrl's vs client_golang's (ns)", "telemetry.BenchmarkProcessCollector/distrl ns/op", "telemetry.BenchmarkProcessCollector/client_golang ns/op", false},
+	// Data-parallel learning (package collective, docs/trainer-groups.md):
+	// a ring all-reduce of float32 parameters between members on one node
+	// against the same bytes moved in the same pattern over bare PUSH/PULL,
+	// and one PPO update of MinAtar's network by a group against one
+	// learner, all members sharing this machine's cores.
+	{"all-reduce, 2 members, 5k float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=5k us/op", "collective.BenchmarkRawRing/members=2/params=5k us/op", false},
+	{"all-reduce, 2 members, 140k float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=140k us/op", "collective.BenchmarkRawRing/members=2/params=140k us/op", false},
+	{"all-reduce, 2 members, 1M float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=1M us/op", "collective.BenchmarkRawRing/members=2/params=1M us/op", false},
+	{"all-reduce, 4 members, 5k float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=4/params=5k us/op", "collective.BenchmarkRawRing/members=4/params=5k us/op", false},
+	{"all-reduce, 4 members, 140k float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=4/params=140k us/op", "collective.BenchmarkRawRing/members=4/params=140k us/op", false},
+	{"all-reduce, 4 members, 1M float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=4/params=1M us/op", "collective.BenchmarkRawRing/members=4/params=1M us/op", false},
+	{"PPO update of MinAtar's network, group of 2 vs one learner (samples/s)", "ppo.BenchmarkGroupUpdate/members=2 samples/s", "ppo.BenchmarkGroupUpdate/members=1 samples/s", true},
+	{"PPO update of MinAtar's network, group of 4 vs one learner (samples/s)", "ppo.BenchmarkGroupUpdate/members=4 samples/s", "ppo.BenchmarkGroupUpdate/members=1 samples/s", true},
 	// SLURM (a real 3-node cluster in network namespaces on this machine,
 	// scripts/slurmcluster.sh) against the local scheduler, same name server.
 	{"rlctl start to all RUNNING, 64 echo workers: slurm vs local (s)", "e2e.BenchmarkSlurmStartupEcho/scheduler=slurm startup-s", "e2e.BenchmarkSlurmStartupEcho/scheduler=local startup-s", false},

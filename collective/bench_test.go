@@ -1,0 +1,167 @@
+package collective_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/collective"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
+	zmq "github.com/pebbe/zmq4"
+)
+
+// benchSizes are issue 37's: CartPole's MLP (about 5k parameters),
+// MinAtar's network (about 140k) and a network of 1M.
+var benchSizes = []struct {
+	name string
+	n    int
+}{{"5k", 5_000}, {"140k", 140_000}, {"1M", 1_000_000}}
+
+// BenchmarkAllreduce times one all-reduce of float32 vectors by 2 and 4
+// members, each on its own goroutine with its own sockets (ipc between
+// them, as members on one node use), over the collective as trainers use
+// it. BenchmarkRawRing moves the same bytes in the same pattern over bare
+// PUSH/PULL sockets: the transport's limit.
+func BenchmarkAllreduce(b *testing.B) {
+	repo := workertest.Repo(b)
+	for _, members := range []int{2, 4} {
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("members=%d/params=%s", members, size.name), func(b *testing.B) {
+				ctx := context.Background()
+				name := fmt.Sprintf("bench-%d-%s", members, size.name)
+				groups := make([]*collective.Group, members)
+				for r := range members {
+					o := opts(repo, name, r, members)
+					o.Logger = slog.New(slog.DiscardHandler) // the output is benchtab's to parse
+					g, err := collective.Join(ctx, o)
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer g.Close()
+					groups[r] = g
+				}
+				// Sockets belong to a goroutine, but none is used
+				// concurrently: form on this one, then hand each member
+				// over to its own.
+				formAll(b, groups)
+				runMembers(b, members, size.n, func(r int, x []float32) error {
+					return groups[r].AllreduceFloat32(ctx, x)
+				})
+			})
+		}
+	}
+}
+
+func formAll(b *testing.B, groups []*collective.Group) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		all := true
+		for _, g := range groups {
+			ok, err := g.Poll()
+			if err != nil {
+				b.Fatal(err)
+			}
+			all = all && ok
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the group did not form")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runMembers runs op b.N times on every member at once, each with its
+// own vector of n values, and reports the time of one op and the bytes of
+// one vector per second.
+func runMembers(b *testing.B, members, n int, op func(rank int, x []float32) error) {
+	xs := make([][]float32, members)
+	for r := range xs {
+		xs[r] = make([]float32, n)
+	}
+	b.SetBytes(int64(4 * n))
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	errs := make([]error, members)
+	for r := range members {
+		wg.Go(func() {
+			for range b.N {
+				if err := op(r, xs[r]); err != nil {
+					errs[r] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	for r, err := range errs {
+		if err != nil {
+			b.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/op")
+}
+
+// BenchmarkRawRing is the all-reduce's pattern with nothing but the
+// transport: 2(members-1) steps, in each of which every member sends a
+// chunk of n/members values to its right neighbour over PUSH and receives
+// one from its left over PULL (ipc), without headers, checks or sums.
+func BenchmarkRawRing(b *testing.B) {
+	dir := b.TempDir()
+	for _, members := range []int{2, 4} {
+		for _, size := range benchSizes {
+			b.Run(fmt.Sprintf("members=%d/params=%s", members, size.name), func(b *testing.B) {
+				pulls := make([]*zmq.Socket, members)
+				pushes := make([]*zmq.Socket, members)
+				eps := make([]string, members)
+				for r := range members {
+					ep := "ipc://" + filepath.Join(dir, fmt.Sprintf("raw-%d-%s-%d", members, size.name, r))
+					pull, err := zmq.NewSocket(zmq.PULL)
+					if err == nil {
+						err = pull.Bind(ep)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer pull.Close()
+					pulls[r], eps[r] = pull, ep
+				}
+				for r := range members {
+					push, err := zmq.NewSocket(zmq.PUSH)
+					if err == nil {
+						err = push.Connect(eps[(r+1)%members])
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					push.SetLinger(0)
+					defer push.Close()
+					pushes[r] = push
+				}
+				bufs := make([][]byte, members)
+				for r := range bufs {
+					bufs[r] = make([]byte, 4*size.n/members)
+				}
+				runMembers(b, members, size.n, func(r int, x []float32) error {
+					buf := bufs[r]
+					for range 2 * (members - 1) {
+						if _, err := pushes[r].SendBytes(buf, 0); err != nil {
+							return err
+						}
+						if _, err := pulls[r].RecvBytes(0); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			})
+		}
+	}
+}

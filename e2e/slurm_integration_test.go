@@ -370,3 +370,31 @@ func TestSlurmHostedWorkers(t *testing.T) {
 	}
 	s.assertClean()
 }
+
+// cartpole-ppo with its two trainers as one data-parallel group on two
+// nodes of the cluster (each trainer asks for more than half a node's
+// CPUs, so SLURM cannot put both on one): the members find each other
+// through etcd, all-reduce over tcp between the nodes' namespaces, and the
+// trial reaches its target.
+func TestSlurmTrainerGroup(t *testing.T) {
+	s := newSlurmTrial(t, "cartpole-ppo")
+	p := s.start("--set", "workers.trainer.count=2", "--set", "workers.trainer.resources.cpus=60")
+	waitOutput(t, p, workersRunning, time.Minute)
+	nodes := s.nodesOf(5)
+	if nodes["trainer/0"] == nodes["trainer/1"] {
+		t.Errorf("both trainers ran on %s, want two nodes: %v", nodes["trainer/0"], nodes)
+	}
+	if code := p.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
+	}
+	if out := readFile(t, p.log); !strings.Contains(out, "reached the target 475") {
+		t.Errorf("the trial did not reach its target:\n%s", out)
+	}
+	for _, f := range []string{"trainer-0.log", "trainer-1.log"} {
+		if log := readFile(t, filepath.Join(s.dir(), "logs", f)); !strings.Contains(log, "state synchronised from rank 0") {
+			t.Errorf("%s: the group never formed:\n%s", f, tail(log, 30))
+		}
+	}
+	t.Logf("trainers on %s and %s", nodes["trainer/0"], nodes["trainer/1"])
+	s.assertClean()
+}

@@ -1,6 +1,7 @@
 package dqn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -177,20 +178,103 @@ func ApeXEpsilon(i, n int) float64 {
 // Update makes one gradient step on b and returns the stats and every
 // sample's |TD error| (its new priority), in b's order, into td.
 func (l *Learner) Update(b *Batch, td []float64) (Stats, []float64, error) {
-	st, td, err := l.lossAndGrad(b, td, true)
-	if err != nil {
+	return l.UpdateGroup(context.Background(), b, td, nil)
+}
+
+// Reducer sums float32 vectors across the members of a data-parallel
+// group, in place: every member passes the same length and gets the same
+// sum, bit for bit. *collective.Group is one.
+type Reducer interface {
+	AllreduceFloat32(ctx context.Context, x []float32) error
+}
+
+// groupTail is what a member reduces after its gradient: its rows, then
+// its loss, mean Q and mean |TD| times its rows.
+const groupTail = 4
+
+// ErrGroupSkipped: a member of the group could not use its batch (a
+// non-finite loss) or every member's batch was empty, so no member took
+// the step.
+var ErrGroupSkipped = errors.New("dqn: the group skipped the step")
+
+// UpdateGroup is Update as one member of a data-parallel group whose
+// members hold the same state and each pass their part of the step's
+// samples (r sums across the group; nil is Update): the step taken is the
+// gradient of the weighted loss's mean over every member's samples, so
+// the members stay identical, and identical to one learner given all the
+// samples. Stats are the group's; td is this member's samples'. A member
+// with an empty batch still takes part (and the step); one whose loss is
+// not finite makes every member skip the step (ErrGroupSkipped). An error
+// of r leaves the learner as it was.
+func (l *Learner) UpdateGroup(ctx context.Context, b *Batch, td []float64, r Reducer) (Stats, []float64, error) {
+	var st Stats
+	var err error
+	if r == nil || b.Len() > 0 {
+		st, td, err = l.lossAndGrad(b, td, true)
+	}
+	if r == nil {
+		if err != nil {
+			return st, td, err
+		}
+	} else if st, err = l.reduceGrad(ctx, r, st, b.Len(), err); err != nil {
 		return st, td, err
 	}
-	st.GradNorm = float64(nn.ClipGradNorm(l.grad, float32(l.cfg.MaxGradNorm)))
+	st.GradNorm = float64(nn.ClipGradNorm(l.grad[:l.online.NumParams()], float32(l.cfg.MaxGradNorm)))
 	if math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
 		return st, td, fmt.Errorf("dqn: gradient norm is %v", st.GradNorm)
 	}
-	if err := l.opt.Update(l.online.Params(), l.grad); err != nil {
+	if err := l.opt.Update(l.online.Params(), l.grad[:l.online.NumParams()]); err != nil {
 		return st, td, fmt.Errorf("dqn: %w", err)
 	}
 	l.updates++
 	l.updateTarget()
 	return st, td, nil
+}
+
+// reduceGrad turns this member's gradient of the mean loss over its rows
+// (l.grad) and its stats into the group's: each member weighs its part by
+// its rows, the group sums, the sums are divided by the group's rows. A
+// member whose own loss failed (lossErr) sends a NaN loss, so that every
+// member skips the step.
+func (l *Learner) reduceGrad(ctx context.Context, r Reducer, st Stats, rows int, lossErr error) (Stats, error) {
+	np := l.online.NumParams()
+	if cap(l.grad) < np+groupTail {
+		l.grad = append(l.grad[:np:np], make([]float32, groupTail)...)
+	}
+	buf := l.grad[:np+groupTail]
+	tail := buf[np:]
+	if lossErr != nil || rows == 0 {
+		clear(buf[:np])
+		rows = 0
+	}
+	w := float32(rows)
+	for i := range np {
+		buf[i] *= w
+	}
+	tail[0] = w
+	tail[1] = float32(st.Loss * float64(rows))
+	tail[2] = float32(st.MeanQ * float64(rows))
+	tail[3] = float32(st.MeanTD * float64(rows))
+	if lossErr != nil {
+		tail[1] = float32(math.NaN())
+	}
+	if err := r.AllreduceFloat32(ctx, buf); err != nil {
+		return st, err
+	}
+	switch {
+	case lossErr != nil:
+		return st, fmt.Errorf("%w: %w", ErrGroupSkipped, lossErr)
+	case math.IsNaN(float64(tail[1])) || math.IsInf(float64(tail[1]), 0):
+		return st, fmt.Errorf("%w: another member's loss is not finite", ErrGroupSkipped)
+	case tail[0] == 0:
+		return st, fmt.Errorf("%w: every member's batch was empty", ErrGroupSkipped)
+	}
+	inv := 1 / tail[0]
+	for i := range np {
+		buf[i] *= inv
+	}
+	n := float64(tail[0])
+	return Stats{Loss: float64(tail[1]) / n, MeanQ: float64(tail[2]) / n, MeanTD: float64(tail[3]) / n}, nil
 }
 
 // Loss is the batch's weighted Huber loss under the current networks,
@@ -283,8 +367,9 @@ func (l *Learner) lossAndGrad(b *Batch, td []float64, backward bool) (Stats, []f
 	if !backward {
 		return st, td, nil
 	}
-	clear(l.grad)
-	if err := l.online.Backward(l.ws, n, &l.dOut, l.grad); err != nil {
+	grad := l.grad[:l.online.NumParams()]
+	clear(grad)
+	if err := l.online.Backward(l.ws, n, &l.dOut, grad); err != nil {
 		return st, td, fmt.Errorf("dqn: %w", err)
 	}
 	return st, td, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/distrl/distrl/algo/dqn"
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/collective"
 	"github.com/distrl/distrl/internal/ckptfile"
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/localreplay"
@@ -63,8 +64,9 @@ type DQNConfig struct {
 	CheckpointDir   string `msgpack:"checkpoint_dir"`
 	CheckpointEvery int    `msgpack:"checkpoint_every"` // updates; 500
 	MaxUpdates      int64  `msgpack:"max_updates"`
-	// GroupConfig: a group of DQN trainers is refused for now (see
-	// parseDQNConfig).
+	// GroupConfig (group_size, ...) makes this trainer a member of its
+	// policy's data-parallel group: each member samples its share of
+	// batch_size, and the members take every step together.
 	GroupConfig `msgpack:",inline"`
 }
 
@@ -94,8 +96,11 @@ type dqnTrainer struct {
 
 	learner *dqn.Learner
 	client  *replaystream.Client
-	pub     *paramstream.Publisher
+	pub     *paramstream.Publisher // rank 0's (or a trainer alone's)
 	evalEnv api.Env
+	grp     *groupMember // nil: learning alone
+	// pending are sampled batches waiting for the group's barrier.
+	pending []*replaystream.Reply
 
 	version  int64
 	inflight map[int64]int // sample request id -> shard
@@ -154,9 +159,6 @@ func parseDQNConfig(args rpc.Args, index int) (DQNConfig, dqn.Config, policy.Con
 	if err := cfg.GroupConfig.check(index); err != nil {
 		return cfg, dcfg, pc, err
 	}
-	if cfg.GroupSize > 1 {
-		return cfg, dcfg, pc, dqnBad("group_size %d: a DQN learner is one trainer (data-parallel groups are PPO's so far); give the trainer group count 1", cfg.GroupSize)
-	}
 	dcfg = dqn.DefaultConfig()
 	if err := worker.DecodeConfig(rpc.RawArgs(cfg.DQN), "trainer config: dqn", &dcfg); err != nil {
 		return cfg, dcfg, pc, err
@@ -202,20 +204,29 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	w.inflight = map[int64]int{}
 	w.returns, w.rate, w.episodes, w.since = newRing(member.ReturnWindow), rateRing{}, 0, time.Time{}
 	clear(w.warnings)
-	if cfg.CheckpointDir != "" {
+	leads := cfg.GroupSize <= 1 || w.info.Index == 0 // in a group, rank 0 resumes, publishes and checkpoints
+	if cfg.CheckpointDir != "" && leads {
 		if err := w.restore(); err != nil {
 			w.close()
 			return err
 		}
 	}
 	w.metrics.Version.Set(float64(w.version))
-	w.pub, err = paramstream.NewPublisher(ctx, paramstream.PublisherOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
-		Policy: cfg.Policy, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log})
-	if err != nil {
-		w.close()
-		return fmt.Errorf("trainer: parameter publisher: %w", err)
+	if leads {
+		w.pub, err = paramstream.NewPublisher(ctx, paramstream.PublisherOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
+			Policy: cfg.Policy, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log})
+		if err != nil {
+			w.close()
+			return fmt.Errorf("trainer: parameter publisher: %w", err)
+		}
+		if err := w.publish(ctx); err != nil {
+			w.close()
+			return err
+		}
 	}
-	if err := w.publish(ctx); err != nil {
+	w.grp, err = joinGroup(ctx, w.info, cfg.Policy, cfg.GroupConfig,
+		groupHash("dqn", w.hash, dcfg, cfg.BatchSize, cfg.GroupSize, cfg.GroupCheckEvery), w.answerFetches)
+	if err != nil {
 		w.close()
 		return err
 	}
@@ -226,7 +237,8 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 		return fmt.Errorf("trainer: replay: %w", err)
 	}
 	w.log.Info("trainer configured", "algorithm", AlgoDQN, "policy", cfg.Policy, "env", cfg.Env,
-		"params", learner.Online().NumParams(), "version", w.version, "dueling", dcfg.Dueling, "batch_size", cfg.BatchSize)
+		"params", learner.Online().NumParams(), "version", w.version, "dueling", dcfg.Dueling, "batch_size", cfg.BatchSize,
+		"group_size", cfg.GroupSize, "rank", w.info.Index)
 	return nil
 }
 
@@ -299,12 +311,18 @@ func (w *dqnTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 		w.since = time.Now()
 	}
 	var res worker.PollResult
-	if _, err := w.pub.Poll(fetchesPerPoll); err != nil {
-		return res, fmt.Errorf("trainer: answer parameter fetches: %w", err)
+	if err := w.answerFetches(); err != nil {
+		return res, err
 	}
 	reps, err := w.client.Poll()
 	if err != nil {
 		return res, fmt.Errorf("trainer: replay: %w", err)
+	}
+	// A member of a group learns once the group has formed and its state
+	// is rank 0's; samples that come before are dropped.
+	ready, err := w.grp.ready(ctx, w.sync)
+	if err != nil {
+		return res, err
 	}
 	for _, r := range reps {
 		switch r.Op {
@@ -318,20 +336,84 @@ func (w *dqnTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 				continue
 			}
 			delete(w.warnings, "replay")
-			if err := w.train(ctx, r); err != nil {
-				return res, err
-			}
 			res.Batches++
 			res.Samples += int64(len(r.Items))
+			if ready {
+				w.pending = append(w.pending, r)
+			}
 		case replaystream.OpUpdate:
 			if r.Error != nil {
 				w.updateErrors++
 			}
 		}
 	}
-	w.request()
+	// One step per sampled batch; a group's members take each together,
+	// after a barrier that never blocks.
+	for range updatesPerPoll {
+		if !ready || len(w.pending) == 0 {
+			break
+		}
+		if ok, err := w.grp.arrive(); err != nil || !ok {
+			if err != nil {
+				return res, err
+			}
+			break
+		}
+		r := w.pending[0]
+		w.pending[0] = nil
+		w.pending = w.pending[1:]
+		if err := w.train(ctx, r); err != nil {
+			return res, err
+		}
+	}
+	if ready {
+		w.request()
+	}
 	res.Done = w.cfg.MaxUpdates > 0 && w.version >= w.cfg.MaxUpdates
 	return res, nil
+}
+
+func (w *dqnTrainer) answerFetches() error {
+	if w.pub == nil { // a group's member other than rank 0
+		return nil
+	}
+	if _, err := w.pub.Poll(fetchesPerPoll); err != nil {
+		return fmt.Errorf("trainer: answer parameter fetches: %w", err)
+	}
+	return nil
+}
+
+// memberBatch is how many transitions this trainer samples for a step:
+// its share of batch_size in a group.
+func (w *dqnTrainer) memberBatch() int {
+	return (w.cfg.BatchSize + w.cfg.GroupSize - 1) / w.cfg.GroupSize
+}
+
+// sync makes this member's state rank 0's at every formation of the group
+// (see the PPO trainer's); sampled batches not trained on are dropped.
+func (w *dqnTrainer) sync(ctx context.Context) error {
+	n, err := w.grp.syncFrom(ctx, func() ([]byte, error) {
+		return msgpack.Marshal(&dqnCheckpoint{Version: w.version, Learner: w.learner.State(), ConfigHash: w.hash})
+	}, func(b []byte) error {
+		var c dqnCheckpoint
+		if err := msgpack.Unmarshal(b, &c); err != nil {
+			return err
+		}
+		if err := w.learner.Restore(c.Learner); err != nil {
+			return err
+		}
+		w.version = c.Version
+		w.metrics.Version.Set(float64(w.version))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	clear(w.pending)
+	w.pending = w.pending[:0]
+	w.log.Info("trainer: group formed; state synchronised from rank 0", "version", w.version, "rank", w.grp.Rank(),
+		"size", w.grp.Size(), "bytes", n)
+	return nil
 }
 
 // request keeps InFlight sample requests waiting at each shard.
@@ -340,10 +422,13 @@ func (w *dqnTrainer) request() {
 	for _, s := range w.inflight {
 		per[s]++
 	}
+	for _, r := range w.pending { // sampled, not trained on yet
+		per[r.Shard]++
+	}
 	for _, shard := range w.client.Shards() {
 		for per[shard] < w.cfg.InFlight {
 			rid, err := w.client.Send(shard, &replaystream.Request{Op: replaystream.OpSample, Table: w.cfg.ReplayTable,
-				N: w.cfg.BatchSize, TimeoutMs: w.cfg.SampleTimeoutMs})
+				N: w.memberBatch(), TimeoutMs: w.cfg.SampleTimeoutMs})
 			if err != nil {
 				break
 			}
@@ -370,13 +455,22 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 		b.Weights = append(b.Weights, float32(r.Weights.Data[i]))
 		ids = append(ids, r.IDs.Data[i])
 	}
-	if len(ids) == 0 {
+	if len(ids) == 0 && w.grp == nil {
+		return nil // a group's member takes part with nothing to add
+	}
+	var red dqn.Reducer // nil, not a nil *collective.Group, for a trainer alone
+	if w.grp != nil {
+		red = w.grp.Group
+	}
+	st, td, err := w.learner.UpdateGroup(ctx, b, w.td, red)
+	w.td = td
+	if errors.Is(err, collective.ErrBroken) {
+		w.log.Warn("trainer: group broke during a step; forming again", "version", w.version, "err", err)
 		return nil
 	}
-	st, td, err := w.learner.Update(b, w.td)
-	w.td = td
 	if err != nil {
-		// A non-finite loss: the step was not taken; the samples are skipped.
+		// A non-finite loss (here or, in a group, on a member): the step
+		// was not taken; the samples are skipped.
 		w.warnings["update"] = err.Error()
 		return nil
 	}
@@ -387,18 +481,26 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 	w.rate.add(time.Now(), w.trained)
 	w.metrics.updated(w.version, int64(len(ids)))
 	w.metrics.dqnLosses(st)
-	prios := make([]float64, len(td))
-	for i, x := range td {
-		prios[i] = x + 1e-6
+	if len(ids) > 0 {
+		prios := make([]float64, len(td))
+		for i, x := range td {
+			prios[i] = x + 1e-6
+		}
+		if _, err := w.client.Send(r.Shard, &replaystream.Request{Op: replaystream.OpUpdate, Table: w.cfg.ReplayTable,
+			IDs: api.Tensor[int64]{Shape: []int{len(ids)}, Data: ids}, Priorities: api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}}); err == nil {
+			w.prioritySent += int64(len(ids))
+		}
 	}
-	if _, err := w.client.Send(r.Shard, &replaystream.Request{Op: replaystream.OpUpdate, Table: w.cfg.ReplayTable,
-		IDs: api.Tensor[int64]{Shape: []int{len(ids)}, Data: ids}, Priorities: api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}}); err == nil {
-		w.prioritySent += int64(len(ids))
+	done := w.cfg.MaxUpdates > 0 && w.version >= w.cfg.MaxUpdates
+	if err := w.grp.checkParams(ctx, w.log, w.version, done, w.learner.Online().Params()); err != nil {
+		return err
+	}
+	if !w.grp.leads() {
+		return nil // rank 0 evaluates, checkpoints and publishes for the group
 	}
 	if w.version%int64(w.cfg.EvalEvery) == 0 {
 		w.evaluate()
 	}
-	done := w.cfg.MaxUpdates > 0 && w.version >= w.cfg.MaxUpdates
 	if w.cfg.CheckpointDir != "" && (w.version%int64(w.cfg.CheckpointEvery) == 0 || done) {
 		w.checkpoint()
 	}
@@ -446,23 +548,29 @@ func (w *dqnTrainer) evaluate() {
 // Sockets: parameter fetches and replay replies wake an idle trainer. The
 // replay shards' sockets come and go with the shards (SocketsVersion).
 func (w *dqnTrainer) Sockets() []*zmq.Socket {
-	if w.pub == nil {
-		return nil
+	var out []*zmq.Socket
+	if w.pub != nil {
+		out = append(out, w.pub.Socket())
 	}
-	out := []*zmq.Socket{w.pub.Socket()}
 	if w.client != nil {
 		out = append(out, w.client.Sockets()...)
+	}
+	if w.grp != nil && w.grp.arriving {
+		out = append(out, w.grp.Socket())
 	}
 	return out
 }
 
-// SocketsVersion is the replay client's: the loop watches the sockets of
-// the shards there are now.
+// SocketsVersion changes when the replay client's sockets change (the
+// loop watches the sockets of the shards there are now) or the group's
+// joins or leaves Sockets; both counts only grow, so their sum changes
+// with either.
 func (w *dqnTrainer) SocketsVersion() uint64 {
-	if w.client == nil {
-		return 0
+	v := w.grp.socketsVersion()
+	if w.client != nil {
+		v += w.client.SocketsVersion()
 	}
-	return w.client.SocketsVersion()
+	return v
 }
 
 // IdleFor: with no replay shard yet, look for one every 50 ms (its record
@@ -479,6 +587,9 @@ func (w *dqnTrainer) IdleFor() time.Duration {
 // Warning joins the current warnings.
 func (w *dqnTrainer) Warning() string {
 	var parts []string
+	if g := w.grp.warning(); g != "" {
+		parts = append(parts, g)
+	}
 	for _, k := range slices.Sorted(maps.Keys(w.warnings)) {
 		parts = append(parts, w.warnings[k])
 	}
@@ -500,6 +611,7 @@ func (w *dqnTrainer) Stats() map[string]any {
 	if w.returns.count > 0 {
 		out[member.StatMeanReturn] = w.returns.mean()
 	}
+	w.grp.stats(out)
 	if math.IsNaN(w.lastStat.Loss) {
 		out["loss"] = nil
 	}
@@ -516,6 +628,12 @@ func (w *dqnTrainer) close() error {
 		errs = append(errs, w.pub.Close())
 		w.pub = nil
 	}
+	if w.grp != nil {
+		errs = append(errs, w.grp.close())
+		w.grp = nil
+	}
+	clear(w.pending)
+	w.pending = w.pending[:0]
 	if w.evalEnv != nil {
 		errs = append(errs, w.evalEnv.Close())
 		w.evalEnv = nil
@@ -525,7 +643,7 @@ func (w *dqnTrainer) close() error {
 
 // Close checkpoints what it has and closes the streams.
 func (w *dqnTrainer) Close() error {
-	if w.learner != nil && w.cfg.CheckpointDir != "" {
+	if w.learner != nil && w.cfg.CheckpointDir != "" && w.grp.leads() {
 		w.checkpoint()
 	}
 	return w.close()

@@ -13,6 +13,7 @@ import (
 	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/trainerworker"
+	"github.com/distrl/distrl/worker/member"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -21,13 +22,27 @@ import (
 // trainer configured with cfg (algorithm dqn added) that samples it.
 func startDQN(t *testing.T, c *cluster, cfg map[string]any) (replay, trainer *workertest.Running) {
 	t.Helper()
+	rp, trs := startDQNs(t, c, 1, cfg)
+	return rp, trs[0]
+}
+
+// startDQNs is startDQN with n trainers, configured (all of them) before
+// any starts.
+func startDQNs(t *testing.T, c *cluster, n int, cfg map[string]any) (replay *workertest.Running, trainers []*workertest.Running) {
+	t.Helper()
 	rp := c.start(t, replayworker.TypeName, 0)
 	c.run(t, rp.Name(), map[string]any{"tables": []map[string]any{{"name": "default", "alpha": 0.6, "beta": 0.4,
 		"limiter": map[string]any{"min_size": 64}}}})
-	tr := c.start(t, trainerworker.TypeName, 0)
 	cfg = maps.Clone(cfg)
 	cfg["algorithm"] = "dqn"
-	c.run(t, tr.Name(), cfg)
+	for i := range n {
+		tr := c.start(t, trainerworker.TypeName, i)
+		c.request(t, tr.Name(), member.CmdConfigure, cfg, nil)
+		trainers = append(trainers, tr)
+	}
+	for _, tr := range trainers {
+		c.request(t, tr.Name(), member.CmdStart, nil, nil)
+	}
 
 	cl, err := replaystream.NewClient(workertest.Ctx(t, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
 	if err != nil {
@@ -50,7 +65,7 @@ func startDQN(t *testing.T, c *cluster, cfg map[string]any) (replay, trainer *wo
 	}
 	req.Priorities = api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}
 	eventually.NoError(t, 10*time.Second, "insert", func() error { _, err := cl.Send(0, req); return err })
-	return rp, tr
+	return rp, trainers
 }
 
 // A DQN trainer samples a replay worker, updates, sends priorities back to

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"math"
 	"time"
 
@@ -91,8 +92,10 @@ type groupMember struct {
 	syncs      int
 	waitSince  time.Time // when it started forming, for the status
 	// arriving: waiting at the barrier before an update, when the loop
-	// watches the group's socket.
-	arriving bool
+	// watches the group's socket; sockVersion counts its changes
+	// (worker.SocketSetter).
+	arriving    bool
+	sockVersion uint64
 }
 
 // joinGroup joins the group of the trainer's policy, unless it has a
@@ -166,7 +169,10 @@ func (m *groupMember) arrive() (bool, error) {
 		return true, nil
 	}
 	done, err := m.Arrive()
-	m.arriving = !done && err == nil
+	if arriving := !done && err == nil; arriving != m.arriving {
+		m.arriving = arriving
+		m.sockVersion++
+	}
 	if errors.Is(err, collective.ErrBroken) || errors.Is(err, collective.ErrNotFormed) {
 		return false, nil
 	}
@@ -174,6 +180,17 @@ func (m *groupMember) arrive() (bool, error) {
 		return false, fmt.Errorf("trainer: group: %w", err)
 	}
 	return done, nil
+}
+
+// socketsVersion changes whenever the trainer's Sockets gain or lose the
+// group's socket, so that the worker loop watches it exactly while the
+// member waits at the barrier: watched at other times, a token or data
+// waiting for the member's next update would wake the loop at every turn.
+func (m *groupMember) socketsVersion() uint64 {
+	if m == nil {
+		return 0
+	}
+	return m.sockVersion
 }
 
 // warning says what keeps a group that is not formed from learning.
@@ -189,6 +206,48 @@ func (m *groupMember) warning() string {
 		msg += fmt.Sprintf(" (last break: %v)", err)
 	}
 	return msg
+}
+
+// syncFrom makes this member's state rank 0's: rank 0 encodes its own,
+// every other member adopts rank 0's bytes. It returns their length.
+func (m *groupMember) syncFrom(ctx context.Context, encode func() ([]byte, error), adopt func([]byte) error) (int, error) {
+	var payload []byte
+	if m.leads() {
+		var err error
+		if payload, err = encode(); err != nil {
+			return 0, fmt.Errorf("trainer: group state: %w", err)
+		}
+	}
+	got, err := m.Broadcast(ctx, payload)
+	if err != nil {
+		return 0, err
+	}
+	if !m.leads() {
+		if err := adopt(got); err != nil {
+			return 0, fmt.Errorf("trainer: rank 0's state: %w", err)
+		}
+	}
+	return len(got), nil
+}
+
+// checkParams compares the members' parameters every checkEvery updates
+// (and at the last, done). Members that differ have stopped being one
+// learner: that is an error, never trained on. A group that breaks while
+// comparing forms again.
+func (m *groupMember) checkParams(ctx context.Context, log *slog.Logger, version int64, done bool, params []float32) error {
+	if m == nil || version%int64(m.checkEvery) != 0 && !done {
+		return nil
+	}
+	err := m.Check(ctx, paramsHash(params))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, collective.ErrBroken):
+		log.Warn("trainer: group broke while comparing parameters; forming again", "version", version, "err", err)
+		return nil
+	default:
+		return fmt.Errorf("trainer: at version %d: %w", version, err)
+	}
 }
 
 // stats adds the group's figures to a trainer's stats.

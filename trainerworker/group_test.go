@@ -149,6 +149,43 @@ func TestGroupRefusesAMismatchedMember(t *testing.T) {
 	}
 }
 
+// Two DQN trainers sample the replay as one learner: each its share of
+// batch_size, steps taken together (parameters compared after every one),
+// priorities sent back by both, rank 0 alone publishing and evaluating.
+func TestDQNGroupLearnsFromReplay(t *testing.T) {
+	c := newCluster(t)
+	rp, trs := startDQNs(t, c, 2, map[string]any{"batch_size": 32, "publish_every": 5, "eval_every": 10, "group_size": 2,
+		"group_check_every": 1, "dqn": map[string]any{"dueling": true, "target_update_every": 20}})
+	fetchVersion(t, newSubscriber(t, c.repo), 30)
+	type stats struct {
+		Version        int64 `msgpack:"version"`
+		Episodes       int64 `msgpack:"episodes"`
+		PrioritiesSent int64 `msgpack:"priorities_sent"`
+		Formed         bool  `msgpack:"group_formed"`
+		Published      int64 `msgpack:"published"`
+	}
+	var st [2]stats
+	eventually.True(t, 20*time.Second, "both members stepping and sending priorities", func() bool {
+		for i, tr := range trs {
+			c.request(t, tr.Name(), member.CmdStats, nil, &st[i])
+		}
+		return st[0].PrioritiesSent > 0 && st[1].PrioritiesSent > 0 && st[1].Version >= 30
+	})
+	if !st[0].Formed || !st[1].Formed || st[1].Episodes != 0 || st[0].Episodes == 0 {
+		t.Errorf("stats %+v: want both formed, rank 0 alone evaluating", st)
+	}
+	if d := st[0].Version - st[1].Version; d < -4 || d > 4 {
+		t.Errorf("rank 0 at version %d, rank 1 at %d: they step together", st[0].Version, st[1].Version)
+	}
+	var rs struct {
+		PriorityUpdates int64 `msgpack:"priority_updates"`
+	}
+	c.request(t, rp.Name(), member.CmdStats, nil, &rs)
+	if rs.PriorityUpdates == 0 {
+		t.Error("the replay received no priority updates")
+	}
+}
+
 // Configurations a group refuses before anything starts.
 func TestGroupConfigChecked(t *testing.T) {
 	for _, tt := range []struct {
@@ -159,7 +196,7 @@ func TestGroupConfigChecked(t *testing.T) {
 	}{
 		{"rank past the group", 2, map[string]any{"group_size": 2}, "trainer 2 of a group of 2"},
 		{"negative timeout", 0, map[string]any{"group_size": 2, "group_timeout_ms": -1}, "group_timeout_ms"},
-		{"dqn group", 0, map[string]any{"algorithm": "dqn", "group_size": 2}, "a DQN learner is one trainer"},
+		{"dqn: rank past the group", 3, map[string]any{"algorithm": "dqn", "group_size": 2}, "trainer 3 of a group of 2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := trainerworker.CheckConfig(rawArgs(t, tt.cfg), tt.index)

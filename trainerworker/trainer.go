@@ -78,9 +78,10 @@ type ppoTrainer struct {
 }
 
 var (
-	_ worker.Impl        = (*ppoTrainer)(nil)
-	_ worker.SocketOwner = (*ppoTrainer)(nil)
-	_ worker.Reporter    = (*ppoTrainer)(nil)
+	_ worker.Impl         = (*ppoTrainer)(nil)
+	_ worker.SocketOwner  = (*ppoTrainer)(nil)
+	_ worker.Reporter     = (*ppoTrainer)(nil)
+	_ worker.SocketSetter = (*ppoTrainer)(nil)
 )
 
 func newPPO(info worker.Info, m *telemetry.Trainer) *ppoTrainer {
@@ -424,10 +425,8 @@ func (w *ppoTrainer) update(ctx context.Context) error {
 			"value_loss", st.ValueLoss, "approx_kl", st.ApproxKL, "ms", w.st.lastUpdate.Milliseconds())
 	}
 	done := w.set.cfg.MaxUpdates > 0 && w.version >= w.set.cfg.MaxUpdates
-	if w.grp != nil && (w.version%int64(w.grp.checkEvery) == 0 || done) {
-		if err := w.checkGroup(ctx); err != nil {
-			return err
-		}
+	if err := w.grp.checkParams(ctx, w.log, w.version, done, w.learner.Params()); err != nil {
+		return err
 	}
 	if !w.grp.leads() {
 		return nil
@@ -520,6 +519,9 @@ func (w *ppoTrainer) Sockets() []*zmq.Socket {
 	return out
 }
 
+// SocketsVersion changes when the group's socket joins or leaves Sockets.
+func (w *ppoTrainer) SocketsVersion() uint64 { return w.grp.socketsVersion() }
+
 // Warning reports what degrades the trainer without stopping it: rejected
 // batches, an update rolled back, a failed checkpoint or record write.
 func (w *ppoTrainer) Warning() string {
@@ -581,46 +583,26 @@ type groupState struct {
 // checkpoint. What a member had buffered is dropped: it was taken against
 // a version that may no longer be the group's.
 func (w *ppoTrainer) sync(ctx context.Context) error {
-	var payload []byte
-	if w.grp.leads() {
-		var err error
-		if payload, err = msgpack.Marshal(groupState{Version: w.version, Updates: w.st.updates, Learner: w.learner.State()}); err != nil {
-			return fmt.Errorf("trainer: group state: %w", err)
+	n, err := w.grp.syncFrom(ctx, func() ([]byte, error) {
+		return msgpack.Marshal(groupState{Version: w.version, Updates: w.st.updates, Learner: w.learner.State()})
+	}, func(b []byte) error {
+		var st groupState
+		if err := msgpack.Unmarshal(b, &st); err != nil {
+			return err
 		}
-	}
-	got, err := w.grp.Broadcast(ctx, payload)
+		if err := w.learner.Restore(st.Learner); err != nil {
+			return err
+		}
+		w.version, w.st.updates = st.Version, st.Updates
+		w.metrics.Version.Set(float64(w.version))
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	w.st.droppedSteps += int64(w.bufLen)
 	w.dropBuffer()
-	if !w.grp.leads() {
-		var st groupState
-		if err := msgpack.Unmarshal(got, &st); err != nil {
-			return fmt.Errorf("trainer: rank 0's state: %w", err)
-		}
-		if err := w.learner.Restore(st.Learner); err != nil {
-			return fmt.Errorf("trainer: rank 0's state: %w", err)
-		}
-		w.version, w.st.updates = st.Version, st.Updates
-		w.metrics.Version.Set(float64(w.version))
-	}
 	w.log.Info("trainer: group formed; state synchronised from rank 0", "version", w.version, "rank", w.grp.Rank(),
-		"size", w.grp.Size(), "bytes", len(got))
+		"size", w.grp.Size(), "bytes", n)
 	return nil
-}
-
-// checkGroup compares the members' parameters. Members that differ have
-// stopped being one learner: that is an error, never trained on.
-func (w *ppoTrainer) checkGroup(ctx context.Context) error {
-	err := w.grp.Check(ctx, paramsHash(w.learner.Params()))
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, collective.ErrBroken):
-		w.log.Warn("trainer: group broke while comparing parameters; forming again", "version", w.version, "err", err)
-		return nil
-	default:
-		return fmt.Errorf("trainer: at version %d: %w", w.version, err)
-	}
 }

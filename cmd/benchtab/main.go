@@ -200,7 +200,8 @@ var rows = slices.Concat([]row{
 	{"all-reduce, 4 members, 1M float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=4/params=1M us/op", "collective.BenchmarkRawRing/members=4/params=1M us/op", false},
 	{"PPO update of MinAtar's network, group of 2 vs one learner (samples/s)", "ppo.BenchmarkGroupUpdate/members=2 samples/s", "ppo.BenchmarkGroupUpdate/members=1 samples/s", true},
 	{"PPO update of MinAtar's network, group of 4 vs one learner (samples/s)", "ppo.BenchmarkGroupUpdate/members=4 samples/s", "ppo.BenchmarkGroupUpdate/members=1 samples/s", true},
-	{"cartpole-ppo to 475, rlctl start wall: 2 trainers as a group vs 1 (s)", "e2e.BenchmarkTrainerGroupCartPole/trainers=2 s-to-475", "e2e.BenchmarkTrainerGroupCartPole/trainers=1 s-to-475", false},
+	{"cartpole-ppo to 475, rlctl start wall: 2 trainers as a group vs 1 (s)", "e2e.BenchmarkTrainerGroupCartPole/cartpole-ppo/trainers=2 s-to-475", "e2e.BenchmarkTrainerGroupCartPole/cartpole-ppo/trainers=1 s-to-475", false},
+	{"cartpole-apex to 475, rlctl start wall: 2 DQN trainers as a group vs 1 (s)", "e2e.BenchmarkTrainerGroupCartPole/cartpole-apex/trainers=2 s-to-475", "e2e.BenchmarkTrainerGroupCartPole/cartpole-apex/trainers=1 s-to-475", false},
 	// SLURM (a real 3-node cluster in network namespaces on this machine,
 	// scripts/slurmcluster.sh) against the local scheduler, same name server.
 	{"rlctl start to all RUNNING, 64 echo workers: slurm vs local (s)", "e2e.BenchmarkSlurmStartupEcho/scheduler=slurm startup-s", "e2e.BenchmarkSlurmStartupEcho/scheduler=local startup-s", false},

@@ -57,6 +57,8 @@ type Registry struct {
 	policyLag      *prometheus.HistogramVec
 	loss           *prometheus.GaugeVec
 	checkpoints    *prometheus.CounterVec
+	groupReforms   *prometheus.CounterVec
+	allreduceSecs  *prometheus.CounterVec
 
 	replayItems   *prometheus.GaugeVec
 	replayInserts *prometheus.CounterVec
@@ -116,6 +118,8 @@ func NewRegistry() *Registry {
 	r.policyLag = histogram("policy_lag", "Versions between the parameters a batch was collected with and the trainer's.", lagBuckets)
 	r.loss = gauge("trainer_loss", "The trainer's last value of each of its losses and figures (policy, value, entropy, approx_kl, td, q).", "loss")
 	r.checkpoints = counter("trainer_checkpoints_total", "Checkpoints the trainer wrote.")
+	r.groupReforms = counter("trainer_group_reforms_total", "Times the trainer's data-parallel group broke and formed again.")
+	r.allreduceSecs = counter("trainer_allreduce_seconds_total", "Seconds the trainer spent in its group's all-reduces, waiting for its members included.")
 
 	r.replayItems = gauge("replay_items", "Items the replay table holds.", "table")
 	r.replayInserts = counter("replay_inserts_total", "Items inserted into the replay table.", "table")

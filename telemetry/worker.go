@@ -182,6 +182,9 @@ type Trainer struct {
 	// parameters were behind.
 	PolicyLag prometheus.Observer
 	Version   prometheus.Gauge
+	// GroupReforms and AllreduceSeconds are a data-parallel group's
+	// member's: its group's breaks, and its time in all-reduces.
+	GroupReforms, AllreduceSeconds prometheus.Counter
 
 	w      *Worker
 	mu     sync.Mutex
@@ -256,6 +259,7 @@ func (w *Worker) Trainer() *Trainer {
 			Updates: r.updates.WithLabelValues(l...), Episodes: r.episodes.WithLabelValues(l...),
 			Return: r.episodeReturn.WithLabelValues(l...), Checkpoints: r.checkpoints.WithLabelValues(l...),
 			PolicyLag: r.policyLag.WithLabelValues(l...), Version: r.version.WithLabelValues(l...),
+			GroupReforms: r.groupReforms.WithLabelValues(l...), AllreduceSeconds: r.allreduceSecs.WithLabelValues(l...),
 			w: w, losses: map[string]prometheus.Gauge{},
 		}
 	}

@@ -224,7 +224,7 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 			return err
 		}
 	}
-	w.grp, err = joinGroup(ctx, w.info, cfg.Policy, cfg.GroupConfig,
+	w.grp, err = joinGroup(ctx, w.info, w.metrics.Trainer, cfg.Policy, cfg.GroupConfig,
 		groupHash("dqn", w.hash, dcfg, cfg.BatchSize, cfg.GroupSize, cfg.GroupCheckEvery), w.answerFetches)
 	if err != nil {
 		w.close()
@@ -460,7 +460,7 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 	}
 	var red dqn.Reducer // nil, not a nil *collective.Group, for a trainer alone
 	if w.grp != nil {
-		red = w.grp.Group
+		red = w.grp
 	}
 	st, td, err := w.learner.UpdateGroup(ctx, b, w.td, red)
 	w.td = td
@@ -475,6 +475,7 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 		return nil
 	}
 	delete(w.warnings, "update")
+	w.grp.updated()
 	w.lastStat = st
 	w.version++
 	w.trained += int64(len(ids))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/distrl/distrl/algo/ppo"
 	"github.com/distrl/distrl/collective"
+	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 )
 
@@ -96,12 +97,18 @@ type groupMember struct {
 	// (worker.SocketSetter).
 	arriving    bool
 	sockVersion uint64
+
+	metrics     *telemetry.Trainer
+	seenReforms int
+	// Time in all-reduces: since the last update, in the last update, in
+	// all.
+	comm, commLast, commTotal time.Duration
 }
 
 // joinGroup joins the group of the trainer's policy, unless it has a
 // group of one. idle keeps rank 0 answering parameter fetches while an
 // update waits for the others.
-func joinGroup(ctx context.Context, info worker.Info, policy string, gc GroupConfig, hash string, idle func() error) (*groupMember, error) {
+func joinGroup(ctx context.Context, info worker.Info, m *telemetry.Trainer, policy string, gc GroupConfig, hash string, idle func() error) (*groupMember, error) {
 	if gc.GroupSize <= 1 {
 		return nil, nil
 	}
@@ -113,7 +120,7 @@ func joinGroup(ctx context.Context, info worker.Info, policy string, gc GroupCon
 	if err != nil {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
-	return &groupMember{Group: g, checkEvery: gc.GroupCheckEvery, waitSince: time.Now()}, nil
+	return &groupMember{Group: g, checkEvery: gc.GroupCheckEvery, waitSince: time.Now(), metrics: m}, nil
 }
 
 // leads reports whether the trainer publishes and checkpoints: rank 0 of
@@ -121,12 +128,37 @@ func joinGroup(ctx context.Context, info worker.Info, policy string, gc GroupCon
 func (m *groupMember) leads() bool { return m == nil || m.Rank() == 0 }
 
 // reducer is the group as a ppo.Reducer, nil for a trainer alone (an
-// interface holding a nil *collective.Group would not be).
+// interface holding a nil *groupMember would not be).
 func (m *groupMember) reducer() ppo.Reducer {
 	if m == nil {
 		return nil
 	}
-	return m.Group
+	return m
+}
+
+// AllreduceFloat32 and AllreduceFloat64 are the group's, timed.
+func (m *groupMember) AllreduceFloat32(ctx context.Context, x []float32) error {
+	defer m.timed(time.Now())
+	return m.Group.AllreduceFloat32(ctx, x)
+}
+
+func (m *groupMember) AllreduceFloat64(ctx context.Context, x []float64) error {
+	defer m.timed(time.Now())
+	return m.Group.AllreduceFloat64(ctx, x)
+}
+
+func (m *groupMember) timed(begin time.Time) {
+	d := time.Since(begin)
+	m.comm += d
+	m.commTotal += d
+	m.metrics.AllreduceSeconds.Add(d.Seconds())
+}
+
+// updated closes an update's account of time in all-reduces.
+func (m *groupMember) updated() {
+	if m != nil {
+		m.commLast, m.comm = m.comm, 0
+	}
 }
 
 // ready forms the group and reports whether the trainer may learn: the
@@ -137,6 +169,10 @@ func (m *groupMember) ready(ctx context.Context, sync func(ctx context.Context) 
 		return true, nil
 	}
 	formed, err := m.Poll()
+	if r := m.Reforms(); r > m.seenReforms {
+		m.metrics.GroupReforms.Add(float64(r - m.seenReforms))
+		m.seenReforms = r
+	}
 	if err != nil {
 		return false, fmt.Errorf("trainer: group: %w", err)
 	}
@@ -260,6 +296,8 @@ func (m *groupMember) stats(out map[string]any) {
 	out["group_formed"] = m.Formed() && m.synced == m.Generation()
 	out["group_reforms"] = m.Reforms()
 	out["group_syncs"] = m.syncs
+	out["allreduce_ms"] = float64(m.commLast.Microseconds()) / 1e3
+	out["allreduce_s"] = m.commTotal.Seconds()
 }
 
 func (m *groupMember) close() error {

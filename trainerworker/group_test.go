@@ -24,6 +24,8 @@ type groupStats struct {
 	Formed  bool `msgpack:"group_formed"`
 	Reforms int  `msgpack:"group_reforms"`
 	Syncs   int  `msgpack:"group_syncs"`
+	// AllreduceMs is the last update's time in all-reduces.
+	AllreduceMs float64 `msgpack:"allreduce_ms"`
 }
 
 func (c *cluster) groupStats(t testing.TB, name string) groupStats {
@@ -86,6 +88,12 @@ func TestGroupTrainsAsOne(t *testing.T) {
 	if lead.Checkpoints == 0 {
 		t.Errorf("rank 0 wrote no checkpoint")
 	}
+	if lead.AllreduceMs <= 0 {
+		t.Errorf("rank 0's last update spent %v ms in all-reduces", lead.AllreduceMs)
+	}
+	if m := series(t, c.metrics, "distrl_trainer_allreduce_seconds_total"); m == nil || value(m) <= 0 {
+		t.Errorf("distrl_trainer_allreduce_seconds_total of trainer/0: %v", m)
+	}
 	if p := fetchVersion(t, sub, lead.Version); p.Version < 6 {
 		t.Errorf("the policy's newest version is %d, want >= 6", p.Version)
 	}
@@ -117,6 +125,9 @@ func TestGroupMemberRestarts(t *testing.T) {
 	lead, other := c.groupStats(t, "trainer/0"), c.groupStats(t, "trainer/1")
 	if lead.Reforms == 0 || lead.Syncs < 2 {
 		t.Errorf("rank 0: %d re-formations, %d syncs after rank 1 restarted; want >= 1 and >= 2", lead.Reforms, lead.Syncs)
+	}
+	if m := series(t, c.metrics, "distrl_trainer_group_reforms_total"); m == nil || value(m) < 1 {
+		t.Errorf("distrl_trainer_group_reforms_total of trainer/0: %v, want >= 1", m)
 	}
 	if other.Version < before {
 		t.Errorf("the restarted rank 1 is at version %d, behind the %d the group had: it did not take rank 0's state", other.Version, before)

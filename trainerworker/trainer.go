@@ -155,7 +155,7 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 			return err
 		}
 	}
-	w.grp, err = joinGroup(ctx, w.info, s.cfg.Policy, s.cfg.GroupConfig, s.groupHash(), w.answerFetches)
+	w.grp, err = joinGroup(ctx, w.info, w.metrics.Trainer, s.cfg.Policy, s.cfg.GroupConfig, s.groupHash(), w.answerFetches)
 	if err != nil {
 		w.abandon()
 		return err
@@ -406,6 +406,7 @@ func (w *ppoTrainer) update(ctx context.Context) error {
 		return nil
 	}
 	now := time.Now()
+	w.grp.updated()
 	w.failed = 0
 	delete(w.warnings, "update")
 	if w.st.rejected == w.st.rejectedAtUpdate {

@@ -140,7 +140,7 @@ func (r *Registry) vecs() []partialDeleter {
 		r.state, r.polls, r.pollSeconds, r.rpc,
 		r.envSteps, r.episodes, r.episodeReturn, r.inferFailures, r.backpressured,
 		r.batchSize, r.queueWait, r.forward, r.version,
-		r.samplesTrained, r.droppedStale, r.updates, r.policyLag, r.loss, r.checkpoints,
+		r.samplesTrained, r.droppedStale, r.updates, r.policyLag, r.loss, r.checkpoints, r.groupReforms, r.allreduceSecs,
 		r.replayItems, r.replayInserts, r.replaySamples, r.limiterWaits,
 		r.sinkSamples,
 	}

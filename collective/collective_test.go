@@ -368,3 +368,51 @@ func TestMemberRestarts(t *testing.T) {
 	wg.Wait()
 	noErrors(t, errs)
 }
+
+// A member's record deleted under it (by an older process of its rank
+// closing late, or with a lease) is written again; a member whose rank
+// another process registered since steps down with ErrRefused.
+func TestOwnRecord(t *testing.T) {
+	repo := workertest.Repo(t)
+	ctx := workertest.Ctx(t, 20*time.Second)
+	a, err := collective.Join(ctx, opts(repo, "own", 0, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	key := trial.Group("own", 0)
+	if err := repo.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := a.Poll(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := repo.Get(ctx, key); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the deleted record was not written again")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b, err := collective.Join(ctx, opts(repo, "own", 0, 2)) // a second process of rank 0
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for {
+		_, err := a.Poll()
+		if errors.Is(err, collective.ErrRefused) {
+			t.Logf("the older member: %v", err)
+			break
+		}
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("the older member of a rank taken again: %v (%v)", err, ctx.Err())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := b.Poll(); err != nil {
+		t.Fatalf("the newer member: %v", err)
+	}
+}

@@ -119,6 +119,13 @@ type Group struct {
 	reforms   int
 	formedAt  time.Time
 	lastBreak error
+	// Own record as the watch last showed it: incs are every incarnation
+	// this member registered; recordGone says the record went (deleted
+	// by another process of this rank, or lost with an expired lease),
+	// takenBy that another process registered this rank since.
+	incs       map[uint64]bool
+	recordGone bool
+	takenBy    uint64
 }
 
 type token struct {
@@ -140,7 +147,7 @@ func Join(ctx context.Context, o Options) (*Group, error) {
 	}
 	o.Timeout = cmp.Or(o.Timeout, DefaultTimeout)
 	g := &Group{o: o, log: zsock.LoggerOr(o.Logger).With("group", o.Name, "rank", o.Rank),
-		key: o.Trial.Group(o.Name, o.Rank), members: map[int]record{}}
+		key: o.Trial.Group(o.Name, o.Rank), members: map[int]record{}, incs: map[uint64]bool{}}
 	if o.Size == 1 {
 		return g, nil // a group of one has nobody to talk to
 	}
@@ -185,6 +192,12 @@ func bindPull(o Options) (*zmq.Socket, string, error) {
 // every other member sees as a new view.
 func (g *Group) register(ctx context.Context) error {
 	g.self.Inc = rand.Uint64() | 1 // never 0
+	g.incs[g.self.Inc] = true
+	return g.write(ctx)
+}
+
+// write (re)writes this member's record as it is.
+func (g *Group) write(ctx context.Context) error {
 	val, err := json.Marshal(g.self)
 	if err != nil {
 		return err
@@ -202,14 +215,22 @@ func (g *Group) register(ctx context.Context) error {
 func (g *Group) apply(snap map[string]string) {
 	prefix := g.o.Trial.GroupPrefix(g.o.Name)
 	clear(g.members)
+	g.recordGone = true
 	for key, val := range snap {
 		rank, err := strconv.Atoi(strings.TrimPrefix(key, prefix))
-		if err != nil || rank < 0 || rank >= g.o.Size || rank == g.o.Rank {
-			continue // another size's record, or this member's (self is the truth)
+		if err != nil || rank < 0 || rank >= g.o.Size {
+			continue // another size's record
 		}
 		var r record
 		if err := json.Unmarshal([]byte(val), &r); err != nil || r.Inc == 0 {
 			g.log.Warn("collective: ignoring a malformed member record", "key", key, "err", err)
+			continue
+		}
+		if rank == g.o.Rank { // self is the truth; the record says whether it is still ours
+			g.recordGone = false
+			if !g.incs[r.Inc] {
+				g.takenBy = r.Inc
+			}
 			continue
 		}
 		g.members[rank] = r
@@ -271,7 +292,25 @@ func (g *Group) Poll() (bool, error) {
 	if g.o.Size == 1 {
 		return true, nil
 	}
-	if why := g.refresh(); why != "" {
+	why := g.refresh()
+	if g.takenBy != 0 {
+		return false, fmt.Errorf("%w: rank %d of group %s was registered by another process (incarnation %x) since this one joined: this one steps down",
+			ErrRefused, g.o.Rank, g.o.Name, g.takenBy)
+	}
+	if g.recordGone {
+		// Deleted by a process of this rank that closed after this one
+		// replaced it, or lost with a lease: written again, with the same
+		// incarnation, so that nothing else changes.
+		ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
+		err := g.write(ctx)
+		cancel()
+		if err != nil {
+			return false, fmt.Errorf("collective: rewriting the record of rank %d: %w", g.o.Rank, err)
+		}
+		g.recordGone = false
+		g.log.Info("collective: member record written again", "key", g.key)
+	}
+	if why != "" {
 		g.fail(fmt.Errorf("%w: the group changed: %s", ErrBroken, why))
 	}
 	if g.gen != 0 {

@@ -48,6 +48,7 @@ var (
 	_ worker.Reporter     = (*Worker)(nil)
 	_ worker.Deadliner    = (*Worker)(nil)
 	_ worker.SocketSetter = (*Worker)(nil)
+	_ worker.Noter        = (*Worker)(nil)
 )
 
 // New is the worker.Factory of the trainer type.
@@ -159,6 +160,15 @@ func (w *Worker) Warning() string {
 		return ""
 	}
 	return w.algo.Warning()
+}
+
+// Note is the algorithm's, if it has one (a group's member says where it
+// stands in its group).
+func (w *Worker) Note() string {
+	if n, ok := w.algo.(worker.Noter); ok {
+		return n.Note()
+	}
+	return ""
 }
 
 // SocketsVersion is the algorithm's if its sockets change as it runs (a

@@ -109,6 +109,7 @@ type dqnTrainer struct {
 	tr       localreplay.Transition // a sampled item, decoded; its storage reused
 	dec      *zsock.Decoder
 	lastStat dqn.Stats
+	lastStep time.Duration // the last step's time, all-reduces included
 	metrics  metrics
 
 	trained, sampleErrors, updateErrors, prioritySent, checkpoints, ckptFailures int64
@@ -462,6 +463,7 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 	if w.grp != nil {
 		red = w.grp
 	}
+	begin := time.Now()
 	st, td, err := w.learner.UpdateGroup(ctx, b, w.td, red)
 	w.td = td
 	if errors.Is(err, collective.ErrBroken) {
@@ -476,6 +478,7 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 	}
 	delete(w.warnings, "update")
 	w.grp.updated()
+	w.lastStep = time.Since(begin)
 	w.lastStat = st
 	w.version++
 	w.trained += int64(len(ids))
@@ -584,6 +587,9 @@ func (w *dqnTrainer) IdleFor() time.Duration {
 	}
 	return time.Hour
 }
+
+// Note says where the trainer stands in its group, if it has one.
+func (w *dqnTrainer) Note() string { return w.grp.note(w.lastStep) }
 
 // Warning joins the current warnings.
 func (w *dqnTrainer) Warning() string {

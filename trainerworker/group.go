@@ -286,6 +286,23 @@ func (m *groupMember) checkParams(ctx context.Context, log *slog.Logger, version
 	}
 }
 
+// note says where a formed group's member stands: its rank, the share of
+// its last update spent in all-reduces (of update, the update's time),
+// and the times the group formed again.
+func (m *groupMember) note(update time.Duration) string {
+	if m == nil || !m.Formed() || m.synced != m.Generation() {
+		return ""
+	}
+	msg := fmt.Sprintf("rank %d of a group of %d", m.Rank(), m.Size())
+	if update > 0 {
+		msg += fmt.Sprintf("; all-reduces %.0f%% of the last update", 100*min(1, m.commLast.Seconds()/update.Seconds()))
+	}
+	if r := m.Reforms(); r > 0 {
+		msg += fmt.Sprintf("; formed again %d times", r)
+	}
+	return msg
+}
+
 // stats adds the group's figures to a trainer's stats.
 func (m *groupMember) stats(out map[string]any) {
 	if m == nil {

@@ -88,6 +88,12 @@ func TestGroupTrainsAsOne(t *testing.T) {
 	if lead.Checkpoints == 0 {
 		t.Errorf("rank 0 wrote no checkpoint")
 	}
+	eventually.NoError(t, 10*time.Second, "rank 1's note", func() error {
+		if n := c.status(t, "trainer/1").Note; !strings.HasPrefix(n, "rank 1 of a group of 2; all-reduces") {
+			return fmt.Errorf("note %q", n)
+		}
+		return nil
+	})
 	if lead.AllreduceMs <= 0 {
 		t.Errorf("rank 0's last update spent %v ms in all-reduces", lead.AllreduceMs)
 	}

@@ -520,6 +520,9 @@ func (w *ppoTrainer) Sockets() []*zmq.Socket {
 	return out
 }
 
+// Note says where the trainer stands in its group, if it has one.
+func (w *ppoTrainer) Note() string { return w.grp.note(w.st.lastUpdate) }
+
 // SocketsVersion changes when the group's socket joins or leaves Sockets.
 func (w *ppoTrainer) SocketsVersion() uint64 { return w.grp.socketsVersion() }
 

@@ -297,7 +297,11 @@ func (m *groupMember) note(update time.Duration) string {
 	if update > 0 {
 		msg += fmt.Sprintf("; all-reduces %.0f%% of the last update", 100*min(1, m.commLast.Seconds()/update.Seconds()))
 	}
-	if r := m.Reforms(); r > 0 {
+	switch r := m.Reforms(); r {
+	case 0:
+	case 1:
+		msg += "; formed again once"
+	default:
 		msg += fmt.Sprintf("; formed again %d times", r)
 	}
 	return msg

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 // With --curve-keys every socket of the trial speaks CURVE (control plane,
 // inference, samples, replay, parameters): PPO still learns and Ape-X's
 // trainer still samples its replay and publishes, so every client holds
-// the key its server demands.
+// the key its server demands. Ape-X runs two DQN trainers as one group,
+// whose members talk over CURVE too.
 func TestStartWithCurveKeys(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.json")
 	if out, code := runRlctl(t, nil, "keygen", keys); code != 0 {
@@ -34,8 +36,8 @@ func TestStartWithCurveKeys(t *testing.T) {
 	t.Run("cartpole-apex", func(t *testing.T) {
 		work := t.TempDir()
 		p := start(t, "rlctl-start", noNameServer, "--curve-keys", keys, "start", "cartpole-apex", "tc", "--workdir", work,
-			"--set", "metrics_interval=300ms", "--set", "stop.wall_time=4m")
-		waitOutput(t, p, regexp.MustCompile(`all 7 workers running`), 30*time.Second)
+			"--set", "metrics_interval=300ms", "--set", "stop.wall_time=4m", "--set", "workers.trainer.count=2")
+		waitOutput(t, p, regexp.MustCompile(`all 8 workers running`), 30*time.Second)
 		dir := filepath.Join(work, "cartpole-apex", "tc")
 		eventually.NoError(t, 90*time.Second, "the trainer learns from the replay", func() error {
 			lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
@@ -47,6 +49,9 @@ func TestStartWithCurveKeys(t *testing.T) {
 		p.signal(t, syscall.SIGINT)
 		if code := p.wait(t, time.Minute); code != 130 {
 			t.Fatalf("rlctl start exited with %d after SIGINT", code)
+		}
+		if log := readFile(t, filepath.Join(dir, "logs", "trainer-1.log")); !strings.Contains(log, "state synchronised from rank 0") {
+			t.Errorf("the DQN trainers' group never formed over CURVE:\n%s", tail(log, 30))
 		}
 		assertWorkersGone(t, readRecord(t, dir))
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distrl/distrl/collective"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/nameresolve"
 	zmq "github.com/pebbe/zmq4"
 )
 
@@ -22,38 +23,46 @@ var benchSizes = []struct {
 }{{"5k", 5_000}, {"140k", 140_000}, {"1M", 1_000_000}}
 
 // BenchmarkAllreduce times one all-reduce of float32 vectors by 2 and 4
-// members, each on its own goroutine with its own sockets (ipc between
-// them, as members on one node use), over the collective as trainers use
-// it. BenchmarkRawRing moves the same bytes in the same pattern over bare
-// PUSH/PULL sockets: the transport's limit.
+// members, each on its own goroutine with its own links, over the
+// collective as trainers use it: through shared memory, as members on one
+// node talk, and through ZeroMQ (ipc; DISTRL_SHM=0), as members talk
+// without it. BenchmarkRawRing moves the same bytes in the same pattern
+// over bare PUSH/PULL sockets: ZeroMQ's limit.
 func BenchmarkAllreduce(b *testing.B) {
 	repo := workertest.Repo(b)
-	for _, members := range []int{2, 4} {
-		for _, size := range benchSizes {
-			b.Run(fmt.Sprintf("members=%d/params=%s", members, size.name), func(b *testing.B) {
-				ctx := context.Background()
-				name := fmt.Sprintf("bench-%d-%s", members, size.name)
-				groups := make([]*collective.Group, members)
-				for r := range members {
-					o := opts(repo, name, r, members)
-					o.Logger = slog.New(slog.DiscardHandler) // the output is benchtab's to parse
-					g, err := collective.Join(ctx, o)
-					if err != nil {
-						b.Fatal(err)
+	for _, transport := range []string{"shm", "zmq"} {
+		for _, members := range []int{2, 4} {
+			for _, size := range benchSizes {
+				b.Run(fmt.Sprintf("members=%d/params=%s/%s", members, size.name, transport), func(b *testing.B) {
+					if transport == "zmq" {
+						b.Setenv("DISTRL_SHM", "0")
 					}
-					defer g.Close()
-					groups[r] = g
-				}
-				// Sockets belong to a goroutine, but none is used
-				// concurrently: form on this one, then hand each member
-				// over to its own.
-				formAll(b, groups)
-				runMembers(b, members, size.n, func(r int, x []float32) error {
-					return groups[r].AllreduceFloat32(ctx, x)
+					benchAllreduce(b, repo, members, size.n, fmt.Sprintf("bench-%d-%s-%s", members, size.name, transport))
 				})
-			})
+			}
 		}
 	}
+}
+
+func benchAllreduce(b *testing.B, repo nameresolve.Repository, members, n int, name string) {
+	ctx := context.Background()
+	groups := make([]*collective.Group, members)
+	for r := range members {
+		o := opts(repo, name, r, members)
+		o.Logger = slog.New(slog.DiscardHandler) // the output is benchtab's to parse
+		g, err := collective.Join(ctx, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer g.Close()
+		groups[r] = g
+	}
+	// Sockets belong to a goroutine, but none is used concurrently: form
+	// on this one, then hand each member over to its own.
+	formAll(b, groups)
+	runMembers(b, members, n, func(r int, x []float32) error {
+		return groups[r].AllreduceFloat32(ctx, x)
+	})
 }
 
 func formAll(b *testing.B, groups []*collective.Group) {

@@ -98,13 +98,15 @@ type record struct {
 // Group is one member of a collective group. Its methods belong to the
 // goroutine that called Join.
 type Group struct {
-	o     Options
-	log   *slog.Logger
-	key   string
-	pull  *zmq.Socket // bound; receives from the left neighbour
-	push  *zmq.Socket // connected to the right neighbour
-	self  record
-	watch *endpoint.Watch
+	o      Options
+	log    *slog.Logger
+	key    string
+	pull   *zmq.Socket // bound; receives from the left neighbour
+	pullFd int         // its ZMQ_FD
+	push   *zmq.Socket // connected to the right neighbour
+	links  links       // shared memory, between members on one node
+	self   record
+	watch  *endpoint.Watch
 
 	members map[int]record // by rank, this member's own always self
 	viewGen uint64         // generation of the complete view; 0 while incomplete
@@ -151,12 +153,16 @@ func Join(ctx context.Context, o Options) (*Group, error) {
 	if o.Size == 1 {
 		return g, nil // a group of one has nobody to talk to
 	}
-	var err error
-	g.pull, g.self.Addr, err = bindPull(o)
+	pull, addr, ipc, err := bindPull(o)
 	if err != nil {
 		return nil, err
 	}
-	g.push, err = zsock.New(zmq.PUSH, endpoint.ConnectingOptions(pushLinger, o.Curve))
+	g.pull = pull
+	g.self.Addr = zsock.Advertise(addr, ipc, g.openLinks())
+	g.pullFd, err = pull.GetFd()
+	if err == nil {
+		g.push, err = zsock.New(zmq.PUSH, endpoint.ConnectingOptions(pushLinger, o.Curve))
+	}
 	if err == nil {
 		g.self.Hash = o.Hash
 		err = g.register(ctx)
@@ -175,17 +181,16 @@ func Join(ctx context.Context, o Options) (*Group, error) {
 	return g, nil
 }
 
-func bindPull(o Options) (*zmq.Socket, string, error) {
-	sock, addr, err := zsock.Bind(zmq.PULL, o.Host, zsock.Options{MaxMsgSize: maxMsgSize, Curve: o.Curve.SocketKeys()})
+func bindPull(o Options) (sock *zmq.Socket, addr, ipc string, err error) {
+	sock, addr, err = zsock.Bind(zmq.PULL, o.Host, zsock.Options{MaxMsgSize: maxMsgSize, Curve: o.Curve.SocketKeys()})
 	if err != nil {
-		return nil, "", fmt.Errorf("collective: bind: %w", err)
+		return nil, "", "", fmt.Errorf("collective: bind: %w", err)
 	}
-	ipc, err := zsock.BindIPC(sock)
-	if err != nil {
+	if ipc, err = zsock.BindIPC(sock); err != nil {
 		sock.Close()
-		return nil, "", fmt.Errorf("collective: bind ipc: %w", err)
+		return nil, "", "", fmt.Errorf("collective: bind ipc: %w", err)
 	}
-	return sock, zsock.Advertise(addr, ipc, ""), nil
+	return sock, addr, ipc, nil
 }
 
 // register writes this member's record with a fresh incarnation, which
@@ -333,7 +338,7 @@ func (g *Group) Poll() (bool, error) {
 		g.onToken(t)
 	}
 	for g.gen == 0 {
-		frames, ok, err := g.tryRecv()
+		frames, ok, err := g.next()
 		if err != nil {
 			return false, err
 		}
@@ -376,22 +381,37 @@ func (g *Group) form() {
 	g.log.Info("collective: group formed", "size", g.o.Size, "generation", fmt.Sprintf("%016x", g.gen), "reforms", g.reforms)
 }
 
-// connectRight points the PUSH socket at the right neighbour of the view.
+// connectRight points this member's link at the right neighbour of the
+// view: its shared-memory listener when it advertises one on this node
+// (and this member can dial), else its socket.
 func (g *Group) connectRight() error {
-	ep := zsock.Endpoint(g.members[(g.o.Rank+1)%g.o.Size].Addr)
+	addr := g.members[(g.o.Rank+1)%g.o.Size].Addr
+	dir := zsock.SharedMemory(addr)
+	if g.links.cli == nil {
+		dir = ""
+	}
+	ep := zsock.Endpoint(addr)
+	if dir != "" {
+		ep = "shm://" + dir
+	}
 	if ep == g.right {
 		return nil
 	}
-	if g.right != "" {
+	if g.right != "" && g.links.out == nil {
 		if err := g.push.Disconnect(g.right); err != nil {
 			g.log.Debug("collective: disconnect", "endpoint", g.right, "err", err)
 		}
 	}
-	if err := g.push.Connect(ep); err != nil {
-		g.right = ""
-		return fmt.Errorf("collective: connect to rank %d at %s: %w", (g.o.Rank+1)%g.o.Size, ep, err)
+	g.right, g.outbox = "", nil
+	if err := g.dialRight(dir); err != nil {
+		return err
 	}
-	g.right, g.outbox = ep, nil
+	if dir == "" {
+		if err := g.push.Connect(ep); err != nil {
+			return fmt.Errorf("collective: connect to rank %d at %s: %w", (g.o.Rank+1)%g.o.Size, ep, err)
+		}
+	}
+	g.right = ep
 	return nil
 }
 
@@ -424,26 +444,14 @@ func (g *Group) post(h header, payload []byte) {
 func (g *Group) flush() {
 	for len(g.outbox) > 0 {
 		m := &g.outbox[0]
-		if _, err := g.push.SendMessageDontwait(m.hdr[:], m.payload); err != nil {
-			if !zsock.IsEAGAIN(err) {
-				g.log.Debug("collective: message not sent", "err", err)
-			}
+		sent, err := g.sendRaw(m.hdr[:], m.payload)
+		if err != nil {
+			g.log.Debug("collective: message not sent", "err", err)
+		}
+		if !sent {
 			return
 		}
 		g.outbox = g.outbox[1:]
-	}
-}
-
-// tryRecv takes one message if one is waiting.
-func (g *Group) tryRecv() ([][]byte, bool, error) {
-	frames, err := g.pull.RecvMessageBytes(zmq.DONTWAIT)
-	switch {
-	case err == nil:
-		return frames, true, nil
-	case zsock.IsEAGAIN(err):
-		return nil, false, nil
-	default:
-		return nil, false, fmt.Errorf("collective: receive: %w", err)
 	}
 }
 
@@ -452,6 +460,7 @@ func (g *Group) tryRecv() ([][]byte, bool, error) {
 // forms again. It returns err, which wraps ErrBroken.
 func (g *Group) fail(err error) error {
 	g.gen, g.pending, g.outbox, g.barrier = 0, token{}, nil, 0
+	g.dropStash()
 	g.reforms++
 	g.lastBreak = err
 	g.log.Warn("collective: group broken; forming again", "err", err, "formed_for", time.Since(g.formedAt).Round(time.Millisecond))
@@ -501,6 +510,7 @@ func (g *Group) Close() error {
 }
 
 func (g *Group) closeSockets() {
+	g.closeLinks()
 	for _, s := range []*zmq.Socket{g.pull, g.push} {
 		if s != nil {
 			s.Close()

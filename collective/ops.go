@@ -1,15 +1,12 @@
 package collective
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 	"unsafe"
-
-	"github.com/distrl/distrl/internal/zsock"
-	zmq "github.com/pebbe/zmq4"
 )
 
 type kind uint8
@@ -23,10 +20,12 @@ const (
 
 const headerLen = 24
 
-// header is a message's first frame: kind u8, 3 zero bytes, step u32,
-// generation u64, sequence u64, little-endian.
+// header is a message's first frame: kind u8, more u8 (1: another
+// fragment of this payload follows), 2 zero bytes, step u32, generation
+// u64, sequence u64, little-endian.
 type header struct {
 	kind kind
+	more bool
 	step uint32
 	gen  uint64
 	seq  uint64
@@ -35,6 +34,9 @@ type header struct {
 func putHeader(b []byte, h header) {
 	b[0] = byte(h.kind)
 	b[1], b[2], b[3] = 0, 0, 0
+	if h.more {
+		b[1] = 1
+	}
 	binary.LittleEndian.PutUint32(b[4:], h.step)
 	binary.LittleEndian.PutUint64(b[8:], h.gen)
 	binary.LittleEndian.PutUint64(b[16:], h.seq)
@@ -45,7 +47,7 @@ func parseHeader(frames [][]byte) (header, error) {
 		return header{}, fmt.Errorf("a message of %d frames, want a %d-byte header and a payload", len(frames), headerLen)
 	}
 	b := frames[0]
-	return header{kind: kind(b[0]), step: binary.LittleEndian.Uint32(b[4:]),
+	return header{kind: kind(b[0]), more: b[1] == 1, step: binary.LittleEndian.Uint32(b[4:]),
 		gen: binary.LittleEndian.Uint64(b[8:]), seq: binary.LittleEndian.Uint64(b[16:])}, nil
 }
 
@@ -61,33 +63,60 @@ func (g *Group) begin() error {
 	return nil
 }
 
-// send sends one message of the current collective to the right
-// neighbour, waiting (as recv does) while its queue is full.
+// send sends payload, in fragments of at most fragment bytes, as the
+// current collective's message to the right neighbour, waiting (as recv
+// does) while its queue is full.
 func (g *Group) send(ctx context.Context, k kind, step uint32, payload []byte) error {
 	var hdr [headerLen]byte
-	putHeader(hdr[:], header{kind: k, step: step, gen: g.gen, seq: g.seq})
-	return g.wait(ctx, "send to", (g.o.Rank+1)%g.o.Size, func() (bool, error) {
-		// The formation's last token goes first: the neighbour takes no
-		// data before it.
-		if g.flush(); len(g.outbox) > 0 {
-			return false, nil
+	for {
+		part := payload[:min(len(payload), fragment)]
+		payload = payload[len(part):]
+		putHeader(hdr[:], header{kind: k, more: len(payload) > 0, step: step, gen: g.gen, seq: g.seq})
+		err := g.wait(ctx, "send to", (g.o.Rank+1)%g.o.Size, func() (bool, error) {
+			// The formation's last token goes first: the neighbour takes
+			// no data before it.
+			if g.flush(); len(g.outbox) > 0 {
+				return false, g.stashIncoming()
+			}
+			sent, err := g.sendRaw(hdr[:], part)
+			if !sent && err == nil {
+				err = g.stashIncoming()
+			}
+			return sent, err
+		})
+		if err != nil || len(payload) == 0 {
+			return err
 		}
-		_, err := g.push.SendMessageDontwait(hdr[:], payload)
-		if zsock.IsEAGAIN(err) {
-			return false, nil
-		}
-		return err == nil, err
-	})
+	}
 }
 
 // recv returns the payload of the next message of the current collective
-// from the left neighbour. Messages of other generations are dropped; one
-// out of sequence breaks the group.
+// from the left neighbour, its fragments joined. A payload of one fragment
+// may alias a buffer the next receive reuses. Messages of other
+// generations are dropped; one out of sequence breaks the group.
 func (g *Group) recv(ctx context.Context, k kind, step uint32) ([]byte, error) {
+	var joined []byte
+	for {
+		p, more, err := g.recvFragment(ctx, k, step)
+		switch {
+		case err != nil:
+			return nil, err
+		case !more && joined == nil:
+			return p, nil
+		}
+		joined = append(joined, p...)
+		if !more {
+			return joined, nil
+		}
+	}
+}
+
+func (g *Group) recvFragment(ctx context.Context, k kind, step uint32) ([]byte, bool, error) {
 	var payload []byte
+	var more bool
 	err := g.wait(ctx, "receive from", (g.o.Rank+g.o.Size-1)%g.o.Size, func() (bool, error) {
 		for {
-			frames, ok, err := g.tryRecv()
+			frames, ok, err := g.next()
 			if err != nil || !ok {
 				return false, err
 			}
@@ -102,11 +131,11 @@ func (g *Group) recv(ctx context.Context, k kind, step uint32) ([]byte, error) {
 				return false, fmt.Errorf("message kind %d, collective %d, step %d out of order: expected kind %d, collective %d, step %d",
 					h.kind, h.seq, h.step, k, g.seq, step)
 			}
-			payload = frames[1]
+			payload, more = frames[1], h.more
 			return true, nil
 		}
 	})
-	return payload, err
+	return payload, more, err
 }
 
 // wait calls try until it reports done, waiting for the socket in
@@ -115,10 +144,6 @@ func (g *Group) recv(ctx context.Context, k kind, step uint32) ([]byte, error) {
 func (g *Group) wait(ctx context.Context, what string, peer int, try func() (bool, error)) error {
 	deadline := time.Now().Add(g.o.Timeout)
 	changed := ""
-	events := zmq.POLLIN
-	if what == "send to" {
-		events = zmq.POLLOUT
-	}
 	for {
 		done, err := try()
 		switch {
@@ -147,25 +172,14 @@ func (g *Group) wait(ctx context.Context, what string, peer int, try func() (boo
 			}
 			return g.fail(fmt.Errorf("%w: nothing could %s rank %d for %v", ErrBroken, what, peer, g.o.Timeout))
 		}
-		sock := g.pull
-		if events == zmq.POLLOUT {
-			sock = g.push
+		waitIO := g.waitIn
+		if what == "send to" {
+			waitIO = g.waitOut
 		}
-		if _, err := waitSocket(sock, events, waitSlice); err != nil {
+		if err := waitIO(waitSlice); err != nil {
 			return g.fail(fmt.Errorf("%w: poll: %w", ErrBroken, err))
 		}
 	}
-}
-
-// waitSocket waits up to d for sock to have events.
-func waitSocket(sock *zmq.Socket, events zmq.State, d time.Duration) (bool, error) {
-	p := zmq.NewPoller()
-	p.Add(sock, events)
-	ready, err := p.Poll(d)
-	if err != nil && errors.Is(err, zmq.Errno(4)) { // EINTR: a signal, try again
-		return false, nil
-	}
-	return len(ready) > 0, err
 }
 
 // number is an element type an all-reduce sums.
@@ -265,10 +279,11 @@ func (g *Group) Broadcast(ctx context.Context, p []byte) ([]byte, error) {
 		return nil, err
 	}
 	if g.o.Rank != 0 {
-		var err error
-		if p, err = g.recv(ctx, kindBroadcast, 0); err != nil {
+		got, err := g.recv(ctx, kindBroadcast, 0)
+		if err != nil {
 			return nil, err
 		}
+		p = bytes.Clone(got) // a received payload may alias a buffer reused
 		if g.o.Rank == g.o.Size-1 {
 			return p, nil
 		}
@@ -323,6 +338,9 @@ func (g *Group) Arrive() (bool, error) {
 	if g.o.Size == 1 {
 		return true, nil
 	}
+	if g.links.lis != nil { // the loop may have woken for it
+		g.links.lis.Doorbell().Drain()
+	}
 	if g.barrier == 0 {
 		if err := g.begin(); err != nil {
 			return false, err
@@ -336,7 +354,7 @@ func (g *Group) Arrive() (bool, error) {
 	}
 	g.flush()
 	for {
-		frames, ok, err := g.tryRecv()
+		frames, ok, err := g.next()
 		if err != nil {
 			return false, g.fail(fmt.Errorf("%w: %w", ErrBroken, err))
 		}

@@ -49,6 +49,7 @@ var (
 	_ worker.Deadliner    = (*Worker)(nil)
 	_ worker.SocketSetter = (*Worker)(nil)
 	_ worker.Noter        = (*Worker)(nil)
+	_ worker.FdWaiter     = (*Worker)(nil)
 )
 
 // New is the worker.Factory of the trainer type.
@@ -160,6 +161,23 @@ func (w *Worker) Warning() string {
 		return ""
 	}
 	return w.algo.Warning()
+}
+
+// WaitFds and PrepareWait are the algorithm's, if it waits on more than
+// sockets (a group's member at the barrier, on its shared-memory
+// doorbell).
+func (w *Worker) WaitFds() []int {
+	if f, ok := w.algo.(worker.FdWaiter); ok {
+		return f.WaitFds()
+	}
+	return nil
+}
+
+func (w *Worker) PrepareWait() bool {
+	if f, ok := w.algo.(worker.FdWaiter); ok {
+		return f.PrepareWait()
+	}
+	return true
 }
 
 // Note is the algorithm's, if it has one (a group's member says where it

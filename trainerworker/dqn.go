@@ -588,6 +588,11 @@ func (w *dqnTrainer) IdleFor() time.Duration {
 	return time.Hour
 }
 
+// WaitFds and PrepareWait: a group's member at the barrier also wakes for
+// its shared-memory doorbell.
+func (w *dqnTrainer) WaitFds() []int    { return w.grp.waitFds() }
+func (w *dqnTrainer) PrepareWait() bool { return w.grp.prepareWait() }
+
 // Note says where the trainer stands in its group, if it has one.
 func (w *dqnTrainer) Note() string { return w.grp.note(w.lastStep) }
 

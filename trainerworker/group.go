@@ -229,6 +229,26 @@ func (m *groupMember) socketsVersion() uint64 {
 	return m.sockVersion
 }
 
+// waitFds is the group's shared-memory doorbell while the member waits at
+// the barrier (worker.FdWaiter), so that the left neighbour's token wakes
+// it; prepareWait tells that neighbour it sleeps.
+func (m *groupMember) waitFds() []int {
+	if m == nil || !m.arriving {
+		return nil
+	}
+	if fd := m.WaitFd(); fd >= 0 {
+		return []int{fd}
+	}
+	return nil
+}
+
+func (m *groupMember) prepareWait() bool {
+	if m == nil || !m.arriving {
+		return true
+	}
+	return m.PrepareWait()
+}
+
 // warning says what keeps a group that is not formed from learning.
 func (m *groupMember) warning() string {
 	if m == nil || m.Formed() && m.synced == m.Generation() || m.waitSince.IsZero() || time.Since(m.waitSince) < formingQuiet {

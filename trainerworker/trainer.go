@@ -520,6 +520,11 @@ func (w *ppoTrainer) Sockets() []*zmq.Socket {
 	return out
 }
 
+// WaitFds and PrepareWait: a group's member at the barrier also wakes for
+// its shared-memory doorbell.
+func (w *ppoTrainer) WaitFds() []int    { return w.grp.waitFds() }
+func (w *ppoTrainer) PrepareWait() bool { return w.grp.prepareWait() }
+
 // Note says where the trainer stands in its group, if it has one.
 func (w *ppoTrainer) Note() string { return w.grp.note(w.st.lastUpdate) }
 

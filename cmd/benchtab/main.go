@@ -188,16 +188,20 @@ var rows = slices.Concat([]row{
 	{"scrape handler, 256 workers' series: as served vs promhttp's defaults (ns)", "telemetry.BenchmarkScrape/workers=256/served ns/op", "telemetry.BenchmarkScrape/workers=256/stock ns/op", false},
 	{"process collector: distrl's vs client_golang's (ns)", "telemetry.BenchmarkProcessCollector/distrl ns/op", "telemetry.BenchmarkProcessCollector/client_golang ns/op", false},
 	// Data-parallel learning (package collective, docs/trainer-groups.md):
-	// a ring all-reduce of float32 parameters between members on one node
-	// against the same bytes moved in the same pattern over bare PUSH/PULL,
+	// a ring all-reduce of float32 parameters between members on one node,
+	// over shared memory and over ZeroMQ, against the same bytes moved in
+	// the same pattern over bare PUSH/PULL,
 	// and one PPO update of MinAtar's network by a group against one
 	// learner, all members sharing this machine's cores.
-	{"all-reduce, 2 members, 5k float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=5k us/op", "collective.BenchmarkRawRing/members=2/params=5k us/op", false},
-	{"all-reduce, 2 members, 140k float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=140k us/op", "collective.BenchmarkRawRing/members=2/params=140k us/op", false},
-	{"all-reduce, 2 members, 1M float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=1M us/op", "collective.BenchmarkRawRing/members=2/params=1M us/op", false},
-	{"all-reduce, 4 members, 5k float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=4/params=5k us/op", "collective.BenchmarkRawRing/members=4/params=5k us/op", false},
-	{"all-reduce, 4 members, 140k float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=4/params=140k us/op", "collective.BenchmarkRawRing/members=4/params=140k us/op", false},
-	{"all-reduce, 4 members, 1M float32 vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=4/params=1M us/op", "collective.BenchmarkRawRing/members=4/params=1M us/op", false},
+	{"all-reduce, 2 members, 5k float32, shared memory vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=5k/shm us/op", "collective.BenchmarkRawRing/members=2/params=5k us/op", false},
+	{"all-reduce, 2 members, 140k float32, shared memory vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=140k/shm us/op", "collective.BenchmarkRawRing/members=2/params=140k us/op", false},
+	{"all-reduce, 2 members, 1M float32, shared memory vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=1M/shm us/op", "collective.BenchmarkRawRing/members=2/params=1M us/op", false},
+	{"all-reduce, 4 members, 5k float32, shared memory vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=4/params=5k/shm us/op", "collective.BenchmarkRawRing/members=4/params=5k us/op", false},
+	{"all-reduce, 4 members, 140k float32, shared memory vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=4/params=140k/shm us/op", "collective.BenchmarkRawRing/members=4/params=140k us/op", false},
+	{"all-reduce, 4 members, 1M float32, shared memory vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=4/params=1M/shm us/op", "collective.BenchmarkRawRing/members=4/params=1M us/op", false},
+	{"all-reduce, 2 members, 5k float32, ZeroMQ (DISTRL_SHM=0) vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=5k/zmq us/op", "collective.BenchmarkRawRing/members=2/params=5k us/op", false},
+	{"all-reduce, 2 members, 140k float32, ZeroMQ (DISTRL_SHM=0) vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=140k/zmq us/op", "collective.BenchmarkRawRing/members=2/params=140k us/op", false},
+	{"all-reduce, 2 members, 1M float32, ZeroMQ (DISTRL_SHM=0) vs a raw ZeroMQ ring of the same bytes (us)", "collective.BenchmarkAllreduce/members=2/params=1M/zmq us/op", "collective.BenchmarkRawRing/members=2/params=1M us/op", false},
 	{"PPO update of MinAtar's network, group of 2 vs one learner (samples/s)", "ppo.BenchmarkGroupUpdate/members=2 samples/s", "ppo.BenchmarkGroupUpdate/members=1 samples/s", true},
 	{"PPO update of MinAtar's network, group of 4 vs one learner (samples/s)", "ppo.BenchmarkGroupUpdate/members=4 samples/s", "ppo.BenchmarkGroupUpdate/members=1 samples/s", true},
 	{"cartpole-ppo to 475, rlctl start wall: 2 trainers as a group vs 1 (s)", "e2e.BenchmarkTrainerGroupCartPole/cartpole-ppo/trainers=2 s-to-475", "e2e.BenchmarkTrainerGroupCartPole/cartpole-ppo/trainers=1 s-to-475", false},

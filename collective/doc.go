@@ -8,12 +8,15 @@
 //
 // Member rank r of group g binds a PULL socket (tcp, and ipc on its node,
 // as every stream socket; CurveZMQ with the trial's key pair when the
-// trial has one) and registers {addr, inc, hash} under
+// trial has one) and a shared-memory listener (internal/shm, unless
+// DISTRL_SHM=0), and registers {addr, inc, hash} under
 // trial.Group(g, r) on a lease: inc is a random incarnation number drawn
 // at every join, hash what members must agree on (the trainer's network
 // and configuration). Every member watches the group's prefix. Once all N
-// ranks are there, and its hash is rank 0's, a member connects a PUSH
-// socket to its right neighbour (rank r+1 mod N); the view's generation is
+// ranks are there, and its hash is rank 0's, a member links to its right
+// neighbour (rank r+1 mod N): it dials the neighbour's shared-memory
+// listener when the neighbour is on its node, else connects a PUSH socket
+// to its PULL; it reads both from its left. The view's generation is
 // a hash of all N (rank, inc) pairs. Rank 0 then sends a token round the
 // ring twice: the first pass returns to it only through members whose view
 // is the same generation and whose PUSH is connected; the second ("go")
@@ -45,9 +48,13 @@
 //
 // # Wire
 //
-// Every message is two frames: a 24-byte little-endian header (kind u8,
-// 3 bytes zero, step u32, generation u64, sequence u64) and a payload. A
-// token's payload is its round (one byte); a data message's is the chunk's
+// Every message is a 24-byte little-endian header (kind u8, more u8: 1
+// when another fragment of the payload follows, 2 bytes zero, step u32,
+// generation u64, sequence u64) and a payload of at most 1 MiB: two
+// ZeroMQ frames, or one shared-memory message. A member whose ring to the
+// right is full takes in (copies) what arrives from the left meanwhile,
+// so that bounded rings cannot deadlock members that all send before they
+// receive. A token's payload is its round (one byte); a data message's is the chunk's
 // values, float32 or float64 little-endian (every platform distrl builds
 // for is little-endian); a broadcast's, the bytes. A message of another
 // generation is dropped, so nothing of a formation outlives it.

@@ -63,13 +63,17 @@ func (g *Group) begin() error {
 	return nil
 }
 
-// send sends payload, in fragments of at most fragment bytes, as the
-// current collective's message to the right neighbour, waiting (as recv
-// does) while its queue is full.
+// send sends payload as the current collective's message to the right
+// neighbour (through shared memory in fragments of at most fragment
+// bytes), waiting (as recv does) while its queue is full.
 func (g *Group) send(ctx context.Context, k kind, step uint32, payload []byte) error {
 	var hdr [headerLen]byte
+	frag := len(payload) // ZeroMQ takes a payload whole, without copying it into a ring
+	if g.links.out != nil {
+		frag = fragment
+	}
 	for {
-		part := payload[:min(len(payload), fragment)]
+		part := payload[:min(len(payload), frag)]
 		payload = payload[len(part):]
 		putHeader(hdr[:], header{kind: k, more: len(payload) > 0, step: step, gen: g.gen, seq: g.seq})
 		err := g.wait(ctx, "send to", (g.o.Rank+1)%g.o.Size, func() (bool, error) {

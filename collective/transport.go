@@ -23,8 +23,9 @@ import (
 const (
 	// shmCapacity is a channel's ring: room for a few fragments.
 	shmCapacity = 4 << 20
-	// fragment bounds one message's payload; longer payloads (chunks of
-	// large vectors, broadcast states) go as several, flagged "more".
+	// fragment bounds one shared-memory message's payload; longer payloads
+	// (chunks of large vectors, broadcast states) go as several, flagged
+	// "more". ZeroMQ takes them whole.
 	fragment = 1 << 20
 	// shmSendPoll is how long a sender whose ring is full sleeps before
 	// it looks again (a reader frees room without ringing).

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/collective"
+	"github.com/distrl/distrl/internal/testsupport/grouptest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	zmq "github.com/pebbe/zmq4"
@@ -45,45 +44,17 @@ func BenchmarkAllreduce(b *testing.B) {
 }
 
 func benchAllreduce(b *testing.B, repo nameresolve.Repository, members, n int, name string) {
+	o := opts(repo, name, 0, members)
+	o.Logger = slog.New(slog.DiscardHandler) // the output is benchtab's to parse
 	ctx := context.Background()
-	groups := make([]*collective.Group, members)
-	for r := range members {
-		o := opts(repo, name, r, members)
-		o.Logger = slog.New(slog.DiscardHandler) // the output is benchtab's to parse
-		g, err := collective.Join(ctx, o)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer g.Close()
-		groups[r] = g
+	groups, closeAll, err := grouptest.JoinFormed(workertest.Ctx(b, 10*time.Second), o, members)
+	if err != nil {
+		b.Fatal(err)
 	}
-	// Sockets belong to a goroutine, but none is used concurrently: form
-	// on this one, then hand each member over to its own.
-	formAll(b, groups)
+	defer closeAll()
 	runMembers(b, members, n, func(r int, x []float32) error {
 		return groups[r].AllreduceFloat32(ctx, x)
 	})
-}
-
-func formAll(b *testing.B, groups []*collective.Group) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		all := true
-		for _, g := range groups {
-			ok, err := g.Poll()
-			if err != nil {
-				b.Fatal(err)
-			}
-			all = all && ok
-		}
-		if all {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("the group did not form")
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // runMembers runs op b.N times on every member at once, each with its
@@ -95,26 +66,7 @@ func runMembers(b *testing.B, members, n int, op func(rank int, x []float32) err
 		xs[r] = make([]float32, n)
 	}
 	b.SetBytes(int64(4 * n))
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	errs := make([]error, members)
-	for r := range members {
-		wg.Go(func() {
-			for range b.N {
-				if err := op(r, xs[r]); err != nil {
-					errs[r] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	for r, err := range errs {
-		if err != nil {
-			b.Fatalf("rank %d: %v", r, err)
-		}
-	}
+	grouptest.Loop(b, members, func(r int) error { return op(r, xs[r]) })
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/op")
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/distrl/distrl/collective"
 	"github.com/distrl/distrl/internal/testsupport/curvetest"
 	"github.com/distrl/distrl/internal/testsupport/etcdtest"
+	"github.com/distrl/distrl/internal/testsupport/grouptest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
@@ -32,46 +33,12 @@ func opts(repo nameresolve.Repository, name string, rank, size int) collective.O
 	return collective.Options{Repo: repo, Trial: trial, Name: name, Rank: rank, Size: size, Hash: "h", TTL: 2 * time.Second}
 }
 
-// form polls g until its group is formed.
-func form(ctx context.Context, g *collective.Group) error {
-	for {
-		ok, err := g.Poll()
-		if err != nil || ok {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("rank %d: not formed (missing %v): %w", g.Rank(), g.Missing(), ctx.Err())
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-}
-
-// members runs fn on every rank of a group of size, each on its own
-// goroutine (a Group belongs to one), after forming the group; it returns
-// the ranks' errors.
-func members(t *testing.T, o func(rank int) collective.Options, size int, fn func(ctx context.Context, g *collective.Group) error) []error {
+// members runs fn on every rank of a group of size with the options o,
+// each on its own goroutine, after forming the group; it returns the
+// ranks' errors.
+func members(t *testing.T, o collective.Options, size int, fn func(ctx context.Context, g *collective.Group) error) []error {
 	t.Helper()
-	ctx := workertest.Ctx(t, 30*time.Second)
-	errs := make([]error, size)
-	var wg sync.WaitGroup
-	for rank := range size {
-		wg.Go(func() {
-			g, err := collective.Join(ctx, o(rank))
-			if err != nil {
-				errs[rank] = err
-				return
-			}
-			defer g.Close()
-			if err := form(ctx, g); err != nil {
-				errs[rank] = err
-				return
-			}
-			errs[rank] = fn(ctx, g)
-		})
-	}
-	wg.Wait()
-	return errs
+	return grouptest.Run(workertest.Ctx(t, 30*time.Second), o, size, fn)
 }
 
 func noErrors(t *testing.T, errs []error) {
@@ -114,7 +81,7 @@ func testAllreduce(t *testing.T, repo nameresolve.Repository, transport string) 
 				name := fmt.Sprintf("ar%d-%d-%s", size, n, transport)
 				got := make([][]float32, size)
 				got64 := make([][]float64, size)
-				errs := members(t, func(r int) collective.Options { return opts(repo, name, r, size) }, size,
+				errs := members(t, opts(repo, name, 0, size), size,
 					func(ctx context.Context, g *collective.Group) error {
 						x := make([]float32, n)
 						y := make([]float64, n)
@@ -170,7 +137,7 @@ func testBroadcastAndCheck(t *testing.T, repo nameresolve.Repository, transport 
 	for i := range big {
 		big[i] = byte(i * 7)
 	}
-	errs := members(t, func(r int) collective.Options { return opts(repo, "bc-"+transport, r, size) }, size,
+	errs := members(t, opts(repo, "bc-"+transport, 0, size), size,
 		func(ctx context.Context, g *collective.Group) error {
 			mine := []byte(fmt.Sprintf("from rank %d", g.Rank()))
 			got, err := g.Broadcast(ctx, mine)
@@ -214,7 +181,7 @@ func TestArrive(t *testing.T) {
 	const size = 3
 	var mu sync.Mutex
 	count := 0
-	errs := members(t, func(r int) collective.Options { return opts(repo, "arrive", r, size) }, size,
+	errs := members(t, opts(repo, "arrive", 0, size), size,
 		func(ctx context.Context, g *collective.Group) error {
 			for round := range 3 {
 				// Rank r is ready after r*30 ms: the others wait for it.
@@ -257,11 +224,9 @@ func TestArrive(t *testing.T) {
 func TestCurve(t *testing.T) {
 	repo := workertest.Repo(t)
 	keys := curvetest.Keys(t)
-	errs := members(t, func(r int) collective.Options {
-		o := opts(repo, "curve", r, 2)
-		o.Curve = keys
-		return o
-	}, 2, func(ctx context.Context, g *collective.Group) error {
+	o := opts(repo, "curve", 0, 2)
+	o.Curve = keys
+	errs := members(t, o, 2, func(ctx context.Context, g *collective.Group) error {
 		x := []float32{1, 2, 3}
 		if err := g.AllreduceFloat32(ctx, x); err != nil {
 			return err
@@ -306,11 +271,9 @@ func TestRefusedConfig(t *testing.T) {
 func TestSilentPeerTimesOut(t *testing.T) {
 	repo := workertest.Repo(t)
 	const size = 3
-	errs := members(t, func(r int) collective.Options {
-		o := opts(repo, "silent", r, size)
-		o.Timeout = 300 * time.Millisecond
-		return o
-	}, size, func(ctx context.Context, g *collective.Group) error {
+	o := opts(repo, "silent", 0, size)
+	o.Timeout = 300 * time.Millisecond
+	errs := members(t, o, size, func(ctx context.Context, g *collective.Group) error {
 		if g.Rank() == 2 {
 			return nil // takes no part: the others must not wait for ever
 		}
@@ -355,7 +318,7 @@ func TestMemberRestarts(t *testing.T) {
 					return err
 				}
 				defer g.Close()
-				if err := form(ctx, g); err != nil {
+				if err := grouptest.Form(ctx, g); err != nil {
 					return err
 				}
 				<-gone
@@ -365,7 +328,7 @@ func TestMemberRestarts(t *testing.T) {
 					return fmt.Errorf("the all-reduce after a member left gave %v", err)
 				}
 				t.Logf("rank %d noticed in %v: %v", rank, time.Since(start), err)
-				if err := form(ctx, g); err != nil {
+				if err := grouptest.Form(ctx, g); err != nil {
 					return err
 				}
 				x := []float32{1}
@@ -387,7 +350,7 @@ func TestMemberRestarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := form(ctx, last); err != nil {
+	if err := grouptest.Form(ctx, last); err != nil {
 		t.Fatal(err)
 	}
 	if err := last.Close(); err != nil {
@@ -400,7 +363,7 @@ func TestMemberRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	if err := form(ctx, again); err != nil {
+	if err := grouptest.Form(ctx, again); err != nil {
 		t.Fatal(err)
 	}
 	x := []float32{1}

@@ -1,15 +1,16 @@
 package dqn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/collective"
+	"github.com/distrl/distrl/internal/testsupport/grouptest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/nn"
@@ -52,50 +53,23 @@ func TestGroupMatchesOneLearner(t *testing.T) {
 					}
 				}
 				params := make([][]float32, size)
-				errs := make([]error, size)
-				ctx := workertest.Ctx(t, 60*time.Second)
-				var wg sync.WaitGroup
-				for rank := range size {
-					wg.Go(func() {
-						errs[rank] = func() error {
-							g, err := collective.Join(ctx, collective.Options{Repo: repo, Trial: names.NewTrial("dqngroup", t.Name()),
-								Name: "trainer/default", Rank: rank, Size: size, Hash: "h"})
-							if err != nil {
-								return err
-							}
-							defer g.Close()
-							for ok := false; !ok; time.Sleep(time.Millisecond) {
-								if ok, err = g.Poll(); err != nil {
-									return err
-								}
-							}
-							l, err := NewLearner(tc.spec, cfg, 1)
-							if err != nil {
-								return err
-							}
-							for _, b := range data {
-								if _, _, err := l.UpdateGroup(ctx, b.part(rank*batch/size, (rank+1)*batch/size, tc.spec.ObsDim), nil, g); err != nil {
-									return err
-								}
-							}
-							params[rank] = l.Online().Params()
-							return nil
-						}()
-					})
-				}
-				wg.Wait()
-				for r, err := range errs {
+				o := collective.Options{Repo: repo, Trial: names.NewTrial("dqngroup", t.Name()), Name: "trainer/default", Hash: "h"}
+				errs := grouptest.Run(workertest.Ctx(t, 60*time.Second), o, size, func(ctx context.Context, g *collective.Group) error {
+					l, err := NewLearner(tc.spec, cfg, 1)
 					if err != nil {
-						t.Fatalf("rank %d: %v", r, err)
+						return err
 					}
-				}
-				for r := 1; r < size; r++ {
-					for i := range params[r] {
-						if math.Float32bits(params[r][i]) != math.Float32bits(params[0][i]) {
-							t.Fatalf("rank %d's parameter %d is %v, rank 0's %v", r, i, params[r][i], params[0][i])
+					lo, hi := g.Rank()*batch/size, (g.Rank()+1)*batch/size
+					for _, b := range data {
+						if _, _, err := l.UpdateGroup(ctx, b.part(lo, hi, tc.spec.ObsDim), nil, g); err != nil {
+							return err
 						}
 					}
-				}
+					params[g.Rank()] = l.Online().Params()
+					return nil
+				})
+				grouptest.NoErrors(t, errs)
+				grouptest.SameBits(t, params)
 				var diff, norm float64
 				for i, want := range one.Online().Params() {
 					d := float64(params[0][i]) - float64(want)
@@ -118,55 +92,37 @@ func TestGroupSkipsTogether(t *testing.T) {
 	repo := workertest.Repo(t)
 	spec := testSpec()
 	const size = 2
-	ctx := workertest.Ctx(t, 30*time.Second)
-	errs := make([]error, size)
-	var wg sync.WaitGroup
-	for rank := range size {
-		wg.Go(func() {
-			errs[rank] = func() error {
-				g, err := collective.Join(ctx, collective.Options{Repo: repo, Trial: names.NewTrial("dqngroup", "skip"),
-					Name: "trainer/default", Rank: rank, Size: size, Hash: "h"})
-				if err != nil {
-					return err
-				}
-				defer g.Close()
-				for ok := false; !ok; time.Sleep(time.Millisecond) {
-					if ok, err = g.Poll(); err != nil {
-						return err
-					}
-				}
-				l, err := NewLearner(spec, DefaultConfig(), 1)
-				if err != nil {
-					return err
-				}
-				rng := rand.New(rand.NewPCG(1, uint64(rank)))
-				b := randBatch(rng, 8)
-				if rank == 1 {
-					b = &Batch{} // empty: the step still happens, on rank 0's samples
-				}
-				before := append([]float32(nil), l.Online().Params()...)
-				if _, _, err := l.UpdateGroup(ctx, b, nil, g); err != nil {
-					return fmt.Errorf("a step with one empty part: %w", err)
-				}
-				if l.Updates() != 1 || equal(before, l.Online().Params()) {
-					return fmt.Errorf("no step taken (%d updates)", l.Updates())
-				}
-				b = randBatch(rng, 8)
-				if rank == 0 {
-					b.Rewards[0] = float32(math.Inf(1))
-				}
-				before = append(before[:0], l.Online().Params()...)
-				if _, _, err := l.UpdateGroup(ctx, b, nil, g); !errors.Is(err, ErrGroupSkipped) {
-					return fmt.Errorf("rank 0's loss is infinite: UpdateGroup gave %v, want ErrGroupSkipped", err)
-				}
-				if l.Updates() != 1 || !equal(before, l.Online().Params()) {
-					return fmt.Errorf("a skipped step changed the learner (%d updates)", l.Updates())
-				}
-				return nil
-			}()
-		})
-	}
-	wg.Wait()
+	o := collective.Options{Repo: repo, Trial: names.NewTrial("dqngroup", "skip"), Name: "trainer/default", Hash: "h"}
+	errs := grouptest.Run(workertest.Ctx(t, 30*time.Second), o, size, func(ctx context.Context, g *collective.Group) error {
+		l, err := NewLearner(spec, DefaultConfig(), 1)
+		if err != nil {
+			return err
+		}
+		rng := rand.New(rand.NewPCG(1, uint64(g.Rank())))
+		b := randBatch(rng, 8)
+		if g.Rank() == 1 {
+			b = &Batch{} // empty: the step still happens, on rank 0's samples
+		}
+		before := append([]float32(nil), l.Online().Params()...)
+		if _, _, err := l.UpdateGroup(ctx, b, nil, g); err != nil {
+			return fmt.Errorf("a step with one empty part: %w", err)
+		}
+		if l.Updates() != 1 || equal(before, l.Online().Params()) {
+			return fmt.Errorf("no step taken (%d updates)", l.Updates())
+		}
+		b = randBatch(rng, 8)
+		if g.Rank() == 0 {
+			b.Rewards[0] = float32(math.Inf(1))
+		}
+		before = append(before[:0], l.Online().Params()...)
+		if _, _, err := l.UpdateGroup(ctx, b, nil, g); !errors.Is(err, ErrGroupSkipped) {
+			return fmt.Errorf("rank 0's loss is infinite: UpdateGroup gave %v, want ErrGroupSkipped", err)
+		}
+		if l.Updates() != 1 || !equal(before, l.Online().Params()) {
+			return fmt.Errorf("a skipped step changed the learner (%d updates)", l.Updates())
+		}
+		return nil
+	})
 	for r, err := range errs {
 		if err != nil {
 			t.Errorf("rank %d: %v", r, err)

@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/collective"
+	"github.com/distrl/distrl/internal/testsupport/grouptest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/nn"
@@ -57,48 +57,20 @@ func TestGroupMatchesOneLearner(t *testing.T) {
 					}
 				}
 				params := make([][]float32, size)
-				ctx := workertest.Ctx(t, 60*time.Second)
-				var wg sync.WaitGroup
-				errs := make([]error, size)
-				for rank := range size {
-					wg.Go(func() {
-						errs[rank] = func() error {
-							g, err := collective.Join(ctx, collective.Options{Repo: repo, Trial: names.NewTrial("ppogroup", t.Name()),
-								Name: "trainer/default", Rank: rank, Size: size, Hash: "h"})
-							if err != nil {
-								return err
-							}
-							defer g.Close()
-							for ok := false; !ok; time.Sleep(time.Millisecond) {
-								if ok, err = g.Poll(); err != nil {
-									return err
-								}
-							}
-							l := newLearner(t, tc.spec, cfg)
-							for u := range updates {
-								part := data[u][rank*4/size : (rank+1)*4/size]
-								if _, err := l.UpdateGroup(ctx, part, g); err != nil {
-									return err
-								}
-							}
-							params[rank] = l.Params()
-							return nil
-						}()
-					})
-				}
-				wg.Wait()
-				for r, err := range errs {
-					if err != nil {
-						t.Fatalf("rank %d: %v", r, err)
-					}
-				}
-				for r := 1; r < size; r++ {
-					for i := range params[r] {
-						if math.Float32bits(params[r][i]) != math.Float32bits(params[0][i]) {
-							t.Fatalf("rank %d's parameter %d is %v, rank 0's %v", r, i, params[r][i], params[0][i])
+				o := collective.Options{Repo: repo, Trial: names.NewTrial("ppogroup", t.Name()), Name: "trainer/default", Hash: "h"}
+				errs := grouptest.Run(workertest.Ctx(t, 60*time.Second), o, size, func(ctx context.Context, g *collective.Group) error {
+					l := newLearner(t, tc.spec, cfg)
+					for u := range updates {
+						part := data[u][g.Rank()*4/size : (g.Rank()+1)*4/size]
+						if _, err := l.UpdateGroup(ctx, part, g); err != nil {
+							return err
 						}
 					}
-				}
+					params[g.Rank()] = l.Params()
+					return nil
+				})
+				grouptest.NoErrors(t, errs)
+				grouptest.SameBits(t, params)
 				var diff, norm, moved float64
 				start := newNet(t, tc.spec, 1).Params()
 				for i, want := range one.Params() {
@@ -129,50 +101,24 @@ func TestGroupMinibatchesOfUnevenParts(t *testing.T) {
 	const size = 3
 	rows := []int{70, 3, 33}
 	params := make([][]float32, size)
-	errs := make([]error, size)
-	ctx := workertest.Ctx(t, 60*time.Second)
-	var wg sync.WaitGroup
-	for rank := range size {
-		wg.Go(func() {
-			errs[rank] = func() error {
-				g, err := collective.Join(ctx, collective.Options{Repo: repo, Trial: names.NewTrial("ppogroup", "uneven"),
-					Name: "trainer/default", Rank: rank, Size: size, Hash: "h"})
-				if err != nil {
-					return err
-				}
-				defer g.Close()
-				for ok := false; !ok; time.Sleep(time.Millisecond) {
-					if ok, err = g.Poll(); err != nil {
-						return err
-					}
-				}
-				l := newLearner(t, cartPoleSpec, cfg)
-				rng := rand.New(rand.NewPCG(11, uint64(rank)))
-				for range 5 {
-					b := randBatch(rng, cartPoleSpec, batchSpec{t: rows[rank]})
-					if _, err := l.UpdateGroup(ctx, []*api.SampleBatch{b}, g); err != nil {
-						return err
-					}
-				}
-				params[rank] = l.Params()
-				return nil
-			}()
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
+	o := collective.Options{Repo: repo, Trial: names.NewTrial("ppogroup", "uneven"), Name: "trainer/default", Hash: "h"}
+	errs := grouptest.Run(workertest.Ctx(t, 60*time.Second), o, size, func(ctx context.Context, g *collective.Group) error {
+		l := newLearner(t, cartPoleSpec, cfg)
+		rng := rand.New(rand.NewPCG(11, uint64(g.Rank())))
+		for range 5 {
+			b := randBatch(rng, cartPoleSpec, batchSpec{t: rows[g.Rank()]})
+			if _, err := l.UpdateGroup(ctx, []*api.SampleBatch{b}, g); err != nil {
+				return err
+			}
 		}
-	}
+		params[g.Rank()] = l.Params()
+		return nil
+	})
+	grouptest.NoErrors(t, errs)
+	grouptest.SameBits(t, params)
 	start := newNet(t, cartPoleSpec, 1).Params()
 	changed := 0
 	for i := range params[0] {
-		for r := 1; r < size; r++ {
-			if math.Float32bits(params[r][i]) != math.Float32bits(params[0][i]) {
-				t.Fatalf("rank %d's parameter %d is %v, rank 0's %v", r, i, params[r][i], params[0][i])
-			}
-		}
 		if params[0][i] != start[i] {
 			changed++
 		}
@@ -206,26 +152,12 @@ func BenchmarkGroupUpdate(b *testing.B) {
 			ctx := context.Background()
 			groups := make([]Reducer, size)
 			if size > 1 {
-				gs := make([]*collective.Group, size)
-				for r := range size {
-					g, err := collective.Join(ctx, collective.Options{Repo: repo, Trial: names.NewTrial("ppobench", "b"),
-						Name: fmt.Sprintf("trainer/%d", size), Rank: r, Size: size, Hash: "h", Logger: slog.New(slog.DiscardHandler)})
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer g.Close()
-					gs[r] = g
+				gs, closeAll, err := grouptest.JoinFormed(workertest.Ctx(b, 10*time.Second), collective.Options{Repo: repo,
+					Trial: names.NewTrial("ppobench", "b"), Name: fmt.Sprintf("trainer/%d", size), Hash: "h", Logger: slog.New(slog.DiscardHandler)}, size)
+				if err != nil {
+					b.Fatal(err)
 				}
-				for formed := 0; formed < size; time.Sleep(time.Millisecond) {
-					formed = 0
-					for _, g := range gs {
-						if ok, err := g.Poll(); err != nil {
-							b.Fatal(err)
-						} else if ok {
-							formed++
-						}
-					}
-				}
+				defer closeAll()
 				for r, g := range gs {
 					groups[r] = g
 				}
@@ -234,26 +166,10 @@ func BenchmarkGroupUpdate(b *testing.B) {
 			for r := range learners {
 				learners[r] = newLearner(b, minAtarSpec, cfg)
 			}
-			b.ResetTimer()
-			var wg sync.WaitGroup
-			errs := make([]error, size)
-			for r := range size {
-				wg.Go(func() {
-					for range b.N {
-						if _, err := learners[r].UpdateGroup(ctx, parts[r], groups[r]); err != nil {
-							errs[r] = err
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.StopTimer()
-			for r, err := range errs {
-				if err != nil {
-					b.Fatalf("rank %d: %v", r, err)
-				}
-			}
+			grouptest.Loop(b, size, func(r int) error {
+				_, err := learners[r].UpdateGroup(ctx, parts[r], groups[r])
+				return err
+			})
 			b.ReportMetric(float64(b.N)*total/b.Elapsed().Seconds(), "samples/s")
 		})
 	}

@@ -84,10 +84,20 @@ func CheckWorkers(cfg *experiment.Config, types WorkerTypes, checkpoints string)
 	}
 	for _, typ := range cfg.Types() {
 		t, ok := types.Spec(typ)
-		if !ok || t.Check == nil {
+		if !ok {
 			continue
 		}
-		n := cfg.Workers[typ].N()
+		g := cfg.Workers[typ]
+		if t.Grouped && g.N() > 1 && g.WorkersPerProcess() > 1 {
+			// Members wait for each other inside an update: two on one
+			// loop would wait for ever, each for the other's turn.
+			return &WorkerConfigError{Field: "workers." + typ + ".per_process",
+				Err: fmt.Errorf("%d: the %d %s workers learn as one group, whose members each need a process (a loop) of their own; leave per_process out", g.PerProcess, g.N(), typ)}
+		}
+		if t.Check == nil {
+			continue
+		}
+		n := g.N()
 		for _, index := range []int{0, n - 1}[:min(n, 2)] { // none, the one, or the first and the last
 			raw, err := msgpack.Marshal(workerKwargs(cfg, types, typ, index, checkpoints))
 			if err == nil {

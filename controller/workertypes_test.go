@@ -35,7 +35,7 @@ func TestCheckWorkers(t *testing.T) {
 	types := worker.NewRegistry()
 	for _, typ := range []worker.Type{
 		{Name: "actor", Spec: member.Spec{Check: check("actor")}},
-		{Name: "trainer", Spec: member.Spec{Check: check("trainer"), CheckpointDir: func(base string, i int) string { return fmt.Sprintf("%s/t%d", base, i) }}},
+		{Name: "trainer", Spec: member.Spec{Check: check("trainer"), CheckpointDir: func(base string, i int) string { return fmt.Sprintf("%s/t%d", base, i) }, Grouped: true}},
 		{Name: "echo"},
 	} {
 		typ.New = func(worker.Info) (worker.Impl, error) { return nil, errors.New("not made here") }
@@ -59,6 +59,9 @@ func TestCheckWorkers(t *testing.T) {
 		{"too many workers", "workers: {echo: {count: 65537, per_process: 256}}", "workers.echo.count: 65537: the trial would have", nil},
 		{"too many processes", "workers: {echo: {count: 4000}, actor: {count: 97}}", "workers.echo.count: 4000: the trial would have 4097", nil},
 		{"hosted, within", "workers: {echo: {count: 65536, per_process: 256}}", "", nil},
+		{"a group hosted in one process", "workers: {trainer: {count: 2, per_process: 2}}", "workers.trainer.per_process: 2: the 2 trainer workers learn as one group", nil},
+		{"a group's members in processes of their own", "workers: {trainer: {count: 2, per_process: 1}}", "",
+			[]string{"trainer/0 /ck/t0", "trainer/1 /ck/t1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

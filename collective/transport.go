@@ -42,7 +42,6 @@ type links struct {
 	in   []*shm.Channel
 	out  *shm.Channel // to the right neighbour, when on this node
 	rbuf []byte       // the last shared-memory message received
-	sbuf []byte       // a message being assembled for Send
 	// stash holds messages taken in (copied) while a send waited for room:
 	// with bounded rings, two neighbours that both send before they
 	// receive would otherwise wait for each other for ever.
@@ -93,8 +92,7 @@ func (g *Group) dialRight(dir string) error {
 // false when its queue has no room now.
 func (g *Group) sendRaw(hdr, payload []byte) (bool, error) {
 	if out := g.links.out; out != nil {
-		g.links.sbuf = append(append(g.links.sbuf[:0], hdr...), payload...)
-		err := out.Send(g.links.sbuf)
+		err := out.SendParts(hdr, payload)
 		if errors.Is(err, shm.ErrFull) {
 			return false, nil
 		}

@@ -60,11 +60,14 @@ type Channel struct {
 // Send publishes msg to the peer and rings its doorbell if it is about to
 // sleep. ErrFull and ErrTooLarge leave the channel as it was; ErrPeerGone
 // means msg was written but nobody will read it.
-func (c *Channel) Send(msg []byte) error {
+func (c *Channel) Send(msg []byte) error { return c.SendParts(msg, nil) }
+
+// SendParts is Send of the message head+body, without joining them first.
+func (c *Channel) SendParts(head, body []byte) error {
 	if c.mem == nil {
 		return ErrClosed
 	}
-	if err := c.out.put(msg); err != nil {
+	if err := c.out.put(head, body); err != nil {
 		return err
 	}
 	if atomic.LoadUint32(c.out.sleeping) != 0 && atomic.CompareAndSwapUint32(c.out.sleeping, 1, 0) {

@@ -38,12 +38,15 @@ func align8(n uint64) uint64 { return (n + 7) &^ 7 }
 // maxMessage is the largest message the ring takes.
 func (r *ring) maxMessage() int { return len(r.data) - 8 }
 
-// put appends msg and publishes it. It returns ErrFull when the consumer
-// has not freed enough room yet.
-func (r *ring) put(msg []byte) error {
+// put appends the message first+rest (rest may be nil) and publishes it.
+// It returns ErrFull when the consumer has not freed enough room yet.
+// Taking the message in two parts spares a caller that frames a payload
+// the copy that would join them.
+func (r *ring) put(first, rest []byte) error {
 	size := uint64(len(r.data))
-	need := align8(4 + uint64(len(msg)))
-	if len(msg) > r.maxMessage() {
+	n := len(first) + len(rest)
+	need := align8(4 + uint64(n))
+	if n > r.maxMessage() {
 		return ErrTooLarge
 	}
 	head := atomic.LoadUint64(r.head)
@@ -64,8 +67,8 @@ func (r *ring) put(msg []byte) error {
 	} else if free < need {
 		return ErrFull
 	}
-	binary.LittleEndian.PutUint32(r.data[off:], uint32(len(msg)))
-	copy(r.data[off+4:], msg)
+	binary.LittleEndian.PutUint32(r.data[off:], uint32(n))
+	copy(r.data[off+4+uint64(copy(r.data[off+4:], first)):], rest)
 	r.pos += need
 	atomic.StoreUint64(r.tail, r.pos)
 	return nil

@@ -253,16 +253,14 @@ type Worker struct {
 	// pressure is the share of the last minute the actor held batches its
 	// consumers refused, waiting the share it had nothing to step but
 	// waited for actions (Note); recordedAt is when the last poll ended,
-	// polledAt when this one began, awaiting whether the last ended with
+	// polledAt when this one began, awaiting whether a poll ended with
 	// every target waiting for its actions (its last turn stepped
-	// nothing, and no batch was held back), backpressured the seconds
-	// held in all.
+	// nothing), backpressured the seconds held in all.
 	pressure      *duty.Window
 	waiting       *duty.Window
 	recordedAt    time.Time
 	polledAt      time.Time
 	awaiting      bool
-	lastAwaiting  bool
 	backpressured time.Duration
 }
 
@@ -400,8 +398,9 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	// Deferred, so that a poll that fails half way still records the
 	// steps it took: Stats counts them.
 	w.polledAt = time.Now()
+	wasAwaiting := w.awaiting
 	w.awaiting = false
-	defer w.record()
+	defer w.record(wasAwaiting)
 	if !w.started {
 		if err := w.startEpisodes(ctx); err != nil {
 			return worker.PollResult{}, err
@@ -647,8 +646,8 @@ func (w *Worker) totals() TargetStats {
 // one refusal at least); and the time between the last poll and this
 // one as waiting for actions when the last ended with every target
 // waiting for them (a reply wakes the actor, whose poll then steps: the
-// sleep before it is the wait).
-func (w *Worker) record() {
+// sleep before it is the wait): wasAwaiting says the last did.
+func (w *Worker) record(wasAwaiting bool) {
 	s, last := w.totals(), w.recorded
 	w.recorded = s
 	now := time.Now()
@@ -656,14 +655,14 @@ func (w *Worker) record() {
 		d, held := now.Sub(w.recordedAt), s.Backpressure > last.Backpressure
 		w.pressure.Add(now, d, held)
 		gap := max(w.polledAt.Sub(w.recordedAt), 0)
-		w.waiting.Add(now, gap, w.lastAwaiting && !held && !w.draining)
+		w.waiting.Add(now, gap, wasAwaiting && !held && !w.draining)
 		w.waiting.Add(now, d-gap, false)
 		if held {
 			w.backpressured += d
 			w.metrics.Backpressured.Add(d.Seconds())
 		}
 	}
-	w.recordedAt, w.lastAwaiting = now, w.awaiting
+	w.recordedAt = now
 	if d := s.EnvSteps - last.EnvSteps; d > 0 {
 		w.metrics.EnvSteps.Add(float64(d))
 	}

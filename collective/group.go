@@ -115,8 +115,12 @@ type Group struct {
 	seq     uint64         // collectives since formation
 	pending token          // a token of a view not seen yet
 	outbox  []message      // to send as soon as the right neighbour's queue takes them
-	barrier int            // Arrive's phase: 0 none, 1 first pass, 2 second
-	sentAt  time.Time      // rank 0: when it last started a formation pass
+	// stash holds messages taken in (copied) while a send waited for room:
+	// with bounded queues, two neighbours that both send before they
+	// receive would otherwise wait for each other for ever.
+	stash   [][][]byte
+	barrier int       // Arrive's phase: 0 none, 1 first pass, 2 second
+	sentAt  time.Time // rank 0: when it last started a formation pass
 
 	reforms   int
 	formedAt  time.Time
@@ -316,7 +320,7 @@ func (g *Group) Poll() (bool, error) {
 		g.log.Info("collective: member record written again", "key", g.key)
 	}
 	if why != "" {
-		g.fail(fmt.Errorf("%w: the group changed: %s", ErrBroken, why))
+		g.failChanged(why)
 	}
 	if g.gen != 0 {
 		return true, nil
@@ -460,7 +464,8 @@ func (g *Group) flush() {
 // forms again. It returns err, which wraps ErrBroken.
 func (g *Group) fail(err error) error {
 	g.gen, g.pending, g.outbox, g.barrier = 0, token{}, nil, 0
-	g.dropStash()
+	clear(g.stash)
+	g.stash = g.stash[:0]
 	g.reforms++
 	g.lastBreak = err
 	g.log.Warn("collective: group broken; forming again", "err", err, "formed_for", time.Since(g.formedAt).Round(time.Millisecond))
@@ -470,6 +475,12 @@ func (g *Group) fail(err error) error {
 		g.log.Warn("collective: re-registering", "err", rerr)
 	}
 	return err
+}
+
+// failChanged breaks the group because its view is no longer its
+// formation's (refresh's why).
+func (g *Group) failChanged(why string) error {
+	return g.fail(fmt.Errorf("%w: the group changed: %s", ErrBroken, why))
 }
 
 // Socket is the socket messages arrive on, for a caller that waits in
@@ -499,12 +510,9 @@ func (g *Group) Close() error {
 	if g.watch != nil {
 		g.watch.Close()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), registerTimeout)
-	defer cancel()
-	err := g.o.Repo.Delete(ctx, g.key)
-	if errors.Is(err, nameresolve.ErrNotFound) || errors.Is(err, nameresolve.ErrClosed) {
-		err = nil
-	}
+	pull := g.pull
+	g.pull = nil
+	err := endpoint.Close(g.o.Repo, g.key, pull, "collective member")
 	g.closeSockets()
 	return err
 }

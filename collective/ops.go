@@ -54,7 +54,7 @@ func parseHeader(frames [][]byte) (header, error) {
 // begin starts a collective: the group must be formed.
 func (g *Group) begin() error {
 	if why := g.refresh(); why != "" {
-		return g.fail(fmt.Errorf("%w: the group changed: %s", ErrBroken, why))
+		return g.failChanged(why)
 	}
 	if g.gen == 0 {
 		return ErrNotFormed
@@ -124,22 +124,36 @@ func (g *Group) recvFragment(ctx context.Context, k kind, step uint32) ([]byte, 
 			if err != nil || !ok {
 				return false, err
 			}
-			h, err := parseHeader(frames)
+			h, ours, err := g.expect(frames, k, step)
 			if err != nil {
 				return false, err
 			}
-			if h.gen != g.gen || h.kind == kindToken {
-				continue // a broken formation's, or the formation's last token
-			}
-			if h.kind != k || h.seq != g.seq || h.step != step {
-				return false, fmt.Errorf("message kind %d, collective %d, step %d out of order: expected kind %d, collective %d, step %d",
-					h.kind, h.seq, h.step, k, g.seq, step)
+			if !ours {
+				continue
 			}
 			payload, more = frames[1], h.more
 			return true, nil
 		}
 	})
 	return payload, more, err
+}
+
+// expect reads a message that should be step of the current collective,
+// of kind k: not ours (false) when it belongs to a formation that broke or
+// is the formation's last token, to be dropped; an error when it is ours
+// but out of order.
+func (g *Group) expect(frames [][]byte, k kind, step uint32) (header, bool, error) {
+	h, err := parseHeader(frames)
+	switch {
+	case err != nil:
+		return h, false, err
+	case h.gen != g.gen || h.kind == kindToken:
+		return h, false, nil
+	case h.kind != k || h.seq != g.seq || h.step != step:
+		return h, false, fmt.Errorf("message kind %d, collective %d, step %d out of order: expected kind %d, collective %d, step %d",
+			h.kind, h.seq, h.step, k, g.seq, step)
+	}
+	return h, true, nil
 }
 
 // wait calls try until it reports done, waiting for the socket in
@@ -172,7 +186,7 @@ func (g *Group) wait(ctx context.Context, what string, peer int, try func() (boo
 		}
 		if time.Now().After(deadline) {
 			if changed != "" {
-				return g.fail(fmt.Errorf("%w: the group changed: %s", ErrBroken, changed))
+				return g.failChanged(changed)
 			}
 			return g.fail(fmt.Errorf("%w: nothing could %s rank %d for %v", ErrBroken, what, peer, g.o.Timeout))
 		}
@@ -342,9 +356,7 @@ func (g *Group) Arrive() (bool, error) {
 	if g.o.Size == 1 {
 		return true, nil
 	}
-	if g.links.lis != nil { // the loop may have woken for it
-		g.links.lis.Doorbell().Drain()
-	}
+	g.drainBell() // the loop may have woken for it
 	if g.barrier == 0 {
 		if err := g.begin(); err != nil {
 			return false, err
@@ -354,7 +366,7 @@ func (g *Group) Arrive() (bool, error) {
 			g.post(header{kind: kindBarrier, step: 0, gen: g.gen, seq: g.seq}, nil)
 		}
 	} else if why := g.refresh(); why != "" {
-		return false, g.fail(fmt.Errorf("%w: the group changed: %s", ErrBroken, why))
+		return false, g.failChanged(why)
 	}
 	g.flush()
 	for {
@@ -365,17 +377,13 @@ func (g *Group) Arrive() (bool, error) {
 		if !ok {
 			return false, nil
 		}
-		h, err := parseHeader(frames)
-		if err != nil {
-			return false, g.fail(fmt.Errorf("%w: %w", ErrBroken, err))
-		}
-		if h.gen != g.gen || h.kind == kindToken {
-			continue
-		}
 		step := uint32(g.barrier - 1)
-		if h.kind != kindBarrier || h.seq != g.seq || h.step != step {
-			return false, g.fail(fmt.Errorf("%w: message kind %d, collective %d, step %d in a barrier (collective %d, step %d)",
-				ErrBroken, h.kind, h.seq, h.step, g.seq, step))
+		_, ours, err := g.expect(frames, kindBarrier, step)
+		if err != nil {
+			return false, g.fail(fmt.Errorf("%w: in a barrier: %w", ErrBroken, err))
+		}
+		if !ours {
+			continue
 		}
 		last := g.o.Rank == g.o.Size-1
 		switch {

@@ -42,10 +42,6 @@ type links struct {
 	in   []*shm.Channel
 	out  *shm.Channel // to the right neighbour, when on this node
 	rbuf []byte       // the last shared-memory message received
-	// stash holds messages taken in (copied) while a send waited for room:
-	// with bounded rings, two neighbours that both send before they
-	// receive would otherwise wait for each other for ever.
-	stash [][][]byte
 }
 
 // openLinks starts listening in shared memory where it is available; a
@@ -107,10 +103,10 @@ func (g *Group) sendRaw(hdr, payload []byte) (bool, error) {
 
 // next takes the next message: a stashed one first, else tryRecv's.
 func (g *Group) next() ([][]byte, bool, error) {
-	if l := &g.links; len(l.stash) > 0 {
-		frames := l.stash[0]
-		l.stash[0] = nil
-		l.stash = l.stash[1:]
+	if len(g.stash) > 0 {
+		frames := g.stash[0]
+		g.stash[0] = nil
+		g.stash = g.stash[1:]
 		return frames, true, nil
 	}
 	return g.tryRecv()
@@ -124,7 +120,7 @@ func (g *Group) stashIncoming() error {
 		if err != nil || !ok {
 			return err
 		}
-		g.links.stash = append(g.links.stash, [][]byte{bytes.Clone(frames[0]), bytes.Clone(frames[1])})
+		g.stash = append(g.stash, [][]byte{bytes.Clone(frames[0]), bytes.Clone(frames[1])})
 	}
 }
 
@@ -193,13 +189,19 @@ func (g *Group) waitIn(d time.Duration) error {
 		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 	}
 	_, err := unix.Poll(fds, int((d+time.Millisecond-1)/time.Millisecond))
-	if g.links.lis != nil {
-		g.links.lis.Doorbell().Drain()
-	}
+	g.drainBell()
 	if err != nil && !errors.Is(err, unix.EINTR) {
 		return err
 	}
 	return nil
+}
+
+// drainBell empties the shared-memory doorbell, which the left neighbour
+// rang while this member slept (the worker loop's wait, or waitIn's).
+func (g *Group) drainBell() {
+	if g.links.lis != nil {
+		g.links.lis.Doorbell().Drain()
+	}
 }
 
 // waitOut waits up to d for room towards the right neighbour.
@@ -259,10 +261,4 @@ func (g *Group) closeLinks() {
 		l.cli.Close()
 	}
 	*l = links{}
-}
-
-// dropStash forgets stashed messages (a broken formation's).
-func (g *Group) dropStash() {
-	clear(g.links.stash)
-	g.links.stash = g.links.stash[:0]
 }

@@ -374,15 +374,7 @@ func (w *dqnTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 	return res, nil
 }
 
-func (w *dqnTrainer) answerFetches() error {
-	if w.pub == nil { // a group's member other than rank 0
-		return nil
-	}
-	if _, err := w.pub.Poll(fetchesPerPoll); err != nil {
-		return fmt.Errorf("trainer: answer parameter fetches: %w", err)
-	}
-	return nil
-}
+func (w *dqnTrainer) answerFetches() error { return answerFetches(w.pub) }
 
 // memberBatch is how many transitions this trainer samples for a step:
 // its share of batch_size in a group.
@@ -393,7 +385,7 @@ func (w *dqnTrainer) memberBatch() int {
 // sync makes this member's state rank 0's at every formation of the group
 // (see the PPO trainer's); sampled batches not trained on are dropped.
 func (w *dqnTrainer) sync(ctx context.Context) error {
-	n, err := w.grp.syncFrom(ctx, func() ([]byte, error) {
+	err := w.grp.syncFrom(ctx, w.log, &w.version, func() ([]byte, error) {
 		return msgpack.Marshal(&dqnCheckpoint{Version: w.version, Learner: w.learner.State(), ConfigHash: w.hash})
 	}, func(b []byte) error {
 		var c dqnCheckpoint
@@ -412,8 +404,6 @@ func (w *dqnTrainer) sync(ctx context.Context) error {
 	}
 	clear(w.pending)
 	w.pending = w.pending[:0]
-	w.log.Info("trainer: group formed; state synchronised from rank 0", "version", w.version, "rank", w.grp.Rank(),
-		"size", w.grp.Size(), "bytes", n)
 	return nil
 }
 
@@ -459,12 +449,8 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 	if len(ids) == 0 && w.grp == nil {
 		return nil // a group's member takes part with nothing to add
 	}
-	var red dqn.Reducer // nil, not a nil *collective.Group, for a trainer alone
-	if w.grp != nil {
-		red = w.grp
-	}
 	begin := time.Now()
-	st, td, err := w.learner.UpdateGroup(ctx, b, w.td, red)
+	st, td, err := w.learner.UpdateGroup(ctx, b, w.td, w.grp.reducer())
 	w.td = td
 	if errors.Is(err, collective.ErrBroken) {
 		w.log.Warn("trainer: group broke during a step; forming again", "version", w.version, "err", err)
@@ -559,10 +545,7 @@ func (w *dqnTrainer) Sockets() []*zmq.Socket {
 	if w.client != nil {
 		out = append(out, w.client.Sockets()...)
 	}
-	if w.grp != nil && w.grp.arriving {
-		out = append(out, w.grp.Socket())
-	}
-	return out
+	return append(out, w.grp.sockets()...)
 }
 
 // SocketsVersion changes when the replay client's sockets change (the

@@ -16,6 +16,7 @@ import (
 	"github.com/distrl/distrl/collective"
 	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
+	zmq "github.com/pebbe/zmq4"
 )
 
 // formingQuiet is how long a group forms before its trainers warn: one
@@ -127,8 +128,8 @@ func joinGroup(ctx context.Context, info worker.Info, m *telemetry.Trainer, poli
 // its group, or a trainer alone.
 func (m *groupMember) leads() bool { return m == nil || m.Rank() == 0 }
 
-// reducer is the group as a ppo.Reducer, nil for a trainer alone (an
-// interface holding a nil *groupMember would not be).
+// reducer is the group as a ppo.Reducer (a dqn.Reducer too), nil for a
+// trainer alone (an interface holding a nil *groupMember would not be).
 func (m *groupMember) reducer() ppo.Reducer {
 	if m == nil {
 		return nil
@@ -182,7 +183,7 @@ func (m *groupMember) ready(ctx context.Context, sync func(ctx context.Context) 
 		}
 		return false, nil
 	}
-	if m.Generation() == m.synced {
+	if m.learning() {
 		return true, nil
 	}
 	if err := sync(ctx); err != nil {
@@ -229,6 +230,21 @@ func (m *groupMember) socketsVersion() uint64 {
 	return m.sockVersion
 }
 
+// learning reports whether the group is formed and this member's state is
+// rank 0's of that formation.
+func (m *groupMember) learning() bool { return m.Formed() && m.synced == m.Generation() }
+
+// sockets is the group's socket while the member waits at the barrier
+// (Sockets), so that the left neighbour's token wakes it; at other times a
+// token or data waiting for the member's next update would wake the loop
+// at every turn.
+func (m *groupMember) sockets() []*zmq.Socket {
+	if m == nil || !m.arriving {
+		return nil
+	}
+	return []*zmq.Socket{m.Socket()}
+}
+
 // waitFds is the group's shared-memory doorbell while the member waits at
 // the barrier (worker.FdWaiter), so that the left neighbour's token wakes
 // it; prepareWait tells that neighbour it sleeps.
@@ -251,7 +267,7 @@ func (m *groupMember) prepareWait() bool {
 
 // warning says what keeps a group that is not formed from learning.
 func (m *groupMember) warning() string {
-	if m == nil || m.Formed() && m.synced == m.Generation() || m.waitSince.IsZero() || time.Since(m.waitSince) < formingQuiet {
+	if m == nil || m.learning() || m.waitSince.IsZero() || time.Since(m.waitSince) < formingQuiet {
 		return ""
 	}
 	msg := fmt.Sprintf("group of %d forming for %v", m.Size(), time.Since(m.waitSince).Round(time.Second))
@@ -265,25 +281,28 @@ func (m *groupMember) warning() string {
 }
 
 // syncFrom makes this member's state rank 0's: rank 0 encodes its own,
-// every other member adopts rank 0's bytes. It returns their length.
-func (m *groupMember) syncFrom(ctx context.Context, encode func() ([]byte, error), adopt func([]byte) error) (int, error) {
+// every other member adopts rank 0's bytes, and each logs the version
+// (*version, once adopted) the group goes on from.
+func (m *groupMember) syncFrom(ctx context.Context, log *slog.Logger, version *int64, encode func() ([]byte, error), adopt func([]byte) error) error {
 	var payload []byte
 	if m.leads() {
 		var err error
 		if payload, err = encode(); err != nil {
-			return 0, fmt.Errorf("trainer: group state: %w", err)
+			return fmt.Errorf("trainer: group state: %w", err)
 		}
 	}
 	got, err := m.Broadcast(ctx, payload)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if !m.leads() {
 		if err := adopt(got); err != nil {
-			return 0, fmt.Errorf("trainer: rank 0's state: %w", err)
+			return fmt.Errorf("trainer: rank 0's state: %w", err)
 		}
 	}
-	return len(got), nil
+	log.Info("trainer: group formed; state synchronised from rank 0", "version", *version, "rank", m.Rank(),
+		"size", m.Size(), "bytes", len(got))
+	return nil
 }
 
 // checkParams compares the members' parameters every checkEvery updates
@@ -310,7 +329,7 @@ func (m *groupMember) checkParams(ctx context.Context, log *slog.Logger, version
 // its last update spent in all-reduces (of update, the update's time),
 // and the times the group formed again.
 func (m *groupMember) note(update time.Duration) string {
-	if m == nil || !m.Formed() || m.synced != m.Generation() {
+	if m == nil || !m.learning() {
 		return ""
 	}
 	msg := fmt.Sprintf("rank %d of a group of %d", m.Rank(), m.Size())
@@ -334,7 +353,7 @@ func (m *groupMember) stats(out map[string]any) {
 	}
 	out["group_size"] = m.Size()
 	out["group_rank"] = m.Rank()
-	out["group_formed"] = m.Formed() && m.synced == m.Generation()
+	out["group_formed"] = m.learning()
 	out["group_reforms"] = m.Reforms()
 	out["group_syncs"] = m.syncs
 	out["allreduce_ms"] = float64(m.commLast.Microseconds()) / 1e3

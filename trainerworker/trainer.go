@@ -267,11 +267,15 @@ func (w *ppoTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 	return res, nil
 }
 
-func (w *ppoTrainer) answerFetches() error {
-	if w.pub == nil { // a group's member other than rank 0
+func (w *ppoTrainer) answerFetches() error { return answerFetches(w.pub) }
+
+// answerFetches answers the parameter fetches waiting on pub, which is
+// nil on a group's member other than rank 0.
+func answerFetches(pub *paramstream.Publisher) error {
+	if pub == nil {
 		return nil
 	}
-	if _, err := w.pub.Poll(fetchesPerPoll); err != nil {
+	if _, err := pub.Poll(fetchesPerPoll); err != nil {
 		return fmt.Errorf("trainer: answer parameter fetches: %w", err)
 	}
 	return nil
@@ -514,10 +518,7 @@ func (w *ppoTrainer) Sockets() []*zmq.Socket {
 	if w.pub != nil {
 		out = append(out, w.pub.Socket())
 	}
-	if w.grp != nil && w.grp.arriving {
-		out = append(out, w.grp.Socket())
-	}
-	return out
+	return append(out, w.grp.sockets()...)
 }
 
 // WaitFds and PrepareWait: a group's member at the barrier also wakes for
@@ -592,7 +593,7 @@ type groupState struct {
 // checkpoint. What a member had buffered is dropped: it was taken against
 // a version that may no longer be the group's.
 func (w *ppoTrainer) sync(ctx context.Context) error {
-	n, err := w.grp.syncFrom(ctx, func() ([]byte, error) {
+	err := w.grp.syncFrom(ctx, w.log, &w.version, func() ([]byte, error) {
 		return msgpack.Marshal(groupState{Version: w.version, Updates: w.st.updates, Learner: w.learner.State()})
 	}, func(b []byte) error {
 		var st groupState
@@ -611,7 +612,5 @@ func (w *ppoTrainer) sync(ctx context.Context) error {
 	}
 	w.st.droppedSteps += int64(w.bufLen)
 	w.dropBuffer()
-	w.log.Info("trainer: group formed; state synchronised from rank 0", "version", w.version, "rank", w.grp.Rank(),
-		"size", w.grp.Size(), "bytes", n)
 	return nil
 }

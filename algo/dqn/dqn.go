@@ -102,7 +102,7 @@ func NewLearner(spec nn.Spec, cfg Config, seed int64) (*Learner, error) {
 		return nil, fmt.Errorf("dqn: %w", err)
 	}
 	return &Learner{cfg: cfg, spec: spec, online: online, target: online.Clone(),
-		opt: nn.NewAdam(online.NumParams(), float32(cfg.LR)), grad: make([]float32, online.NumParams()),
+		opt: nn.NewAdam(online.NumParams(), float32(cfg.LR)), grad: make([]float32, online.NumParams(), online.NumParams()+groupTail),
 		ws: nn.NewWorkspace(), wsNext: nn.NewWorkspace(), wsTgt: nn.NewWorkspace()}, nil
 }
 
@@ -238,10 +238,7 @@ func (l *Learner) UpdateGroup(ctx context.Context, b *Batch, td []float64, r Red
 // member skips the step.
 func (l *Learner) reduceGrad(ctx context.Context, r Reducer, st Stats, rows int, lossErr error) (Stats, error) {
 	np := l.online.NumParams()
-	if cap(l.grad) < np+groupTail {
-		l.grad = append(l.grad[:np:np], make([]float32, groupTail)...)
-	}
-	buf := l.grad[:np+groupTail]
+	buf := l.grad[:np+groupTail] // NewLearner left room for the tail
 	tail := buf[np:]
 	if lossErr != nil || rows == 0 {
 		clear(buf[:np])

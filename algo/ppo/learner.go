@@ -175,8 +175,9 @@ func (l *Learner) Update(batches []*api.SampleBatch) (Stats, error) {
 // part of the group's minibatch m, and the gradient applied is that of the
 // loss's mean over the group's minibatch, so the members take the same
 // steps, and the same steps as one learner given all the batches at once
-// whose minibatches were those unions. Stats are the group's, but for
-// Samples, ExplainedVariance's inputs aside, which are this member's rows.
+// whose minibatches were those unions. Stats are the group's, explained
+// variance included, but for Samples and MidBatchTruncations, which are
+// this member's.
 //
 // An error of r (a member lost) leaves the learner part way through the
 // update, like ErrNonFinite: roll back to a State taken before.

@@ -253,14 +253,16 @@ type Worker struct {
 	// pressure is the share of the last minute the actor held batches its
 	// consumers refused, waiting the share it had nothing to step but
 	// waited for actions (Note); recordedAt is when the last poll ended,
-	// polledAt when this one began, awaiting whether a poll ended with
+	// polledAt when this one began, awaiting whether the last ended with
 	// every target waiting for its actions (its last turn stepped
-	// nothing), backpressured the seconds held in all.
+	// nothing, and no batch was held back), backpressured the seconds
+	// held in all.
 	pressure      *duty.Window
 	waiting       *duty.Window
 	recordedAt    time.Time
 	polledAt      time.Time
 	awaiting      bool
+	lastAwaiting  bool
 	backpressured time.Duration
 }
 
@@ -398,9 +400,8 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	// Deferred, so that a poll that fails half way still records the
 	// steps it took: Stats counts them.
 	w.polledAt = time.Now()
-	wasAwaiting := w.awaiting
 	w.awaiting = false
-	defer w.record(wasAwaiting)
+	defer w.record()
 	if !w.started {
 		if err := w.startEpisodes(ctx); err != nil {
 			return worker.PollResult{}, err
@@ -646,8 +647,8 @@ func (w *Worker) totals() TargetStats {
 // one refusal at least); and the time between the last poll and this
 // one as waiting for actions when the last ended with every target
 // waiting for them (a reply wakes the actor, whose poll then steps: the
-// sleep before it is the wait): wasAwaiting says the last did.
-func (w *Worker) record(wasAwaiting bool) {
+// sleep before it is the wait).
+func (w *Worker) record() {
 	s, last := w.totals(), w.recorded
 	w.recorded = s
 	now := time.Now()
@@ -655,14 +656,14 @@ func (w *Worker) record(wasAwaiting bool) {
 		d, held := now.Sub(w.recordedAt), s.Backpressure > last.Backpressure
 		w.pressure.Add(now, d, held)
 		gap := max(w.polledAt.Sub(w.recordedAt), 0)
-		w.waiting.Add(now, gap, wasAwaiting && !held && !w.draining)
+		w.waiting.Add(now, gap, w.lastAwaiting && !held && !w.draining)
 		w.waiting.Add(now, d-gap, false)
 		if held {
 			w.backpressured += d
 			w.metrics.Backpressured.Add(d.Seconds())
 		}
 	}
-	w.recordedAt = now
+	w.recordedAt, w.lastAwaiting = now, w.awaiting
 	if d := s.EnvSteps - last.EnvSteps; d > 0 {
 		w.metrics.EnvSteps.Add(float64(d))
 	}

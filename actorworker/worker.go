@@ -253,16 +253,10 @@ type Worker struct {
 	// pressure is the share of the last minute the actor held batches its
 	// consumers refused, waiting the share it had nothing to step but
 	// waited for actions (Note); recordedAt is when the last poll ended,
-	// polledAt when this one began, awaiting whether the last ended with
-	// every target waiting for its actions (its last turn stepped
-	// nothing, and no batch was held back), backpressured the seconds
-	// held in all.
+	// backpressured the seconds held in all.
 	pressure      *duty.Window
 	waiting       *duty.Window
 	recordedAt    time.Time
-	polledAt      time.Time
-	awaiting      bool
-	lastAwaiting  bool
 	backpressured time.Duration
 }
 
@@ -399,8 +393,6 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	}
 	// Deferred, so that a poll that fails half way still records the
 	// steps it took: Stats counts them.
-	w.polledAt = time.Now()
-	w.awaiting = false
 	defer w.record()
 	if !w.started {
 		if err := w.startEpisodes(ctx); err != nil {
@@ -445,7 +437,6 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		// goes round again. A turn that stepped nothing ends the poll:
 		// the worker waits on the inference socket for replies.
 		if n == 0 {
-			w.awaiting = steps == 0
 			break
 		}
 	}
@@ -644,10 +635,8 @@ func (w *Worker) totals() TargetStats {
 // It also accounts the time since the last poll ended as back-pressured
 // when this poll found a batch refused (a back-pressured actor retries
 // its refused batches at every poll, so each poll of such a wait counts
-// one refusal at least); and the time between the last poll and this
-// one as waiting for actions when the last ended with every target
-// waiting for them (a reply wakes the actor, whose poll then steps: the
-// sleep before it is the wait).
+// one refusal at least), and as waiting for actions when it stepped
+// nothing otherwise.
 func (w *Worker) record() {
 	s, last := w.totals(), w.recorded
 	w.recorded = s
@@ -655,15 +644,13 @@ func (w *Worker) record() {
 	if !w.recordedAt.IsZero() {
 		d, held := now.Sub(w.recordedAt), s.Backpressure > last.Backpressure
 		w.pressure.Add(now, d, held)
-		gap := max(w.polledAt.Sub(w.recordedAt), 0)
-		w.waiting.Add(now, gap, w.lastAwaiting && !held && !w.draining)
-		w.waiting.Add(now, d-gap, false)
+		w.waiting.Add(now, d, !held && s.EnvSteps == last.EnvSteps && !w.draining)
 		if held {
 			w.backpressured += d
 			w.metrics.Backpressured.Add(d.Seconds())
 		}
 	}
-	w.recordedAt, w.lastAwaiting = now, w.awaiting
+	w.recordedAt = now
 	if d := s.EnvSteps - last.EnvSteps; d > 0 {
 		w.metrics.EnvSteps.Add(float64(d))
 	}

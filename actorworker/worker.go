@@ -253,10 +253,18 @@ type Worker struct {
 	// pressure is the share of the last minute the actor held batches its
 	// consumers refused, waiting the share it had nothing to step but
 	// waited for actions (Note); recordedAt is when the last poll ended,
-	// backpressured the seconds held in all.
+	// polledAt when this one began, awaiting whether the last ended with
+	// every target waiting for its actions (its last turn stepped
+	// nothing, and no batch was held back), backpressured the seconds
+	// held in all.
 	pressure      *duty.Window
 	waiting       *duty.Window
+	pressureBound latch // the Note says consumer-bound
+	waitingBound  latch // the Note says inference-bound
 	recordedAt    time.Time
+	polledAt      time.Time
+	awaiting      bool
+	lastAwaiting  bool
 	backpressured time.Duration
 }
 
@@ -264,6 +272,25 @@ type Worker struct {
 // back-pressured, or waiting for actions, for its Note to call it bound by
 // its consumers, or by inference.
 const BoundShare = 0.5
+
+// ClearShare is the share below which a bound the Note gave goes: a share
+// that hovers at BoundShare does not make the note come and go.
+const ClearShare = 0.4
+
+// latch is a bound the Note gives: set at BoundShare, cleared below
+// ClearShare.
+type latch bool
+
+// at takes the share of the last minute and reports whether the bound holds.
+func (l *latch) at(share float64) bool {
+	switch {
+	case share >= BoundShare:
+		*l = true
+	case share < ClearShare:
+		*l = false
+	}
+	return bool(*l)
+}
 
 var (
 	_ worker.Impl        = (*Worker)(nil)
@@ -393,6 +420,8 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	}
 	// Deferred, so that a poll that fails half way still records the
 	// steps it took: Stats counts them.
+	w.polledAt = time.Now()
+	w.awaiting = false
 	defer w.record()
 	if !w.started {
 		if err := w.startEpisodes(ctx); err != nil {
@@ -437,6 +466,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		// goes round again. A turn that stepped nothing ends the poll:
 		// the worker waits on the inference socket for replies.
 		if n == 0 {
+			w.awaiting = steps == 0
 			break
 		}
 	}
@@ -635,8 +665,10 @@ func (w *Worker) totals() TargetStats {
 // It also accounts the time since the last poll ended as back-pressured
 // when this poll found a batch refused (a back-pressured actor retries
 // its refused batches at every poll, so each poll of such a wait counts
-// one refusal at least), and as waiting for actions when it stepped
-// nothing otherwise.
+// one refusal at least); and the time between the last poll and this
+// one as waiting for actions when the last ended with every target
+// waiting for them (a reply wakes the actor, whose poll then steps: the
+// sleep before it is the wait).
 func (w *Worker) record() {
 	s, last := w.totals(), w.recorded
 	w.recorded = s
@@ -644,13 +676,15 @@ func (w *Worker) record() {
 	if !w.recordedAt.IsZero() {
 		d, held := now.Sub(w.recordedAt), s.Backpressure > last.Backpressure
 		w.pressure.Add(now, d, held)
-		w.waiting.Add(now, d, !held && s.EnvSteps == last.EnvSteps && !w.draining)
+		gap := max(w.polledAt.Sub(w.recordedAt), 0)
+		w.waiting.Add(now, gap, w.lastAwaiting && !held && !w.draining)
+		w.waiting.Add(now, d-gap, false)
 		if held {
 			w.backpressured += d
 			w.metrics.Backpressured.Add(d.Seconds())
 		}
 	}
-	w.recordedAt = now
+	w.recordedAt, w.lastAwaiting = now, w.awaiting
 	if d := s.EnvSteps - last.EnvSteps; d > 0 {
 		w.metrics.EnvSteps.Add(float64(d))
 	}
@@ -831,14 +865,14 @@ func (w *Worker) Note() string {
 		return ""
 	}
 	var notes []string
-	if sh := share(w.pressure); sh >= BoundShare {
+	if sh := share(w.pressure); w.pressureBound.at(sh) {
 		bound := "consumer-bound"
 		if w.replay != nil {
 			bound = "replay-bound"
 		}
 		notes = append(notes, fmt.Sprintf("%s: back-pressured %.0f%% of the last minute", bound, sh*100))
 	}
-	if sh := share(w.waiting); sh >= BoundShare {
+	if sh := share(w.waiting); w.waitingBound.at(sh) {
 		var rtt time.Duration
 		if c, ok := w.baseClient().(interface {
 			Stats() stream.InferenceClientStats
@@ -886,5 +920,6 @@ func (w *Worker) Close() error {
 	// poll recorded what they had counted.
 	w.recorded, w.recordedAt = TargetStats{}, time.Time{}
 	w.pressure, w.waiting = newMinute(), newMinute()
+	w.pressureBound, w.waitingBound = false, false
 	return errors.Join(errs...)
 }

@@ -347,7 +347,7 @@ func TestConsumerBoundNote(t *testing.T) {
 		t.Errorf("distrl_actor_backpressured_seconds_total = %v", got)
 	}
 	// A consumer that takes the batches as they come: the share of the
-	// last minute falls below BoundShare and the note goes.
+	// last minute falls below ClearShare and the note goes.
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -664,4 +664,52 @@ func pyTestdata(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// An actor whose policy worker answers, but slowly (here each request
+// after 3 ms, as a round trip across nodes might take), steps at once
+// whenever a reply wakes it: what bounds it is the wait before the reply,
+// which inference_wait_pct counts and the note names.
+func TestSlowPolicyWorkerIsInferenceBound(t *testing.T) {
+	cl := newCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	srv, err := stream.NewInferenceServer(ctx, stream.InferenceServerOptions{Repo: cl.repo, Trial: testTrial, ObsDim: 4, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	serving := make(chan struct{})
+	go func() {
+		defer close(serving)
+		defer srv.Close()
+		var b stream.InferenceBatch
+		var out api.Inference
+		for ctx.Err() == nil {
+			rows, err := srv.Poll(256, &b)
+			if err != nil || rows == 0 {
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			time.Sleep(3 * time.Millisecond)
+			out.Actions.Resize(rows)
+			out.LogProbs.Resize(rows)
+			out.Values.Resize(rows)
+			if err := srv.Respond(&b, &out); err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-serving })
+	actor := cl.start(t, actorworker.TypeName, 0)
+	cl.run(t, actor, map[string]any{"sample_stream": "null", "ring_size": 2})
+	waitFor(t, "an inference-bound note", func() bool {
+		return strings.Contains(cl.status(t, actor).Note, "inference-bound: waited for actions")
+	})
+	st := cl.stats(t, actor)
+	if pct, _ := api.Config(st).Float("inference_wait_pct", 0); pct < 100*actorworker.BoundShare {
+		t.Errorf("inference_wait_pct %v for an actor that waits 3 ms for every reply", pct)
+	}
+	if n := statInt(t, st, "env_steps"); n == 0 {
+		t.Error("no steps: the slow policy worker did not answer")
+	}
 }

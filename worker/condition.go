@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -12,12 +13,15 @@ import (
 // two of its batches) is logged once when it starts, counted while it
 // lasts, and logged as over once it has been clear for hold. The status
 // record follows what is shown, so a flapping report does not write to
-// etcd at every flip either.
+// etcd at every flip either. A report whose kind changes while it lasts
+// (an actor that was inference-bound becomes consumer-bound: see kindOf)
+// is logged again once the new kind has held for hold; a change of its
+// figures alone is not logged.
 type condition struct {
-	// onset and over are the log messages, key the attribute that holds
-	// the report; level is onset's.
-	onset, over, key string
-	level            slog.Level
+	// onset, changed and over are the log messages, key the attribute
+	// that holds the report; level is onset's and changed's.
+	onset, changed, over, key string
+	level                     slog.Level
 	hold             time.Duration // clear this long before it is over
 	// rewrite is how often a changed text of a report that lasts may be
 	// written to the status record; ask how often the type is asked for
@@ -31,6 +35,24 @@ type condition struct {
 	written time.Time // when shown's text was last written
 	clear   bool      // the type's last report was ""
 	lapses  int       // times it cleared and came back while shown
+
+	kind     string    // kindOf the report last logged
+	next     string    // a kind reported since nextFrom, other than kind
+	nextFrom time.Time // "" next: none
+}
+
+// kindOf is what a report is about, without its figures: the label before
+// the first colon of each of its "; "-separated parts ("consumer-bound;
+// inference-bound" for "consumer-bound: back-pressured 97% ...;
+// inference-bound: waited ..."), or the part itself where it has none.
+func kindOf(report string) string {
+	parts := strings.Split(report, "; ")
+	for i, p := range parts {
+		if label, _, ok := strings.Cut(p, ":"); ok {
+			parts[i] = label
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // due reports whether the type is to be asked for its report at now, and
@@ -50,6 +72,7 @@ func (c *condition) update(now time.Time, report string, log *slog.Logger) bool 
 		switch {
 		case c.shown == "":
 			c.shown, c.since, c.seen, c.written, c.clear, c.lapses = report, now, now, now, false, 0
+			c.kind, c.next = kindOf(report), ""
 			log.Log(context.Background(), c.level, c.onset, c.key, report)
 			return true
 		case c.clear:
@@ -57,6 +80,11 @@ func (c *condition) update(now time.Time, report string, log *slog.Logger) bool 
 			c.clear = false
 		}
 		c.seen = now
+		if c.kindChanged(now, report) {
+			log.Log(context.Background(), c.level, c.changed, c.key, report, "was", c.shown)
+			c.shown, c.written = report, now
+			return true
+		}
 		if report != c.shown && now.Sub(c.written) >= c.rewrite {
 			c.shown, c.written = report, now
 			return true
@@ -71,6 +99,26 @@ func (c *condition) update(now time.Time, report string, log *slog.Logger) bool 
 		return false
 	}
 	c.end(log)
+	return true
+}
+
+// kindChanged reports whether report's kind differs from the one last
+// logged and has held for hold; if so it becomes the logged kind.
+func (c *condition) kindChanged(now time.Time, report string) bool {
+	k := kindOf(report)
+	switch {
+	case k == c.kind:
+		c.next = ""
+		return false
+	case k != c.next:
+		c.next, c.nextFrom = k, now
+		if c.hold > 0 {
+			return false
+		}
+	case now.Sub(c.nextFrom) < c.hold:
+		return false
+	}
+	c.kind, c.next = k, ""
 	return true
 }
 

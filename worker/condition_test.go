@@ -52,11 +52,20 @@ func TestCondition(t *testing.T) {
 			[]report{{0, "x"}, {time.Second, ""}, {2 * time.Second, "x"}, {3 * time.Second, ""}, {7 * time.Second, ""}, {8 * time.Second, ""}},
 			"", 2, []string{"degraded warning=x", "recovered was=x lasted=2s lapses=1"}},
 		{"a new text waits for rewrite",
-			[]report{{0, "a"}, {500 * time.Millisecond, "b"}},
-			"a", 1, []string{"degraded warning=a"}},
-		{"a new text is written after rewrite, and not logged",
-			[]report{{0, "a"}, {500 * time.Millisecond, "b"}, {1200 * time.Millisecond, "b"}},
-			"b", 2, []string{"degraded warning=a"}},
+			[]report{{0, "a: 1"}, {500 * time.Millisecond, "a: 2"}},
+			"a: 1", 1, []string{"degraded warning=a: 1"}},
+		{"new figures are written after rewrite, and not logged",
+			[]report{{0, "a: 1"}, {500 * time.Millisecond, "a: 2"}, {1200 * time.Millisecond, "a: 2"}},
+			"a: 2", 2, []string{"degraded warning=a: 1"}},
+		{"a new kind is logged once it has held for the hold",
+			append([]report{{0, "a: 1"}}, every(time.Second, 8*time.Second, "a: 1; b: 2", "a: 3; b: 4")[1:]...),
+			"a: 1; b: 2", 9, []string{"degraded warning=a: 1", "warning changed warning=a: 1; b: 2 was=a: 3; b: 4"}},
+		{"a kind that comes and goes within the hold is not logged",
+			every(time.Second, 30*time.Second, "a: 1", "b: 1"),
+			"a: 1", 31, []string{"degraded warning=a: 1"}},
+		{"a kind logged, then the first again",
+			[]report{{0, "a: 1"}, {time.Second, "b: 1"}, {7 * time.Second, "b: 2"}, {8 * time.Second, "a: 2"}, {14 * time.Second, "a: 3"}},
+			"a: 3", 5, []string{"degraded warning=a: 1", "warning changed warning=b: 2 was=b: 1", "warning changed warning=a: 3 was=a: 2"}},
 		{"clear and never seen: nothing", []report{{0, ""}, {time.Hour, ""}}, "", 0, nil},
 	}
 	t0 := time.Unix(1_000_000, 0)
@@ -64,7 +73,7 @@ func TestCondition(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var lines []string
 			log := slog.New(logLines{&lines})
-			c := condition{onset: "degraded", over: "recovered", key: "warning", level: slog.LevelWarn, hold: 5 * time.Second, rewrite: time.Second}
+			c := condition{onset: "degraded", changed: "warning changed", over: "recovered", key: "warning", level: slog.LevelWarn, hold: 5 * time.Second, rewrite: time.Second}
 			writes := 0
 			for _, r := range tt.reports {
 				if c.update(t0.Add(r.at), r.text, log) {

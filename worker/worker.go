@@ -177,10 +177,10 @@ func newWorker(ctx context.Context, opts Options, factory Factory, h *host) (*Wo
 		return nil, fmt.Errorf("worker %s: %w", name, err)
 	}
 	w := &Worker{opts: opts, name: name, impl: impl, host: h, log: log, state: member.StateReady, metrics: metrics,
-		warning: condition{onset: "degraded", over: "recovered", key: "warning", level: slog.LevelWarn, hold: opts.ConditionHold, rewrite: time.Second},
+		warning: condition{onset: "degraded", changed: "warning changed", over: "recovered", key: "warning", level: slog.LevelWarn, hold: opts.ConditionHold, rewrite: time.Second},
 		// A note is about the last minute: asking for it once a second keeps
 		// its computation off the loop's every turn.
-		note: condition{onset: "note", over: "note over", key: "note", level: slog.LevelInfo, hold: opts.ConditionHold, rewrite: 15 * time.Second, ask: time.Second}}
+		note: condition{onset: "note", changed: "note changed", over: "note over", key: "note", level: slog.LevelInfo, hold: opts.ConditionHold, rewrite: 15 * time.Second, ask: time.Second}}
 	w.stats.start = time.Now()
 	w.stats.stateChanged = w.stats.start
 	// A worker alone on its server also answers requests that name no

@@ -1,0 +1,26 @@
+package actorworker
+
+import "testing"
+
+func TestLatch(t *testing.T) {
+	tests := []struct {
+		name   string
+		shares []float64
+		want   []bool
+	}{
+		{"set at BoundShare", []float64{0.2, BoundShare, 0.9}, []bool{false, true, true}},
+		{"hovering at the threshold stays set", []float64{0.55, 0.49, 0.51, 0.45, 0.41}, []bool{true, true, true, true, true}},
+		{"cleared below ClearShare", []float64{0.6, 0.39, 0.45, 0.5}, []bool{true, false, false, true}},
+		{"never set between the two", []float64{0.45, 0.49}, []bool{false, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l latch
+			for i, sh := range tt.shares {
+				if got := l.at(sh); got != tt.want[i] {
+					t.Errorf("share %v (step %d): %v, want %v", sh, i, got, tt.want[i])
+				}
+			}
+		})
+	}
+}

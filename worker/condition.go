@@ -22,7 +22,7 @@ type condition struct {
 	// that holds the report; level is onset's and changed's.
 	onset, changed, over, key string
 	level                     slog.Level
-	hold             time.Duration // clear this long before it is over
+	hold                      time.Duration // clear this long before it is over
 	// rewrite is how often a changed text of a report that lasts may be
 	// written to the status record; ask how often the type is asked for
 	// its report (0: after every poll).

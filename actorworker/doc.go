@@ -26,6 +26,10 @@
 // actor therefore times its turns and steps the ring as 2 slots while the
 // whole ring takes AutoRingTime or more, else as 1. A slot that steps nothing ends the poll;
 // the worker then sleeps on the inference socket until a reply arrives.
+// An actor whose policy workers are on other nodes grows its ring while it
+// waits for actions (grow.go, ring_max): the round trip is the network's,
+// and a ring sized for one node would step a few environments per round
+// trip.
 // Inline inference has one slot, the whole ring, and its results are
 // ready as soon as Flush returns, so an inline actor goes round again until
 // its max_poll_steps are used.

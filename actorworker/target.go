@@ -458,6 +458,9 @@ func NewEnvRing(targets ...*EnvTarget) *EnvRing { return &EnvRing{targets: targe
 // Len returns the number of targets.
 func (r *EnvRing) Len() int { return len(r.targets) }
 
+// Add appends targets to the ring, after the last.
+func (r *EnvRing) Add(targets ...*EnvTarget) { r.targets = append(r.targets, targets...) }
+
 // Targets returns the targets in ring order.
 func (r *EnvRing) Targets() []*EnvTarget { return r.targets }
 

@@ -104,6 +104,16 @@ type Config struct {
 	// stepping the whole ring takes AutoRingTime or more, else one.
 	// Inline inference steps the whole ring as one slot.
 	RingSlots int `msgpack:"ring_slots"`
+	// RingMax is the most environments the ring grows to while the actor
+	// waits for actions most of the time and its consumers take all it
+	// sends (see grow.go): 0 (auto) is AutoRingGrowth times ring_size
+	// while every policy worker it reaches is on another node (no shared
+	// memory), where the round trip is the network's, and ring_size
+	// otherwise; ring_size itself: never grow.
+	RingMax int `msgpack:"ring_max"`
+	// pollStepsAuto: max_poll_steps was unset, so it follows a ring that
+	// grows.
+	pollStepsAuto bool
 	// Seed seeds the environments (EnvSeed) and the inline policy; nil
 	// means the worker's index.
 	Seed *int64 `msgpack:"seed"`
@@ -144,6 +154,7 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 	cfg.RingSize = cmp.Or(cfg.RingSize, DefaultRingSize)
 	cfg.SampleSteps = cmp.Or(cfg.SampleSteps, DefaultSampleSteps)
 	cfg.SampleQueue = cmp.Or(cfg.SampleQueue, DefaultSampleQueue)
+	cfg.pollStepsAuto = cfg.MaxPollSteps == 0
 	cfg.MaxPollSteps = cmp.Or(cfg.MaxPollSteps, max(DefaultMaxPollSteps, cfg.RingSize))
 	cfg.Gamma = cmp.Or(cfg.Gamma, 0.99)
 	cfg.NStep = cmp.Or(cfg.NStep, 3)
@@ -165,6 +176,8 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 		return cfg, nil, badConfig("sample_queue %d, want >= 1", cfg.SampleQueue)
 	case cfg.MaxPollSteps < 1:
 		return cfg, nil, badConfig("max_poll_steps %d, want >= 1", cfg.MaxPollSteps)
+	case cfg.RingMax != 0 && cfg.RingMax < cfg.RingSize:
+		return cfg, nil, badConfig("ring_max %d, want ring_size (%d) or more, or 0 to let the actor choose", cfg.RingMax, cfg.RingSize)
 	case cfg.RingSlots < 0 || cfg.RingSlots > cfg.RingSize:
 		return cfg, nil, badConfig("ring_slots %d, want 1 to ring_size (%d), or 0 to let the actor choose", cfg.RingSlots, cfg.RingSize)
 	case cfg.MaxEnvSteps < 0:
@@ -262,6 +275,7 @@ type Worker struct {
 	pressureBound latch // the Note says consumer-bound
 	waitingBound  latch // the Note says inference-bound
 	recordedAt    time.Time
+	growth        growth
 	polledAt      time.Time
 	awaiting      bool
 	lastAwaiting  bool
@@ -391,19 +405,29 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 		w.producer = p
 	}
 
-	targets := make([]*EnvTarget, batch.Len())
+	targets, err := w.newTargets(batch, cfg, 0)
+	if err != nil {
+		return err
+	}
+	w.ring = NewEnvRing(targets...)
+	return nil
+}
+
+// newTargets makes targets of batch's environments from first on, each
+// target index its environment's.
+func (w *Worker) newTargets(batch api.EnvBatch, cfg Config, first int) ([]*EnvTarget, error) {
+	targets := make([]*EnvTarget, batch.Len()-first)
 	for i := range targets {
-		t, err := NewBatchTarget(batch, i, i, TargetConfig{
+		t, err := NewBatchTarget(batch, first+i, first+i, TargetConfig{
 			Client: w.client, Producer: w.producer, Policy: cfg.Policy, ActorID: w.info.Name,
 			SampleSteps: cfg.SampleSteps, Seed: *cfg.Seed, OnEpisode: w.addEpisode,
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		targets[i] = t
 	}
-	w.ring = NewEnvRing(targets...)
-	return nil
+	return targets, nil
 }
 
 // Poll takes in the replies that arrived and steps the targets that are
@@ -427,6 +451,9 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		if err := w.startEpisodes(ctx); err != nil {
 			return worker.PollResult{}, err
 		}
+	}
+	if err := w.maybeGrow(ctx, w.polledAt); err != nil {
+		return worker.PollResult{}, err
 	}
 	if err := w.client.Poll(); err != nil {
 		return worker.PollResult{}, fmt.Errorf("actor: inference poll: %w", err)
@@ -586,10 +613,21 @@ func (w *Worker) runCalls(ctx context.Context) error {
 // startEpisodes resets every environment, in one batch, and sends the
 // first requests, so that (inline) the first poll can step already.
 func (w *Worker) startEpisodes(ctx context.Context) error {
+	if err := w.startTargets(ctx, w.ring.Targets()); err != nil {
+		return err
+	}
+	w.started, w.begin = true, time.Now()
+	w.growth.from = w.begin
+	return nil
+}
+
+// startTargets resets targets, in one batch, and sends their first
+// requests.
+func (w *Worker) startTargets(ctx context.Context, targets []*EnvTarget) error {
 	w.resetCalls, w.resetTargets = w.resetCalls[:0], w.resetTargets[:0]
 	w.stepCalls, w.stepTargets = w.stepCalls[:0], w.stepTargets[:0]
-	for i, t := range w.ring.Targets() {
-		t.resetDue, t.resetSeed = true, EnvSeed(*w.cfg.Seed, i, 0)
+	for _, t := range targets {
+		t.resetDue, t.resetSeed = true, EnvSeed(*w.cfg.Seed, t.index, 0)
 		w.resetCalls, w.resetTargets = append(w.resetCalls, t.resetCall()), append(w.resetTargets, t)
 	}
 	if err := w.runCalls(ctx); err != nil {
@@ -600,7 +638,6 @@ func (w *Worker) startEpisodes(ctx context.Context) error {
 			return err
 		}
 	}
-	w.started, w.begin = true, time.Now()
 	if err := w.client.Flush(ctx); err != nil {
 		return fmt.Errorf("actor: inference flush: %w", err)
 	}
@@ -677,9 +714,14 @@ func (w *Worker) record() {
 		d, held := now.Sub(w.recordedAt), s.Backpressure > last.Backpressure
 		w.pressure.Add(now, d, held)
 		gap := max(w.polledAt.Sub(w.recordedAt), 0)
-		w.waiting.Add(now, gap, w.lastAwaiting && !held && !w.draining)
+		waited := w.lastAwaiting && !held && !w.draining
+		w.waiting.Add(now, gap, waited)
 		w.waiting.Add(now, d-gap, false)
+		if waited {
+			w.growth.waited += gap
+		}
 		if held {
+			w.growth.held = true
 			w.backpressured += d
 			w.metrics.Backpressured.Add(d.Seconds())
 		}
@@ -749,13 +791,11 @@ func (w *Worker) Stats() map[string]any {
 		"inference_wait_pct":  share(w.waiting) * 100,
 		"ring_size":           ring,
 		"ring_slots":          max(w.slots, 1), // inline: the whole ring
+		"ring_max":            w.ringMax(),
 		"ring_step_us":        w.stepCost * float64(ring) / 1e3,
 		"version_last":        s.Version,
 	}
-	if c, ok := w.baseClient().(interface {
-		Stats() stream.InferenceClientStats
-	}); ok {
-		cs := c.Stats()
+	if cs, ok := w.inferenceStats(); ok {
 		out["inference_messages"], out["inference_bytes"] = cs.Messages, cs.Bytes
 		out["inference_rtt_us"] = float64(cs.RoundTrip) / 1e3
 		out["inference_shm_messages"] = cs.SharedMemory
@@ -873,12 +913,8 @@ func (w *Worker) Note() string {
 		notes = append(notes, fmt.Sprintf("%s: back-pressured %.0f%% of the last minute", bound, sh*100))
 	}
 	if sh := share(w.waiting); w.waitingBound.at(sh) {
-		var rtt time.Duration
-		if c, ok := w.baseClient().(interface {
-			Stats() stream.InferenceClientStats
-		}); ok {
-			rtt = c.Stats().RoundTrip
-		}
+		cs, _ := w.inferenceStats()
+		rtt := cs.RoundTrip
 		ring := time.Duration(w.stepCost * float64(w.ring.Len()))
 		notes = append(notes, fmt.Sprintf("inference-bound: waited for actions %.0f%% of the last minute (round trip %v, stepping the ring %v)",
 			sh*100, rtt.Round(time.Microsecond), ring.Round(time.Microsecond)))

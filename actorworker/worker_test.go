@@ -17,6 +17,7 @@ import (
 	"github.com/distrl/distrl/actorworker"
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/internal/shm"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/pytest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
@@ -253,6 +254,7 @@ func TestConfigureRejects(t *testing.T) {
 		{"max env steps", map[string]any{"max_env_steps": -1}},
 		{"negative ring slots", map[string]any{"ring_slots": -1}},
 		{"more ring slots than environments", map[string]any{"ring_size": 2, "ring_slots": 3}},
+		{"ring_max below ring_size", map[string]any{"ring_size": 4, "ring_max": 3}},
 		{"unknown env", map[string]any{"env": "Pong-v5"}},
 		{"bad env config", map[string]any{"env_config": map[string]any{"max_episode_step": 3}}},
 		{"wrong type", map[string]any{"ring_size": "two"}},
@@ -669,9 +671,74 @@ func pyTestdata(t *testing.T) string {
 // An actor whose policy worker answers, but slowly (here each request
 // after 3 ms, as a round trip across nodes might take), steps at once
 // whenever a reply wakes it: what bounds it is the wait before the reply,
-// which inference_wait_pct counts and the note names.
+// which inference_wait_pct counts and the note names. Its policy worker is
+// on its node (shared memory), so its ring stays as configured.
 func TestSlowPolicyWorkerIsInferenceBound(t *testing.T) {
 	cl := newCluster(t)
+	slowPolicyWorker(t, cl, 3*time.Millisecond)
+	actor := cl.start(t, actorworker.TypeName, 0)
+	cl.run(t, actor, map[string]any{"sample_stream": "null", "ring_size": 2})
+	waitFor(t, "an inference-bound note", func() bool {
+		return strings.Contains(cl.status(t, actor).Note, "inference-bound: waited for actions")
+	})
+	st := cl.stats(t, actor)
+	if pct, _ := api.Config(st).Float("inference_wait_pct", 0); pct < 100*actorworker.BoundShare {
+		t.Errorf("inference_wait_pct %v for an actor that waits 3 ms for every reply", pct)
+	}
+	if n := statInt(t, st, "env_steps"); n == 0 {
+		t.Error("no steps: the slow policy worker did not answer")
+	}
+	if n, m := statInt(t, st, "ring_size"), statInt(t, st, "ring_max"); n != 2 || m != 2 {
+		t.Errorf("ring_size %d, ring_max %d over shared memory; want 2 and 2", n, m)
+	}
+}
+
+// TestRingGrowsAcrossNodes: the same slow policy worker reached over
+// ZeroMQ, as one on another node is. The actor doubles its ring while it
+// waits for actions, up to ring_max (auto: 16 times ring_size), each new
+// environment stepping; with ring_max set to ring_size it does not.
+func TestRingGrowsAcrossNodes(t *testing.T) {
+	t.Setenv(shm.Env, "0")
+	tests := []struct {
+		name          string
+		cfg           map[string]any
+		ringMax, grow int64 // grow: the ring it must reach
+	}{
+		{"auto", map[string]any{"ring_size": 2}, 2 * actorworker.AutoRingGrowth, 8},
+		{"ring_max", map[string]any{"ring_size": 2, "ring_max": 6}, 6, 6},
+		{"never", map[string]any{"ring_size": 2, "ring_max": 2}, 2, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cl := newCluster(t)
+			slowPolicyWorker(t, cl, 3*time.Millisecond)
+			actor := cl.start(t, actorworker.TypeName, 0)
+			cfg := map[string]any{"sample_stream": "null"}
+			maps.Copy(cfg, tt.cfg)
+			cl.run(t, actor, cfg)
+			waitFor(t, "an inference-bound note", func() bool {
+				return strings.Contains(cl.status(t, actor).Note, "inference-bound")
+			})
+			waitFor(t, fmt.Sprintf("a ring of %d", tt.grow), func() bool {
+				return statInt(t, cl.stats(t, actor), "ring_size") >= tt.grow
+			})
+			time.Sleep(2 * actorworker.RingGrowEvery) // room to grow past ring_max, were it wrong
+			st := cl.stats(t, actor)
+			if n, m := statInt(t, st, "ring_size"), statInt(t, st, "ring_max"); n > tt.ringMax || m != tt.ringMax {
+				t.Errorf("ring_size %d, ring_max %d; want at most %d and %d", n, m, tt.ringMax, tt.ringMax)
+			}
+			// Every environment steps: a grown ring has more requests in flight.
+			before := statInt(t, st, "env_steps")
+			waitFor(t, "the ring's every environment to step", func() bool {
+				return statInt(t, cl.stats(t, actor), "env_steps") >= before+4*tt.grow
+			})
+		})
+	}
+}
+
+// slowPolicyWorker serves cl's trial's default policy in-process, answering
+// each batch of requests after delay with zeros.
+func slowPolicyWorker(t *testing.T, cl *cluster, delay time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	srv, err := stream.NewInferenceServer(ctx, stream.InferenceServerOptions{Repo: cl.repo, Trial: testTrial, ObsDim: 4, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -690,7 +757,7 @@ func TestSlowPolicyWorkerIsInferenceBound(t *testing.T) {
 				time.Sleep(100 * time.Microsecond)
 				continue
 			}
-			time.Sleep(3 * time.Millisecond)
+			time.Sleep(delay)
 			out.Actions.Resize(rows)
 			out.LogProbs.Resize(rows)
 			out.Values.Resize(rows)
@@ -700,16 +767,4 @@ func TestSlowPolicyWorkerIsInferenceBound(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-serving })
-	actor := cl.start(t, actorworker.TypeName, 0)
-	cl.run(t, actor, map[string]any{"sample_stream": "null", "ring_size": 2})
-	waitFor(t, "an inference-bound note", func() bool {
-		return strings.Contains(cl.status(t, actor).Note, "inference-bound: waited for actions")
-	})
-	st := cl.stats(t, actor)
-	if pct, _ := api.Config(st).Float("inference_wait_pct", 0); pct < 100*actorworker.BoundShare {
-		t.Errorf("inference_wait_pct %v for an actor that waits 3 ms for every reply", pct)
-	}
-	if n := statInt(t, st, "env_steps"); n == 0 {
-		t.Error("no steps: the slow policy worker did not answer")
-	}
 }

@@ -34,7 +34,9 @@ func BenchmarkSlurmStartupEcho(b *testing.B) {
 // BenchmarkSlurmLearnCartPole: wall seconds of `rlctl start cartpole-ppo`
 // from the command to its exit at mean return 475 (start-up, learning and
 // stop), with the workers as local processes and as job arrays on the
-// 3-node cluster; the median of 3 runs each.
+// 3-node cluster; the median of 3 runs each. env-steps/s is the median of
+// the runs' average env steps per second (rlctl start's summary): on the
+// cluster the actors reach their policy worker over the network.
 func BenchmarkSlurmLearnCartPole(b *testing.B) {
 	benchSchedulers(b, "cartpole-ppo", nil, "s-to-475", func(b *testing.B, p *proc) {
 		if code := p.wait(b, 5*time.Minute); code != 0 {
@@ -45,11 +47,12 @@ func BenchmarkSlurmLearnCartPole(b *testing.B) {
 
 // benchSchedulers times 3 runs of `rlctl start experiment` per scheduler,
 // each from the command until done returns, and reports their median as
-// metric; every run is then waited for to exit 0.
+// metric, and the median of the env steps per second of the summaries
+// that have some as env-steps/s; every run is then waited for to exit 0.
 func benchSchedulers(b *testing.B, experiment string, flags []string, metric string, done func(*testing.B, *proc)) {
 	for _, sched := range schedulers {
 		b.Run("scheduler="+sched, func(b *testing.B) {
-			var secs []float64
+			var secs, rates []float64
 			for i := range 3 * b.N {
 				s := newSlurmTrial(b, experiment)
 				s.trial.Trial += "-" + strconv.Itoa(i)
@@ -61,9 +64,17 @@ func benchSchedulers(b *testing.B, experiment string, flags []string, metric str
 				if code := p.wait(b, time.Minute); code != 0 {
 					b.Fatalf("rlctl start exited with %d:\n%s", code, readFile(b, p.log))
 				}
-				b.Logf("run %d: %.2fs; %s", i, secs[i], summaryLine.FindString(readFile(b, p.log)))
+				summary := summaryLine.FindString(readFile(b, p.log))
+				b.Logf("run %d: %.2fs; %s", i, secs[i], summary)
+				if m := averageRate.FindStringSubmatch(summary); m != nil {
+					r, _ := strconv.ParseFloat(m[1], 64)
+					rates = append(rates, r)
+				}
 			}
 			b.ReportMetric(median(secs), metric)
+			if len(rates) > 0 {
+				b.ReportMetric(median(rates), "env-steps/s")
+			}
 			b.ReportMetric(0, "ns/op")
 		})
 	}
@@ -71,6 +82,9 @@ func benchSchedulers(b *testing.B, experiment string, flags []string, metric str
 
 // summaryLine is the line of rlctl start's summary with the run's figures.
 var summaryLine = regexp.MustCompile(`ran \S+ \(start-up \S+\).*`)
+
+// averageRate is the summary's env steps per second.
+var averageRate = regexp.MustCompile(`env steps \((\d+)/s on average\)`)
 
 func median(v []float64) float64 {
 	if len(v) == 0 {

@@ -210,6 +210,8 @@ var rows = slices.Concat([]row{
 	// scripts/slurmcluster.sh) against the local scheduler, same name server.
 	{"rlctl start to all RUNNING, 64 echo workers: slurm vs local (s)", "e2e.BenchmarkSlurmStartupEcho/scheduler=slurm startup-s", "e2e.BenchmarkSlurmStartupEcho/scheduler=local startup-s", false},
 	{"cartpole-ppo to 475, rlctl start wall: slurm vs local (s)", "e2e.BenchmarkSlurmLearnCartPole/scheduler=slurm s-to-475", "e2e.BenchmarkSlurmLearnCartPole/scheduler=local s-to-475", false},
+	// Issue 39's bar: 0.7x. The actors' rings grow across nodes (actorworker/grow.go).
+	{"cartpole-ppo env steps/s: slurm (actors' policy worker across nodes) vs local", "e2e.BenchmarkSlurmLearnCartPole/scheduler=slurm env-steps/s", "e2e.BenchmarkSlurmLearnCartPole/scheduler=local env-steps/s", true},
 })
 
 // results maps "pkg.Benchmark metric" to its value.

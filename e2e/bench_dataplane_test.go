@@ -253,6 +253,9 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 	for i := range kwargs {
 		kw := map[string]any{
 			"env": env.CartPoleName, "ring_size": ring, "inference": "remote", "seed": i,
+			// The ring measured: over ipc or tcp (BenchmarkPipelineTransport)
+			// it would otherwise grow while it waits for actions.
+			"ring_max": ring,
 			// A sink's queue may be deep: nothing it is sent goes stale
 			// (as in the cartpole-sink built-in).
 			"sample_queue": 64,

@@ -219,3 +219,29 @@ func TestInferenceServerTakesSharedMemoryClientsInTurn(t *testing.T) {
 		drive(t, clients, []*server{srv}, append(queued, waiting...))
 	}
 }
+
+// A server whose clients are on shared memory looks at its ZeroMQ socket
+// less often while nothing comes there (zmqRecheck); a client on ZeroMQ
+// beside them (a client on another node) is still answered, round after
+// round, while the shared-memory traffic goes on.
+func TestInferenceZMQClientBesideSharedMemory(t *testing.T) {
+	repo := workertest.Repo(t)
+	srv := newServer(t, repo, 0, nil)
+	local := newClient(t, repo, 0)
+	t.Setenv(shm.Env, "0") // the next client does not attach
+	remote := newClient(t, repo, 0)
+	clients := []stream.InferenceClient{local, remote}
+	for i := range 50 {
+		ps := append(post(t, local, seq(10*i, 4)...), post(t, remote, float32(1000+i))...)
+		drive(t, clients, []*server{srv}, ps)
+	}
+	if st := remote.Stats(); st.SharedMemory != 0 || st.Messages != 50 {
+		t.Errorf("remote client: %d of %d messages over shared memory; want 0 of 50", st.SharedMemory, st.Messages)
+	}
+	if st := local.Stats(); st.SharedMemory != st.Messages {
+		t.Errorf("local client: %d of %d messages over shared memory", st.SharedMemory, st.Messages)
+	}
+	if n := srv.SharedMemoryClients(); n != 1 {
+		t.Errorf("%d shared-memory clients, want 1", n)
+	}
+}

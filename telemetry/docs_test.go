@@ -23,7 +23,7 @@ func allFamilies(t *testing.T, r *Registry) []string {
 	w.Trainer().Loss("policy", 1)
 	w.Sink()
 	w.ReplayTable("t")
-	mfs, err := r.Prometheus().Gather()
+	mfs, err := r.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

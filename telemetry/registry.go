@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Namespace prefixes every distrl metric.
@@ -28,11 +28,13 @@ var (
 	lagBuckets = []float64{0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64}
 )
 
-// Registry is a process's metrics: a private prometheus.Registry holding
-// the Go and process collectors and the distrl families. Its zero value
-// is not usable; create it with NewRegistry.
+// Registry is a process's metrics: the distrl families, and a private
+// prometheus.Registry holding the Go and process collectors and any the
+// caller adds (Prometheus). Its zero value is not usable; create it with
+// NewRegistry.
 type Registry struct {
-	reg *prometheus.Registry
+	reg  *prometheus.Registry
+	fams []family // the distrl families, gathered without reg (gather.go)
 
 	state       *prometheus.GaugeVec
 	polls       *prometheus.CounterVec
@@ -78,17 +80,17 @@ func NewRegistry() *Registry {
 	r := &Registry{reg: prometheus.NewRegistry(), workers: map[*Worker]struct{}{}}
 	counter := func(name, help string, extra ...string) *prometheus.CounterVec {
 		v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, with(extra...))
-		r.reg.MustRegister(v)
+		r.add(v, name, help, dto.MetricType_COUNTER, with(extra...))
 		return v
 	}
 	gauge := func(name, help string, extra ...string) *prometheus.GaugeVec {
 		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, with(extra...))
-		r.reg.MustRegister(v)
+		r.add(v, name, help, dto.MetricType_GAUGE, with(extra...))
 		return v
 	}
 	histogram := func(name, help string, buckets []float64) *prometheus.HistogramVec {
 		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}, workerLabels)
-		r.reg.MustRegister(v)
+		r.add(v, name, help, dto.MetricType_HISTOGRAM, workerLabels)
 		return v
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), newProcessCollector())
@@ -97,9 +99,9 @@ func NewRegistry() *Registry {
 	r.polls = counter("worker_polls_total", "Slices of work (Poll calls) the worker loop ran for the worker.")
 	r.pollSeconds = counter("worker_poll_seconds_total", "Time the worker loop spent in the worker's Poll: its busy time.")
 	r.rpc = counter("rpc_requests_total", "Requests the worker answered, by command and outcome (ok or the error type).", "command", "outcome")
-	r.heartbeat = &heartbeatCollector{r: r, desc: prometheus.NewDesc(Namespace+"_loop_heartbeat_age_seconds",
-		"Time since the loop that runs the worker last turned; it grows while the loop is stuck.", workerLabels, nil)}
-	r.reg.MustRegister(r.heartbeat)
+	const heartbeatHelp = "Time since the loop that runs the worker last turned; it grows while the loop is stuck."
+	r.heartbeat = &heartbeatCollector{r: r, desc: prometheus.NewDesc(Namespace+"_loop_heartbeat_age_seconds", heartbeatHelp, workerLabels, nil)}
+	r.add(r.heartbeat, "loop_heartbeat_age_seconds", heartbeatHelp, dto.MetricType_GAUGE, workerLabels)
 
 	r.envSteps = counter("env_steps_total", "Environment steps the actor took.")
 	r.episodes = counter("episodes_total", "Episodes that ended (actor, sink, trainer).")
@@ -130,22 +132,19 @@ func NewRegistry() *Registry {
 	return r
 }
 
-// Prometheus is the underlying registry, for collectors of the caller's
-// own (the controller's trial metrics) and for tests.
+// Prometheus is the registry of the Go and process collectors, for
+// collectors of the caller's own (the dashboard's trial metrics). Gather
+// and Handler serve it with the distrl families.
 func (r *Registry) Prometheus() *prometheus.Registry { return r.reg }
 
-// Handler serves the registry in the Prometheus text (or, when asked,
-// OpenMetrics) format at /metrics and nothing else: other paths are 404.
-// At most two scrapes run at once; more are refused with 503.
+// Handler serves the registry (Gather) in the Prometheus text format at
+// /metrics and nothing else: other paths are 404. At most two scrapes run
+// at once; more are refused with 503. Responses are not compressed: a
+// scrape travels over a LAN or loopback, and gzip took a sixth of its CPU
+// time, which the worker loops beside it need more.
 func (r *Registry) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{
-		MaxRequestsInFlight: 2,
-		EnableOpenMetrics:   true,
-		// A scrape travels over a LAN or loopback; gzip took a sixth of
-		// its CPU time, which the worker loops beside it need more.
-		DisableCompression: true,
-	}))
+	mux.Handle("GET /metrics", &scrapeHandler{r: r, slots: make(chan struct{}, scrapesInFlight)})
 	return mux
 }
 

@@ -108,7 +108,7 @@ func TestHeartbeatAge(t *testing.T) {
 	w.SetLoop(loop)
 	loop.Turned(time.Now().Add(-time.Hour))
 	// The age is computed at scrape time: a stuck loop's grows.
-	mfs, err := r.Prometheus().Gather()
+	mfs, err := r.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestRemove(t *testing.T) {
 func TestNamingConventions(t *testing.T) {
 	r := NewRegistry()
 	allFamilies(t, r)
-	mfs, err := r.Prometheus().Gather()
+	mfs, err := r.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestNamingConventions(t *testing.T) {
 // TestProcessSeries: the process collector reports this process's CPU
 // time, resident memory and open descriptors, each plausible.
 func TestProcessSeries(t *testing.T) {
-	mfs, err := NewRegistry().Prometheus().Gather()
+	mfs, err := NewRegistry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

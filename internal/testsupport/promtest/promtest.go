@@ -14,7 +14,7 @@ import (
 // every pair of labels, or nil if there is none.
 func Series(t testing.TB, reg *telemetry.Registry, name string, labels map[string]string) *dto.Metric {
 	t.Helper()
-	mfs, err := reg.Prometheus().Gather()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,13 +89,17 @@ func assertQuietBackpressure(t *testing.T, dir string, lines []metricsLine) {
 		t.Fatalf("no actor logs in %s", dir)
 	}
 	noted := false
+	var notes []string // every note line, for the failure's message
 	for _, path := range logs {
 		var pressure []string
 		for _, line := range strings.Split(readFile(t, path), "\n") {
 			if strings.Contains(line, "back-pressure") || strings.Contains(line, "consumer-bound") || strings.Contains(line, "degraded") {
 				pressure = append(pressure, line)
 			}
-			noted = noted || strings.Contains(line, "msg=note") && strings.Contains(line, "consumer-bound")
+			if strings.Contains(line, "msg=note") || strings.Contains(line, `msg="note `) {
+				notes = append(notes, line)
+			}
+			noted = noted || notesConsumerBound(line)
 		}
 		if len(pressure) > 4 {
 			t.Errorf("%s has %d lines about back-pressure, want a handful at most; the first:\n%s", path, len(pressure), strings.Join(pressure[:5], "\n"))
@@ -104,9 +108,22 @@ func assertQuietBackpressure(t *testing.T, dir string, lines []metricsLine) {
 	// The note needs half of a minute; 60% leaves a margin for when the
 	// metrics line and the note looked.
 	if !noted && bound >= 60 {
-		t.Errorf("no actor noted it was consumer-bound, though one was back-pressured %.0f%% of a minute (logs %v)", bound, logs)
+		t.Errorf("no actor noted it was consumer-bound, though one was back-pressured %.0f%% of a minute (logs %v); their notes:\n%s",
+			bound, logs, strings.Join(notes, "\n"))
 	}
 	t.Logf("actors back-pressured at most %.0f%% of a minute; noted: %v", bound, noted)
+}
+
+// notesConsumerBound says whether a log line is a note (its onset, or a
+// change of its kind: docs/workers.md) that says consumer-bound, not only
+// one that was.
+func notesConsumerBound(line string) bool {
+	if !strings.Contains(line, "msg=note ") && !strings.Contains(line, `msg="note changed"`) {
+		return false
+	}
+	_, note, _ := strings.Cut(line, " note=")
+	note, _, _ = strings.Cut(note, " was=")
+	return strings.Contains(note, "consumer-bound")
 }
 
 // frame_stack in env_config stacks MinAtar frames for the whole pipeline:
@@ -198,5 +215,26 @@ func TestMinAtarApexPacksTransitions(t *testing.T) {
 	t.Logf("%d items in the replay, %d bytes each on average, version %d", len(items), mean, lines[len(lines)-1].Version)
 	if mean > 400 {
 		t.Errorf("items of %d bytes on average: not packed", mean)
+	}
+}
+
+func TestNotesConsumerBound(t *testing.T) {
+	const pre = `time=2026-11-27T21:53:33.671Z level=INFO `
+	tests := []struct {
+		line string
+		want bool
+	}{
+		{pre + `msg=note worker=actor/0 note="consumer-bound: back-pressured 51% of the last minute"`, true},
+		{pre + `msg="note changed" worker=actor/1 note="consumer-bound: back-pressured 68% of the last minute" was="inference-bound: waited for actions 52% of the last minute"`, true},
+		{pre + `msg="note changed" worker=actor/1 note="consumer-bound; inference-bound: waited 51%" was="inference-bound: waited 52%"`, true},
+		{pre + `msg="note changed" worker=actor/1 note="inference-bound: waited 60%" was="consumer-bound: back-pressured 68%"`, false},
+		{pre + `msg="note over" worker=actor/0 was="consumer-bound: back-pressured 68%" lasted=3m12s lapses=2`, false},
+		{pre + `msg=note worker=actor/1 note="inference-bound: waited for actions 52% of the last minute"`, false},
+		{pre + `msg="actor configured" worker=actor/0 env=MinAtar-Breakout note=consumer-bound`, false},
+	}
+	for _, tt := range tests {
+		if got := notesConsumerBound(tt.line); got != tt.want {
+			t.Errorf("notesConsumerBound(%q) = %v, want %v", tt.line, got, tt.want)
+		}
 	}
 }

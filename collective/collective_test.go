@@ -3,6 +3,7 @@ package collective_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/etcdtest"
 	"github.com/distrl/distrl/internal/testsupport/grouptest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 )
@@ -419,5 +421,67 @@ func TestOwnRecord(t *testing.T) {
 	}
 	if _, err := b.Poll(); err != nil {
 		t.Fatalf("the newer member: %v", err)
+	}
+}
+
+// A right neighbour whose shared memory is gone while its record is still
+// in the view (its process exited; the record goes with its lease, or as
+// here when it closes) does not break the member that dials it: formation
+// waits, and forms with the neighbour's next incarnation.
+func TestNeighbourGoneBeforeDial(t *testing.T) {
+	repo := workertest.Repo(t)
+	ctx := workertest.Ctx(t, 20*time.Second)
+	lead, err := collective.Join(ctx, opts(repo, "gone", 0, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lead.Close()
+	away, err := collective.Join(ctx, opts(repo, "gone", 1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	val, err := repo.Get(ctx, trial.Group("gone", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ Addr string }
+	if err := json.Unmarshal([]byte(val), &rec); err != nil {
+		t.Fatal(err)
+	}
+	dir := zsock.SharedMemory(rec.Addr)
+	if dir == "" {
+		t.Skip("no shared memory here")
+	}
+	if err := os.RemoveAll(dir); err != nil { // as if its process had gone
+		t.Fatal(err)
+	}
+	for range 20 {
+		if ok, err := lead.Poll(); ok || err != nil {
+			t.Fatalf("rank 0 with its neighbour's shared memory gone: formed %v, err %v", ok, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	away.Close()
+	back, err := collective.Join(ctx, opts(repo, "gone", 1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	for {
+		okLead, err := lead.Poll()
+		if err != nil {
+			t.Fatalf("rank 0: %v", err)
+		}
+		okBack, err := back.Poll()
+		if err != nil {
+			t.Fatalf("rank 1: %v", err)
+		}
+		if okLead && okBack {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the group did not form with the neighbour's next incarnation")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

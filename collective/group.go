@@ -332,7 +332,10 @@ func (g *Group) Poll() (bool, error) {
 		return false, fmt.Errorf("%w: rank %d of group %s is configured differently from rank 0 (hash %s, rank 0's %s): a different network or configuration",
 			ErrRefused, g.o.Rank, g.o.Name, g.self.Hash, lead.Hash)
 	}
-	if err := g.connectRight(); err != nil {
+	if err := g.connectRight(); errors.Is(err, errNeighbourAway) {
+		g.log.Debug("collective: waiting for the right neighbour", "err", err)
+		return false, nil
+	} else if err != nil {
 		return false, err
 	}
 	g.flush()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"runtime"
 	"time"
 
@@ -66,6 +67,11 @@ func (g *Group) openLinks() string {
 	return lis.Dir()
 }
 
+// errNeighbourAway: the right neighbour's shared-memory listener is gone
+// (it exited, and its record goes with its lease) though its record is
+// still in the view; formation waits for the view to change.
+var errNeighbourAway = errors.New("collective: the right neighbour is not listening")
+
 // dialRight points the shared-memory link at the right neighbour's
 // listener dir, or drops it ("": the neighbour is elsewhere).
 func (g *Group) dialRight(dir string) error {
@@ -77,6 +83,11 @@ func (g *Group) dialRight(dir string) error {
 		return nil
 	}
 	ch, err := g.links.cli.Dial(dir, shmCapacity)
+	// Gone (its files removed), or its process gone with them still there
+	// (no reader at the doorbell).
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENXIO) || errors.Is(err, shm.ErrPeerGone) {
+		return fmt.Errorf("%w: rank %d's shared memory: %w", errNeighbourAway, (g.o.Rank+1)%g.o.Size, err)
+	}
 	if err != nil {
 		return fmt.Errorf("collective: dial rank %d in shared memory: %w", (g.o.Rank+1)%g.o.Size, err)
 	}

@@ -36,21 +36,29 @@ type condition struct {
 	clear   bool      // the type's last report was ""
 	lapses  int       // times it cleared and came back while shown
 
-	kind     string    // kindOf the report last logged
-	next     string    // a kind reported since nextFrom, other than kind
-	nextFrom time.Time // "" next: none
+	kind     string // kindOf the report last logged
+	next     string // a kind other than kind reported since nextFrom; "": none
+	nextFrom time.Time
 }
 
 // kindOf is what a report is about, without its figures: the label before
-// the first colon of each of its "; "-separated parts ("consumer-bound;
-// inference-bound" for "consumer-bound: back-pressured 97% ...;
-// inference-bound: waited ..."), or the part itself where it has none.
+// the first colon of each of its "; "-separated parts, or the part itself
+// where it has none, without digits ("consumer-bound; inference-bound" for
+// "consumer-bound: back-pressured 97% ...; inference-bound: waited ...",
+// "rank  of a group of ; all-reduces % of the last update" for a trainer
+// group's note), so that a changing figure is no change of kind.
 func kindOf(report string) string {
 	parts := strings.Split(report, "; ")
 	for i, p := range parts {
 		if label, _, ok := strings.Cut(p, ":"); ok {
-			parts[i] = label
+			p = label
 		}
+		parts[i] = strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return -1
+			}
+			return r
+		}, p)
 	}
 	return strings.Join(parts, "; ")
 }

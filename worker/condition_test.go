@@ -25,6 +25,26 @@ func (h logLines) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
+func TestKindOf(t *testing.T) {
+	tests := []struct{ report, kind string }{
+		{"consumer-bound: back-pressured 97% of the last minute", "consumer-bound"},
+		{"consumer-bound: back-pressured 51%; inference-bound: waited 60% (round trip 1.2ms)", "consumer-bound; inference-bound"},
+		{"rank 1 of a group of 2; all-reduces 31% of the last update", "rank  of a group of ; all-reduces % of the last update"},
+		{"group of 2 forming for 12s: ranks [1] not registered", "group of  forming for s"},
+		{"inference: 1 policy worker(s) registered but none accepting requests", "inference"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := kindOf(tt.report); got != tt.kind {
+			t.Errorf("kindOf(%q) = %q, want %q", tt.report, got, tt.kind)
+		}
+	}
+	// Figures that move are no change of kind.
+	if kindOf("rank 1 of a group of 2; all-reduces 31% of the last update") != kindOf("rank 1 of a group of 2; all-reduces 7% of the last update") {
+		t.Error("a changed percentage changed the kind")
+	}
+}
+
 func TestCondition(t *testing.T) {
 	type report struct {
 		at   time.Duration

@@ -7,9 +7,16 @@
 // (github.com/...) imports nothing cu does not, so its init runs first: on
 // failure it prints one line, "rlctl-cuda: CUDA unavailable: cuInit: no
 // CUDA-capable device is detected (CUDA_ERROR_NO_DEVICE)", and exits with
-// ExitUnavailable. In a test binary (its name ends in .test) it says SKIP
-// and exits 0 instead, so that `go test -tags cuda` on a machine without a
-// GPU reports what it could not run rather than failing.
+// ExitUnavailable.
+//
+// A test binary (its name ends in .test) goes on instead, so that its tests
+// that need no GPU run and those that do say SKIP with the reason (Err)
+// in `go test -v` and `-json`: this package defines cuInit itself, which
+// every caller in the process then reaches in place of the driver's (an
+// executable's symbols come before a shared library's), calls the
+// driver's, and in a test binary answers success to cu's init whatever the
+// driver said. The driver stays uninitialised, so nothing can use it by
+// mistake: every later call fails with CUDA_ERROR_NOT_INITIALIZED.
 //
 // Everything but this doc is behind the build tag `cuda`.
 package cudainit

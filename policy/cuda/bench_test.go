@@ -15,19 +15,31 @@ import (
 )
 
 // BenchmarkBackend is a policy worker's forward pass, Infer of a batch
-// (sampling included), on the CPU backend (package nn, gonum's GEMM, on as
-// many threads as gonum takes: GOMAXPROCS) and on GPU 0, for CartPole's
-// 4-64-64 network and a 512x512 one, at batch 64, 512, 4096 and 8192. It
-// reports rows/s; the CUDA runs also the GPU's time per batch split into
-// copy-in, kernels and copy-out (a profiled pass: the kernels are waited
-// for before the copy out, which the serving path does not do), in us.
+// (sampling included), on the CPU backend (package nn on OpenBLAS, with one
+// thread and with GOMAXPROCS threads, its best on a machine to itself) and
+// on GPU 0, for CartPole's 4-64-64 network, a 512x512 one and MinAtar's
+// convolutional network (10x10x4, 16 3x3 filters, 128, 6 actions), at
+// batch 64, 512, 4096 and 8192. It reports rows/s; the CUDA runs also the
+// GPU's time per batch split into copy-in, kernels and copy-out (a
+// profiled pass: the kernels are waited for before the copy out, which
+// the serving path does not do), in us.
 func BenchmarkBackend(b *testing.B) {
-	for _, hidden := range []int{64, 512} {
-		cfg := policy.Config{ObsDim: 4, ActionDim: 2, Head: nn.Categorical, Hidden: []int{hidden, hidden}, Seed: 1}
+	requireGPU(b)
+	nets := []struct {
+		name string
+		cfg  policy.Config
+	}{
+		{"64x64", policy.Config{ObsDim: 4, ActionDim: 2, Head: nn.Categorical, Hidden: []int{64, 64}, Seed: 1}},
+		{"512x512", policy.Config{ObsDim: 4, ActionDim: 2, Head: nn.Categorical, Hidden: []int{512, 512}, Seed: 1}},
+		{"minatar-conv", policy.Config{ObsDim: 400, ObsShape: []int{10, 10, 4}, Conv: policy.MinAtarConv, ActionDim: 6,
+			Head: nn.Categorical, Hidden: []int{128}, Activation: nn.ReLU, SharedTrunk: true, Seed: 1}},
+	}
+	for _, net := range nets {
 		for _, batch := range []int{64, 512, 4096, 8192} {
-			obs := randObs(3, batch, cfg.ObsDim)
-			for _, device := range []string{"cpu", "cuda"} {
-				b.Run(fmt.Sprintf("net=%dx%d/batch=%d/device=%s", hidden, hidden, batch, device), func(b *testing.B) {
+			obs := randObs(3, batch, net.cfg.ObsDim)
+			for _, device := range []string{"cpu-1", fmt.Sprintf("cpu-%d", runtime.GOMAXPROCS(0)), "cuda"} {
+				cfg := net.cfg
+				b.Run(fmt.Sprintf("net=%s/batch=%d/device=%s", net.name, batch, device), func(b *testing.B) {
 					var open policy.OpenBackend
 					var gpu *cuda.Backend
 					if device == "cuda" {
@@ -36,6 +48,8 @@ func BenchmarkBackend(b *testing.B) {
 							gpu = bk
 							return bk, err
 						}
+					} else if device != "cpu-1" {
+						cfg.Threads = runtime.GOMAXPROCS(0)
 					}
 					p, err := policy.NewOn(cfg, open)
 					if err != nil {
@@ -54,7 +68,6 @@ func BenchmarkBackend(b *testing.B) {
 					}
 					b.StopTimer()
 					b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "rows/s")
-					b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "threads")
 					if gpu == nil {
 						return
 					}

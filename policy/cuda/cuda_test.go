@@ -10,14 +10,15 @@ import (
 	"testing"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/cudainit"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/policy/cuda"
 )
 
-// These tests need an NVIDIA GPU: without one the binary says SKIP and
-// exits 0 before any of them runs (package internal/cudainit). One command
-// runs them all on a lent machine:
+// These tests need an NVIDIA GPU: without one each says SKIP with the
+// driver's reason (requireGPU). One command runs them all on a lent
+// machine:
 //
 //	bin/device/run policy_cuda.test -test.v
 
@@ -33,6 +34,19 @@ var nets = []struct {
 	{"shared-33x17-5", policy.Config{ObsDim: 7, ActionDim: 5, Head: nn.Categorical, Hidden: []int{33, 17}, SharedTrunk: true}},
 	{"gaussian-64x64-3", policy.Config{ObsDim: 11, ActionDim: 3, Head: nn.Gaussian, Hidden: []int{64, 64}}},
 	{"linear-3", policy.Config{ObsDim: 5, ActionDim: 3, Head: nn.Categorical, Hidden: []int{}}},
+	{"minatar-conv", policy.Config{ObsDim: 400, ObsShape: []int{10, 10, 4}, Conv: policy.MinAtarConv, ActionDim: 6,
+		Head: nn.Categorical, Hidden: []int{128}, Activation: nn.ReLU, SharedTrunk: true}},
+	{"conv-pad-stride", policy.Config{ObsDim: 490, ObsShape: []int{10, 7, 7}, ActionDim: 5, Head: nn.Categorical,
+		Conv: []nn.ConvLayer{{Filters: 8, Kernel: 3, Stride: 1, Padding: 1}, {Filters: 12, Kernel: 3, Stride: 2}}, Hidden: []int{32}}},
+}
+
+// requireGPU skips a test where the CUDA driver did not initialise, with
+// its reason.
+func requireGPU(t testing.TB) {
+	t.Helper()
+	if err := cudainit.Err(); err != nil {
+		t.Skip(err)
+	}
 }
 
 var batches = []int{1, 2, 7, 64, 513, 4096, 8192}
@@ -42,6 +56,7 @@ var batches = []int{1, 2, 7, 64, 513, 4096, 8192}
 // actions differ between rows).
 func pair(t testing.TB, cfg policy.Config, seed uint64) (cpu, gpu *policy.ActorCritic) {
 	t.Helper()
+	requireGPU(t)
 	cpu, err := policy.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +89,8 @@ func setRandomParams(t testing.TB, seed uint64, ps ...*policy.ActorCritic) {
 		switch {
 		case len(info.Shape) == 2:
 			scale = 1.5 / math.Sqrt(float64(info.Shape[0]))
+		case len(info.Shape) == 4: // a convolution's [k, k, cin, filters]
+			scale = 1.5 / math.Sqrt(float64(info.Shape[0]*info.Shape[1]*info.Shape[2]))
 		case info.Name == "logstd":
 			scale = 0.3
 		}
@@ -220,6 +237,7 @@ func compare(t *testing.T, cfg policy.Config, want, got *api.Inference, scales [
 // logits: a differing action is allowed only where the draw lies within
 // 1e-5 of the cumulative probability that separates the two.
 func TestSamplingBoundaries(t *testing.T) {
+	requireGPU(t)
 	cfg := policy.Config{ObsDim: 9, ActionDim: 6, Head: nn.Categorical, Hidden: []int{64, 64}, Seed: 3}
 	cpu, err := policy.New(cfg)
 	if err != nil {
@@ -295,7 +313,8 @@ func TestNonFiniteRows(t *testing.T) {
 	}
 }
 
-// TestOpenBadDevice: a device beyond those present is ErrDevice, named.
+// TestOpenBadDevice: a device beyond those present is ErrDevice, named;
+// without a driver, so is every device.
 func TestOpenBadDevice(t *testing.T) {
 	p, err := policy.New(nets[0].cfg)
 	if err != nil {
@@ -308,20 +327,9 @@ func TestOpenBadDevice(t *testing.T) {
 	t.Log(err)
 }
 
-// TestOpenRefusesConv: a network with convolutions is ErrUnsupported,
-// whatever the device, rather than run without them.
-func TestOpenRefusesConv(t *testing.T) {
-	cfg := policy.Config{ObsDim: 400, ObsShape: []int{10, 10, 4}, Conv: policy.MinAtarConv, ActionDim: 6,
-		Head: nn.Categorical, Hidden: []int{128}, Activation: nn.ReLU, SharedTrunk: true}
-	for _, ordinal := range []int{0, 99} {
-		if _, err := policy.NewOn(cfg, cuda.Opener(ordinal)); !errors.Is(err, cuda.ErrUnsupported) {
-			t.Errorf("NewOn with cuda:%d: %v, want ErrUnsupported", ordinal, err)
-		}
-	}
-}
-
 // TestDevices lists the GPUs, as `rlctl-cuda devices` prints them.
 func TestDevices(t *testing.T) {
+	requireGPU(t)
 	ds, err := cuda.Devices()
 	if err != nil || len(ds) == 0 {
 		t.Fatalf("Devices: %v, %v", ds, err)

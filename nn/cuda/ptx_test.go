@@ -42,6 +42,6 @@ func TestPTXUpToDate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatal("policy/cuda/kernels.ptx is not what nvcc makes of kernels.cu: run `make ptx` and commit it")
+		t.Fatal("nn/cuda/kernels.ptx is not what nvcc makes of kernels.cu: run `make ptx` and commit it")
 	}
 }

@@ -1,0 +1,280 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/distrl/distrl/nn"
+	"gorgonia.org/cu"
+)
+
+// Activation codes of kernels.cu.
+const (
+	actNone = 0
+	actTanh = 1
+	actReLU = 2
+)
+
+// narrowMax is kernels.cu's NARROW: the widest layer dense_narrow computes.
+const narrowMax = 8
+
+// gemmTile is the side of kernels.cu's output tiles (BM, BN).
+const gemmTile = 64
+
+// dense is one dense layer of the network on the device.
+type dense struct {
+	in, out int
+	w, b    int // offsets of W and b in the parameter vector
+	act     int // activation code
+}
+
+// conv is one convolution, with nn's shapes and layout.
+type conv struct {
+	inH, inW, inC, outH, outW, outC, k, stride, pad int
+	w, b                                            int
+}
+
+func (c conv) cols() int    { return c.k * c.k * c.inC }
+func (c conv) pixels() int  { return c.outH * c.outW }
+func (c conv) inSize() int  { return c.inH * c.inW * c.inC }
+func (c conv) outSize() int { return c.pixels() * c.outC }
+func (c conv) geom() []any {
+	return []any{c.inH, c.inW, c.inC, c.outH, c.outW, c.k, c.stride, c.pad}
+}
+
+// Net is an nn.ActorCritic laid out on a Context: the same flat parameter
+// vector, the same layers, run by kernels.cu. Its methods need the context
+// current.
+type Net struct {
+	c        *Context
+	spec     nn.Spec
+	conv     []conv
+	features int
+	trunk    []dense
+	pi, v    []dense
+	maxWidth int
+	logStd   int // offset of the Gaussian head's log-stds, or -1
+	params   Buffer
+	nparams  int
+}
+
+// NewNet lays net out on c and uploads its parameters; the context is
+// current.
+func NewNet(c *Context, net *nn.ActorCritic) (*Net, error) {
+	s := net.Spec()
+	n := &Net{c: c, spec: s, logStd: -1, features: s.ObsDim, nparams: net.NumParams()}
+	offsets := map[string]int{}
+	for _, p := range net.Layout() {
+		offsets[p.Name] = p.Offset
+	}
+	act := actTanh
+	if s.Activation == nn.ReLU {
+		act = actReLU
+	}
+	if len(s.Conv) > 0 {
+		h, w, ch := s.InputShape[0], s.InputShape[1], s.InputShape[2]
+		for i, l := range s.Conv {
+			cv := conv{inH: h, inW: w, inC: ch, outC: l.Filters, k: l.Kernel, stride: l.Stride, pad: l.Padding,
+				outH: (h+2*l.Padding-l.Kernel)/l.Stride + 1, outW: (w+2*l.Padding-l.Kernel)/l.Stride + 1,
+				w: offsets["conv."+strconv.Itoa(i)+".w"], b: offsets["conv."+strconv.Itoa(i)+".b"]}
+			n.conv = append(n.conv, cv)
+			h, w, ch = cv.outH, cv.outW, cv.outC
+			n.features = cv.outSize()
+		}
+	}
+	chain := func(name string, in int, hidden []int, headOut int) []dense {
+		var ls []dense
+		widths := append(append([]int(nil), hidden...), headOut)
+		for i, out := range widths {
+			if i == len(hidden) && headOut == 0 {
+				break
+			}
+			prefix := name + "." + strconv.Itoa(i)
+			l := dense{in: in, out: out, w: offsets[prefix+".w"], b: offsets[prefix+".b"], act: act}
+			if i == len(hidden) {
+				l.act = actNone
+			}
+			n.maxWidth = max(n.maxWidth, in, out)
+			ls = append(ls, l)
+			in = out
+		}
+		return ls
+	}
+	if s.SharedTrunk {
+		n.trunk = chain("trunk", n.features, s.Hidden, 0)
+		in := n.features
+		if len(s.Hidden) > 0 {
+			in = s.Hidden[len(s.Hidden)-1]
+		}
+		n.pi, n.v = chain("pi", in, nil, s.ActionDim), chain("v", in, nil, 1)
+	} else {
+		n.pi, n.v = chain("pi", n.features, s.Hidden, s.ActionDim), chain("v", n.features, s.Hidden, 1)
+	}
+	if s.Head == nn.Gaussian {
+		n.logStd = offsets["logstd"]
+	}
+	if err := n.params.Reserve(4 * n.nparams); err != nil {
+		return nil, err
+	}
+	if err := n.SetParams(net.Params()); err != nil {
+		n.params.Free()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Spec is the network's spec.
+func (n *Net) Spec() nn.Spec { return n.spec }
+
+// NumParams is the length of the parameter vector.
+func (n *Net) NumParams() int { return n.nparams }
+
+// ParamsPtr is the parameter vector on the device.
+func (n *Net) ParamsPtr() cu.DevicePtr { return n.params.Ptr }
+
+// SetParams uploads params whole.
+func (n *Net) SetParams(params []float32) error {
+	if len(params) != n.nparams {
+		return fmt.Errorf("cuda: set params: got %d values, the network has %d", len(params), n.nparams)
+	}
+	return upload(n.params.Ptr, params)
+}
+
+// Free releases the parameters' memory.
+func (n *Net) Free() { n.params.Free() }
+
+// Activations are the outputs of every layer of a forward pass on the
+// device, which a backward pass reads, for up to Rows rows.
+type Activations struct {
+	rows int
+	Obs  Buffer       // room for the input, [rows, ObsDim]
+	in   cu.DevicePtr // the last Forward's input
+
+	conv         []Buffer // each convolution's output
+	trunk, pi, v []Buffer // each dense layer's output; the heads' are the last of pi and v
+}
+
+// Reserve sizes a for rows rows of n.
+func (a *Activations) Reserve(n *Net, rows int) error {
+	if rows <= a.rows {
+		return nil
+	}
+	rows = max(rows, 2*a.rows, 64)
+	if int64(rows)*int64(max(n.spec.ObsDim, n.maxWidth, n.features)) > 1<<31-1 {
+		return fmt.Errorf("cuda: %d rows of this network exceed the kernels' 32-bit indices", rows)
+	}
+	if err := a.Obs.Reserve(4 * rows * n.spec.ObsDim); err != nil {
+		return err
+	}
+	grow := func(bufs []Buffer, sizes []int) ([]Buffer, error) {
+		for len(bufs) < len(sizes) {
+			bufs = append(bufs, Buffer{})
+		}
+		for i, s := range sizes {
+			if err := bufs[i].Reserve(4 * rows * s); err != nil {
+				return bufs, err
+			}
+		}
+		return bufs, nil
+	}
+	widths := func(ls []dense) []int {
+		var w []int
+		for _, l := range ls {
+			w = append(w, l.out)
+		}
+		return w
+	}
+	var convSizes []int
+	for _, c := range n.conv {
+		convSizes = append(convSizes, c.outSize())
+	}
+	var err error
+	if a.conv, err = grow(a.conv, convSizes); err != nil {
+		return err
+	}
+	if a.trunk, err = grow(a.trunk, widths(n.trunk)); err != nil {
+		return err
+	}
+	if a.pi, err = grow(a.pi, widths(n.pi)); err != nil {
+		return err
+	}
+	if a.v, err = grow(a.v, widths(n.v)); err != nil {
+		return err
+	}
+	a.rows = rows
+	return nil
+}
+
+// Free releases a's memory.
+func (a *Activations) Free() {
+	a.Obs.Free()
+	for _, bs := range [][]Buffer{a.conv, a.trunk, a.pi, a.v} {
+		for i := range bs {
+			bs[i].Free()
+		}
+	}
+	a.rows = 0
+}
+
+// Forward runs the network on batch rows of x (a.Obs, or any [batch,
+// ObsDim] on the device that stays there until a Backward), keeping every
+// layer's output in a, and returns where the policy head's output (logits or
+// Gaussian means, [batch, ActionDim]) and the values ([batch]) are. The
+// launches are queued on the null stream; nothing waits for them.
+func (n *Net) Forward(a *Activations, x cu.DevicePtr, batch int) (pi, v cu.DevicePtr, err error) {
+	if batch > a.rows {
+		return 0, 0, fmt.Errorf("cuda: forward of %d rows on activations for %d", batch, a.rows)
+	}
+	a.in = x
+	for i, c := range n.conv {
+		y := a.conv[i].Ptr
+		args := append([]any{x, n.params.Ptr + cu.DevicePtr(4*c.w), n.params.Ptr + cu.DevicePtr(4*c.b), y, batch}, c.geom()...)
+		args = append(args, c.outC, n.act())
+		if err := n.c.Launch("conv_forward", tiles(batch*c.pixels(), c.outC, 1), [3]int{16, 16, 1}, args...); err != nil {
+			return 0, 0, err
+		}
+		x = y
+	}
+	if x, err = n.forwardChain(n.trunk, a.trunk, x, batch); err != nil {
+		return 0, 0, err
+	}
+	if pi, err = n.forwardChain(n.pi, a.pi, x, batch); err != nil {
+		return 0, 0, err
+	}
+	v, err = n.forwardChain(n.v, a.v, x, batch)
+	return pi, v, err
+}
+
+func (n *Net) act() int {
+	if n.spec.Activation == nn.ReLU {
+		return actReLU
+	}
+	return actTanh
+}
+
+// tiles is the grid of kernels.cu's GEMM for an [m, cols] output, split
+// z ways over k.
+func tiles(m, cols, z int) [3]int {
+	return [3]int{(cols + gemmTile - 1) / gemmTile, (m + gemmTile - 1) / gemmTile, z}
+}
+
+func (n *Net) forwardChain(ls []dense, ys []Buffer, x cu.DevicePtr, batch int) (cu.DevicePtr, error) {
+	for i, l := range ls {
+		y := ys[i].Ptr
+		args := []any{x, n.params.Ptr + cu.DevicePtr(4*l.w), n.params.Ptr + cu.DevicePtr(4*l.b), y, batch, l.in, l.out, l.act}
+		var err error
+		if l.out <= narrowMax {
+			const warps = 8 // rows per block
+			err = n.c.Launch("dense_narrow", blocks(batch, warps), [3]int{32 * warps, 1, 1}, args...)
+		} else {
+			err = n.c.Launch("dense", tiles(batch, l.out, 1), [3]int{16, 16, 1}, args...)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("cuda: layer %d×%d: %w", l.in, l.out, err)
+		}
+		x = y
+	}
+	return x, nil
+}

@@ -1,10 +1,7 @@
 package policyworker
 
 import (
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/distrl/distrl/nn"
@@ -62,29 +59,6 @@ type Config struct {
 	ParamCacheDir string `msgpack:"param_cache_dir"`
 }
 
-// DeviceCPU is the default device.
-const DeviceCPU = "cpu"
-
-// ParseDevice splits a device name into its kind and ordinal: "" and "cpu"
-// are the CPU, "cuda" is "cuda:0", "cuda:N" the CUDA device N.
-func ParseDevice(s string) (kind string, ordinal int, err error) {
-	if s == "" || s == DeviceCPU {
-		return DeviceCPU, 0, nil
-	}
-	kind, num, hasNum := strings.Cut(s, ":")
-	if kind != "cuda" {
-		return "", 0, fmt.Errorf("device %q: want cpu, cuda or cuda:N", s)
-	}
-	if !hasNum {
-		return kind, 0, nil
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 || strconv.Itoa(n) != num {
-		return "", 0, fmt.Errorf("device %q: want cuda:N with N a device number (0, 1, ...)", s)
-	}
-	return kind, n, nil
-}
-
 // parseConfig decodes and checks the kwargs of "configure". Every error is
 // a bad_arguments *rpc.Error except a failure to register the built-in
 // environments, which is the worker's own.
@@ -104,11 +78,11 @@ func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 	case cfg.MaxBatch < 0:
 		return cfg, policy.Config{}, rpc.Errorf(rpc.ErrTypeBadArguments, "max_batch %d: must be positive", cfg.MaxBatch)
 	}
-	if _, _, err := ParseDevice(cfg.Device); err != nil {
+	if _, _, err := worker.ParseDevice(cfg.Device); err != nil {
 		return cfg, policy.Config{}, rpc.Errorf(rpc.ErrTypeBadArguments, "%v", err)
 	}
 	if cfg.Device == "" {
-		cfg.Device = DeviceCPU
+		cfg.Device = worker.DeviceCPU
 	}
 	pcfg := policy.Config{ObsDim: cfg.ObsDim, ActionDim: cfg.ActionDim, Head: cfg.Head}
 	if cfg.Env != "" {

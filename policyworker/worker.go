@@ -285,19 +285,7 @@ func (w *Worker) Close() error { return w.closeStreams() }
 // CPU. A device this binary cannot drive is a bad_arguments error that
 // says which binary can.
 func (w *Worker) backend(device string) (policy.OpenBackend, error) {
-	kind, ordinal, err := ParseDevice(device)
-	if err != nil {
-		return nil, rpc.Errorf(rpc.ErrTypeBadArguments, "%v", err)
-	}
-	if kind == DeviceCPU {
-		return nil, nil
-	}
-	open, ok := w.devices[kind]
-	if !ok {
-		return nil, rpc.Errorf(rpc.ErrTypeBadArguments,
-			"device %s: this binary has no %s support: run the worker with rlctl-%s (make build-%s)", device, kind, kind, kind)
-	}
-	return open(ordinal), nil
+	return worker.Accelerator(device, w.devices)
 }
 
 // closePolicy releases p's backend (device memory, a CUDA context).

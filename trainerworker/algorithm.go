@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
@@ -34,9 +35,10 @@ type algorithm interface {
 // Worker is the trainer worker type: the seam between the worker and the
 // algorithm its configuration names. Its methods run on the worker's loop.
 type Worker struct {
-	info worker.Info
-	name string
-	algo algorithm
+	info    worker.Info
+	engines Engines
+	name    string
+	algo    algorithm
 	// metrics is the trainer's part, fetched once: the algorithms that
 	// replace each other record into the same series.
 	metrics *telemetry.Trainer
@@ -52,15 +54,29 @@ var (
 	_ worker.FdWaiter     = (*Worker)(nil)
 )
 
-// New is the worker.Factory of the trainer type.
-func New(info worker.Info) (worker.Impl, error) {
-	return &Worker{info: info, metrics: info.Telemetry().Trainer()}, nil
+// Engines are the accelerators a binary can train on, by kind (the "cuda"
+// of "cuda:0"): each opens a learner's engine on the device of an ordinal.
+type Engines map[string]func(ordinal int) nn.OpenEngine
+
+// New is the worker.Factory of the trainer type on the CPU alone.
+func New(info worker.Info) (worker.Impl, error) { return NewFactory(nil)(info) }
+
+// NewFactory is the worker.Factory of the trainer type with engines
+// besides the CPU.
+func NewFactory(engines Engines) worker.Factory {
+	return func(info worker.Info) (worker.Impl, error) {
+		return &Worker{info: info, engines: engines, metrics: info.Telemetry().Trainer()}, nil
+	}
 }
 
-// Type is the trainer worker type, for a worker.Registry: a trainer keeps
+// Type is the trainer worker type on the CPU alone (NewType(nil)).
+func Type() worker.Type { return NewType(nil) }
+
+// NewType is the trainer worker type, for a worker.Registry, whose
+// learners may also run on engines (nil: the CPU alone): a trainer keeps
 // its checkpoints in the trial's checkpoint directory.
-func Type() worker.Type {
-	return worker.Type{Name: TypeName, New: New, Spec: member.Spec{Check: CheckConfig,
+func NewType(engines Engines) worker.Type {
+	return worker.Type{Name: TypeName, New: NewFactory(engines), Spec: member.Spec{Check: CheckConfig,
 		CheckpointDir: func(base string, _ int) string { return base }, Grouped: true}}
 }
 
@@ -118,9 +134,9 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	if w.algo == nil {
 		switch name {
 		case AlgoDQN:
-			w.algo = newDQN(w.info, w.metrics)
+			w.algo = newDQN(w.info, w.metrics, w.engines)
 		default:
-			w.algo = newPPO(w.info, w.metrics)
+			w.algo = newPPO(w.info, w.metrics, w.engines)
 		}
 		w.name = name
 	}

@@ -72,6 +72,11 @@ type Config struct {
 	// CheckpointEvery writes a checkpoint every that many updates (and one
 	// on close); default 10.
 	CheckpointEvery int `msgpack:"checkpoint_every"`
+	// Device is where the learner trains: "cpu" (the default), "cuda"
+	// (cuda:0) or "cuda:N", an NVIDIA GPU through nn/cuda's engine (the
+	// worker then runs as rlctl-cuda; docs/gpu.md). Categorical heads
+	// only.
+	Device string `msgpack:"device"`
 	// Threads is how many cores one minibatch's gradient is spread over
 	// (at least 64 samples each): a count, or "auto" (the default; a
 	// quarter of the node's cores, 1 to 8: worker.AutoThreads).
@@ -141,6 +146,9 @@ func parseConfig(args rpc.Args, index int) (settings, error) {
 	}
 	if err := cfg.GroupConfig.check(index); err != nil {
 		return s, err
+	}
+	if _, _, err := worker.ParseDevice(cfg.Device); err != nil {
+		return s, badConfig("%v", err)
 	}
 	s.memberSteps = (cfg.BatchSteps + cfg.GroupSize - 1) / cfg.GroupSize
 

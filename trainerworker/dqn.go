@@ -42,6 +42,9 @@ type DQNConfig struct {
 	// Conv puts convolutions before the hidden layers, as for PPO.
 	Conv []nn.ConvLayer `msgpack:"conv"`
 	Seed int64          `msgpack:"seed"`
+	// Device is where the learner trains, as for PPO: "cpu" (default),
+	// "cuda" or "cuda:N".
+	Device string `msgpack:"device"`
 	// DQN overrides fields of dqn.DefaultConfig() (lr, huber_delta,
 	// max_grad_norm, target_update_every, tau, double, dueling). A dueling
 	// network has a shared trunk: its policy workers need shared_trunk.
@@ -120,10 +123,12 @@ type dqnTrainer struct {
 	resumed                                                                      int64
 	warnings                                                                     map[string]string
 	evalSeed                                                                     int64
+	engines                                                                      Engines
 }
 
-func newDQN(info worker.Info, m *telemetry.Trainer) *dqnTrainer {
-	return &dqnTrainer{info: info, log: info.Log(), resumed: -1, metrics: metrics{m}, warnings: map[string]string{}, dec: zsock.NewDecoder()}
+func newDQN(info worker.Info, m *telemetry.Trainer, engines Engines) *dqnTrainer {
+	return &dqnTrainer{info: info, log: info.Log(), resumed: -1, metrics: metrics{m}, warnings: map[string]string{}, dec: zsock.NewDecoder(),
+		engines: engines}
 }
 
 func dqnBad(format string, args ...any) error {
@@ -160,6 +165,9 @@ func parseDQNConfig(args rpc.Args, index int) (DQNConfig, dqn.Config, policy.Con
 	if err := cfg.GroupConfig.check(index); err != nil {
 		return cfg, dcfg, pc, err
 	}
+	if _, _, err := worker.ParseDevice(cfg.Device); err != nil {
+		return cfg, dcfg, pc, dqnBad("%v", err)
+	}
 	dcfg = dqn.DefaultConfig()
 	if err := worker.DecodeConfig(rpc.RawArgs(cfg.DQN), "trainer config: dqn", &dcfg); err != nil {
 		return cfg, dcfg, pc, err
@@ -194,8 +202,20 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	if err != nil {
 		return dqnBad("%v", err)
 	}
+	open, err := worker.Accelerator(cfg.Device, w.engines)
+	if err != nil {
+		return err
+	}
+	if open != nil {
+		// A device that cannot be opened (absent, out of memory) is the
+		// configuration's fault, as for a policy worker.
+		if err := learner.SetEngine(open); err != nil {
+			return dqnBad("device %s: %v", cfg.Device, err)
+		}
+	}
 	evalEnv, err := api.NewEnv(cfg.Env, cfg.EnvConfig)
 	if err != nil {
+		_ = learner.Close()
 		return dqnBad("%v", err)
 	}
 	w.close()
@@ -239,7 +259,7 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	}
 	w.log.Info("trainer configured", "algorithm", AlgoDQN, "policy", cfg.Policy, "env", cfg.Env,
 		"params", learner.Online().NumParams(), "version", w.version, "dueling", dcfg.Dueling, "batch_size", cfg.BatchSize,
-		"group_size", cfg.GroupSize, "rank", w.info.Index)
+		"group_size", cfg.GroupSize, "rank", w.info.Index, "device", cmp.Or(cfg.Device, worker.DeviceCPU))
 	return nil
 }
 
@@ -270,7 +290,11 @@ func (w *dqnTrainer) restore() error {
 }
 
 func (w *dqnTrainer) checkpoint() {
-	payload, err := msgpack.Marshal(&dqnCheckpoint{Version: w.version, Learner: w.learner.State(), Samples: w.trained, ConfigHash: w.hash})
+	state, err := w.learner.State()
+	var payload []byte
+	if err == nil {
+		payload, err = msgpack.Marshal(&dqnCheckpoint{Version: w.version, Learner: state, Samples: w.trained, ConfigHash: w.hash})
+	}
 	if err == nil {
 		_, err = ckptfile.Write(w.cfg.CheckpointDir, dqnCheckpointPrefix, w.version, payload)
 	}
@@ -386,7 +410,11 @@ func (w *dqnTrainer) memberBatch() int {
 // (see the PPO trainer's); sampled batches not trained on are dropped.
 func (w *dqnTrainer) sync(ctx context.Context) error {
 	err := w.grp.syncFrom(ctx, w.log, &w.version, func() ([]byte, error) {
-		return msgpack.Marshal(&dqnCheckpoint{Version: w.version, Learner: w.learner.State(), ConfigHash: w.hash})
+		state, err := w.learner.State()
+		if err != nil {
+			return nil, err
+		}
+		return msgpack.Marshal(&dqnCheckpoint{Version: w.version, Learner: state, ConfigHash: w.hash})
 	}, func(b []byte) error {
 		var c dqnCheckpoint
 		if err := msgpack.Unmarshal(b, &c); err != nil {
@@ -615,6 +643,9 @@ func (w *dqnTrainer) Stats() map[string]any {
 
 func (w *dqnTrainer) close() error {
 	var errs []error
+	if w.learner != nil {
+		errs = append(errs, w.learner.Close()) // its engines; it trains on the CPU until replaced
+	}
 	if w.client != nil {
 		errs = append(errs, w.client.Close())
 		w.client = nil

@@ -1,6 +1,7 @@
 package trainerworker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,6 +76,7 @@ type ppoTrainer struct {
 	metrics  metrics
 	lastLog  time.Time
 	warnings map[string]string // by source; see Warning
+	engines  Engines
 }
 
 var (
@@ -84,9 +86,9 @@ var (
 	_ worker.SocketSetter = (*ppoTrainer)(nil)
 )
 
-func newPPO(info worker.Info, m *telemetry.Trainer) *ppoTrainer {
+func newPPO(info worker.Info, m *telemetry.Trainer, engines Engines) *ppoTrainer {
 	return &ppoTrainer{info: info, log: info.Log(), ckptVer: -1, resumed: -1, st: newCounters(), metrics: metrics{m},
-		warnings: map[string]string{}}
+		warnings: map[string]string{}, engines: engines}
 }
 
 // Configure builds the learner, resumes from the newest valid checkpoint
@@ -114,13 +116,26 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 		return badConfig("%v", err)
 	}
 	learner.SetThreads(s.cfg.Threads.N())
+	open, err := worker.Accelerator(s.cfg.Device, w.engines)
+	if err != nil {
+		return err
+	}
+	if open != nil {
+		// A device that cannot be opened (absent, out of memory) is the
+		// configuration's fault, as for a policy worker.
+		if err := learner.SetEngine(open); err != nil {
+			return badConfig("device %s: %v", s.cfg.Device, err)
+		}
+	}
 	if w.learner != nil {
 		w.finalCheckpoint()
+		w.closeLearner()
 	}
 	var restored *Checkpoint
 	// In a group, rank 0's state is everyone's: only it resumes.
 	if s.cfg.CheckpointDir != "" && (s.cfg.GroupSize <= 1 || w.info.Index == 0) {
 		if restored, err = w.restore(s, learner); err != nil {
+			_ = learner.Close()
 			return err
 		}
 	}
@@ -172,13 +187,15 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	w.log.Info("trainer configured", "policy", s.cfg.Policy, "env", s.cfg.Env,
 		"params", net.NumParams(), "version", w.version, "resumed", restored != nil,
 		"batch_steps", s.cfg.BatchSteps, "max_staleness", s.staleness, "lr", s.ppo.LR,
-		"checkpoint_dir", s.cfg.CheckpointDir, "threads", s.cfg.Threads.N(), "group_size", s.cfg.GroupSize, "rank", w.info.Index)
+		"checkpoint_dir", s.cfg.CheckpointDir, "threads", s.cfg.Threads.N(), "group_size", s.cfg.GroupSize, "rank", w.info.Index,
+		"device", cmp.Or(s.cfg.Device, worker.DeviceCPU))
 	return nil
 }
 
 // abandon drops a configuration that failed half way: the worker is in
 // ERROR and must not checkpoint or serve it.
 func (w *ppoTrainer) abandon() {
+	w.closeLearner()
 	w.learner = nil
 	if err := w.closeStreams(); err != nil {
 		w.log.Warn("trainer: closing the streams of a failed configure", "err", err)
@@ -551,7 +568,18 @@ func (w *ppoTrainer) Warning() string {
 // is not on disk yet) and closes the streams.
 func (w *ppoTrainer) Close() error {
 	w.finalCheckpoint()
+	w.closeLearner()
 	return w.closeStreams()
+}
+
+// closeLearner releases the learner's engine, if it has one.
+func (w *ppoTrainer) closeLearner() {
+	if w.learner == nil {
+		return
+	}
+	if err := w.learner.Close(); err != nil {
+		w.log.Warn("trainer: closing the learner's engine", "err", err)
+	}
 }
 
 func (w *ppoTrainer) closeStreams() error {

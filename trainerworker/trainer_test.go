@@ -53,6 +53,10 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 		{"conv larger than the image", map[string]any{"env": "minatar-breakout", "conv": []map[string]any{{"filters": 4, "kernel": 11, "stride": 1}}}},
 		{"conv of no filters", map[string]any{"env": "minatar-breakout", "conv": []map[string]any{{"filters": 0, "kernel": 3, "stride": 1}}}},
 		{"conv not a list", map[string]any{"env": "minatar-breakout", "conv": 16}},
+		{"bad device", map[string]any{"device": "gpu:0"}},
+		{"cuda on a binary without it", map[string]any{"device": "cuda:0"}},
+		{"dqn: cuda on a binary without it", map[string]any{"algorithm": "dqn", "device": "cuda"}},
+		{"dqn: bad device", map[string]any{"algorithm": "dqn", "device": "cuda:x"}},
 		{"dqn: conv of stride 0", map[string]any{"algorithm": "dqn", "env": "minatar-breakout", "conv": []map[string]any{{"filters": 4, "kernel": 3}}}},
 	}
 	c := newCluster(t)

@@ -85,6 +85,11 @@ type Learner struct {
 	grad              []float32
 	dOut              nn.Output
 	q, qNext, qTgt    []float32
+
+	// eng and tgtEng, when set (SetEngine), are where the online and
+	// target networks run; online's and target's parameters are then the
+	// host's copies, online's brought back after every update.
+	eng, tgtEng nn.Engine
 }
 
 // NewLearner builds the networks for spec (a categorical head; the trunk
@@ -115,13 +120,72 @@ func (l *Learner) Spec() nn.Spec { return l.spec }
 // Updates counts the updates made.
 func (l *Learner) Updates() int64 { return l.updates }
 
+// SetEngine moves the learner's networks onto engines opened by open (a
+// GPU's: nn/cuda.EngineOpener), the online network's with the optimizer's
+// state: forward and backward passes, clipping and Adam run there, the
+// loss here. The online parameters come back after every update (Online
+// sees them), the target's go there when they change, Adam's state comes
+// back for State; Restore sends everything there. Close releases them.
+func (l *Learner) SetEngine(open nn.OpenEngine) error {
+	eng, err := open(l.online, l.opt)
+	if err != nil {
+		return fmt.Errorf("dqn: open engine: %w", err)
+	}
+	tgt, err := open(l.target, nn.NewAdam(0, 0))
+	if err != nil {
+		_ = eng.Close()
+		return fmt.Errorf("dqn: open the target's engine: %w", err)
+	}
+	if err := l.Close(); err != nil {
+		_, _ = eng.Close(), tgt.Close()
+		return err
+	}
+	l.eng, l.tgtEng = eng, tgt
+	return nil
+}
+
+// Close releases the engines, if any; the learner then trains on the CPU
+// from the parameters and Adam state it brings back first.
+func (l *Learner) Close() error {
+	if l.eng == nil {
+		return nil
+	}
+	step, err := l.eng.AdamState(l.opt.M, l.opt.V)
+	if err == nil {
+		l.opt.Step = step
+	}
+	for _, e := range []nn.Engine{l.eng, l.tgtEng} {
+		if cerr := e.Close(); err == nil {
+			err = cerr
+		}
+	}
+	l.eng, l.tgtEng = nil, nil
+	if err != nil {
+		return fmt.Errorf("dqn: close engines: %w", err)
+	}
+	return nil
+}
+
 // QValues writes Q(s, ·) of the network m for batch observations into q
 // ([batch*ActionDim]), combining a dueling head; ws and out are scratch.
 func QValues(m *nn.ActorCritic, dueling bool, obs []float32, batch int, ws *nn.Workspace, out *nn.Output, q []float32) ([]float32, error) {
 	if err := m.Forward(obs, batch, ws, out); err != nil {
 		return q, err
 	}
-	a := m.Spec().ActionDim
+	return combineQ(out, dueling, m.Spec().ActionDim, batch, q), nil
+}
+
+// engineQ is QValues on an engine, its activations kept in slot.
+func engineQ(e nn.Engine, slot int, dueling bool, actions int, obs []float32, batch int, out *nn.Output, q []float32) ([]float32, error) {
+	if err := e.Forward(slot, obs, batch, out); err != nil {
+		return q, err
+	}
+	return combineQ(out, dueling, actions, batch, q), nil
+}
+
+// combineQ is Q of a forward pass's outputs: the logits, or for a dueling
+// head V + A - mean(A).
+func combineQ(out *nn.Output, dueling bool, a, batch int, q []float32) []float32 {
 	q = grow(q, batch*a)
 	copy(q, out.Logits)
 	if dueling {
@@ -137,7 +201,7 @@ func QValues(m *nn.ActorCritic, dueling bool, obs []float32, batch int, ws *nn.W
 			}
 		}
 	}
-	return q, nil
+	return q
 }
 
 func grow(s []float32, n int) []float32 {
@@ -212,22 +276,63 @@ func (l *Learner) UpdateGroup(ctx context.Context, b *Batch, td []float64, r Red
 	if r == nil || b.Len() > 0 {
 		st, td, err = l.lossAndGrad(b, td, true)
 	}
+	grad := l.grad[:l.online.NumParams()]
 	if r == nil {
 		if err != nil {
 			return st, td, err
 		}
-	} else if st, err = l.reduceGrad(ctx, r, st, b.Len(), err); err != nil {
-		return st, td, err
+	} else {
+		if l.eng != nil && err == nil && b.Len() > 0 {
+			if gerr := l.eng.Grad(grad); gerr != nil {
+				return st, td, fmt.Errorf("dqn: gradient from the engine: %w", gerr)
+			}
+		}
+		if st, err = l.reduceGrad(ctx, r, st, b.Len(), err); err != nil {
+			return st, td, err
+		}
+		if l.eng != nil {
+			if err := l.eng.SetGrad(grad); err != nil {
+				return st, td, fmt.Errorf("dqn: gradient to the engine: %w", err)
+			}
+		}
 	}
-	st.GradNorm = float64(nn.ClipGradNorm(l.grad[:l.online.NumParams()], float32(l.cfg.MaxGradNorm)))
+	if l.eng != nil {
+		return l.engineStep(st, td)
+	}
+	st.GradNorm = float64(nn.ClipGradNorm(grad, float32(l.cfg.MaxGradNorm)))
 	if math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
 		return st, td, fmt.Errorf("dqn: gradient norm is %v", st.GradNorm)
 	}
-	if err := l.opt.Update(l.online.Params(), l.grad[:l.online.NumParams()]); err != nil {
+	if err := l.opt.Update(l.online.Params(), grad); err != nil {
 		return st, td, fmt.Errorf("dqn: %w", err)
 	}
 	l.updates++
 	l.updateTarget()
+	return st, td, nil
+}
+
+// engineStep is the end of UpdateGroup on the engines: clip, Adam, the
+// online parameters back to the host, the target's update there.
+func (l *Learner) engineStep(st Stats, td []float64) (Stats, []float64, error) {
+	norm, err := l.eng.ClipGradNorm(float32(l.cfg.MaxGradNorm))
+	if err != nil {
+		return st, td, fmt.Errorf("dqn: %w", err)
+	}
+	if st.GradNorm = float64(norm); math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
+		return st, td, fmt.Errorf("dqn: gradient norm is %v", st.GradNorm)
+	}
+	if err := l.eng.Step(l.opt.LR); err != nil {
+		return st, td, fmt.Errorf("dqn: %w", err)
+	}
+	if err := l.eng.Params(l.online.Params()); err != nil {
+		return st, td, fmt.Errorf("dqn: parameters from the engine: %w", err)
+	}
+	l.updates++
+	if l.updateTarget() {
+		if err := l.tgtEng.SetParams(l.target.Params()); err != nil {
+			return st, td, fmt.Errorf("dqn: target parameters to the engine: %w", err)
+		}
+	}
 	return st, td, nil
 }
 
@@ -300,16 +405,24 @@ func (l *Learner) lossAndGrad(b *Batch, td []float64, backward bool) (Stats, []f
 	}
 	var err error
 	// Targets first: the online network's Forward on s must be the last
-	// one on l.ws before Backward.
-	if l.qTgt, err = QValues(l.target, l.cfg.Dueling, b.NextObs, n, l.wsTgt, &l.tgt, l.qTgt); err != nil {
-		return Stats{}, td, fmt.Errorf("dqn: %w", err)
-	}
-	if l.cfg.Double {
-		if l.qNext, err = QValues(l.online, l.cfg.Dueling, b.NextObs, n, l.wsNext, &l.outNext, l.qNext); err != nil {
-			return Stats{}, td, fmt.Errorf("dqn: %w", err)
+	// one on l.ws before Backward (on an engine, slot 0 is s's).
+	if l.eng != nil {
+		du := l.cfg.Dueling
+		if l.qTgt, err = engineQ(l.tgtEng, 0, du, a, b.NextObs, n, &l.tgt, l.qTgt); err == nil && l.cfg.Double {
+			l.qNext, err = engineQ(l.eng, 1, du, a, b.NextObs, n, &l.outNext, l.qNext)
+		}
+		if err == nil {
+			l.q, err = engineQ(l.eng, 0, du, a, b.Obs, n, &l.out, l.q)
+		}
+	} else {
+		if l.qTgt, err = QValues(l.target, l.cfg.Dueling, b.NextObs, n, l.wsTgt, &l.tgt, l.qTgt); err == nil && l.cfg.Double {
+			l.qNext, err = QValues(l.online, l.cfg.Dueling, b.NextObs, n, l.wsNext, &l.outNext, l.qNext)
+		}
+		if err == nil {
+			l.q, err = QValues(l.online, l.cfg.Dueling, b.Obs, n, l.ws, &l.out, l.q)
 		}
 	}
-	if l.q, err = QValues(l.online, l.cfg.Dueling, b.Obs, n, l.ws, &l.out, l.q); err != nil {
+	if err != nil {
 		return Stats{}, td, fmt.Errorf("dqn: %w", err)
 	}
 	dLogits := grow(l.dOut.Logits, n*a)
@@ -364,26 +477,38 @@ func (l *Learner) lossAndGrad(b *Batch, td []float64, backward bool) (Stats, []f
 	if !backward {
 		return st, td, nil
 	}
-	grad := l.grad[:l.online.NumParams()]
-	clear(grad)
-	if err := l.online.Backward(l.ws, n, &l.dOut, grad); err != nil {
+	if l.eng != nil {
+		err = l.eng.ZeroGrad()
+		if err == nil {
+			err = l.eng.Backward(0, n, &l.dOut)
+		}
+	} else {
+		grad := l.grad[:l.online.NumParams()]
+		clear(grad)
+		err = l.online.Backward(l.ws, n, &l.dOut, grad)
+	}
+	if err != nil {
 		return st, td, fmt.Errorf("dqn: %w", err)
 	}
 	return st, td, nil
 }
 
-func (l *Learner) updateTarget() {
+// updateTarget moves the target network towards the online one as
+// configured, and says whether it changed.
+func (l *Learner) updateTarget() bool {
 	p, t := l.online.Params(), l.target.Params()
 	if l.cfg.TargetUpdateEvery > 0 {
 		if l.updates%int64(l.cfg.TargetUpdateEvery) == 0 {
 			copy(t, p)
+			return true
 		}
-		return
+		return false
 	}
 	tau := float32(l.cfg.Tau)
 	for i := range t {
 		t[i] += tau * (p[i] - t[i])
 	}
+	return true
 }
 
 // LearnerState is everything a checkpoint needs to resume a learner.
@@ -396,11 +521,19 @@ type LearnerState struct {
 	Updates int64     `msgpack:"updates"`
 }
 
-// State copies the learner's state.
-func (l *Learner) State() LearnerState {
+// State copies the learner's state (on an engine, Adam's comes from
+// there).
+func (l *Learner) State() (LearnerState, error) {
+	if l.eng != nil {
+		step, err := l.eng.AdamState(l.opt.M, l.opt.V)
+		if err != nil {
+			return LearnerState{}, fmt.Errorf("dqn: state: Adam state from the engine: %w", err)
+		}
+		l.opt.Step = step
+	}
 	c := func(s []float32) []float32 { return append([]float32(nil), s...) }
 	return LearnerState{Online: c(l.online.Params()), Target: c(l.target.Params()), AdamM: c(l.opt.M), AdamV: c(l.opt.V),
-		Step: l.opt.Step, Updates: l.updates}
+		Step: l.opt.Step, Updates: l.updates}, nil
 }
 
 // Restore loads a state of a learner of the same architecture; a state of
@@ -416,5 +549,17 @@ func (l *Learner) Restore(s LearnerState) error {
 	copy(l.opt.M, s.AdamM)
 	copy(l.opt.V, s.AdamV)
 	l.opt.Step, l.updates = s.Step, s.Updates
+	if l.eng != nil {
+		err := l.eng.SetParams(s.Online)
+		if err == nil {
+			err = l.tgtEng.SetParams(s.Target)
+		}
+		if err == nil {
+			err = l.eng.SetAdamState(s.AdamM, s.AdamV, s.Step)
+		}
+		if err != nil {
+			return fmt.Errorf("dqn: restore: state to the engines: %w", err)
+		}
+	}
 	return nil
 }

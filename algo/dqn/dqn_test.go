@@ -211,7 +211,11 @@ func TestStateRoundTrip(t *testing.T) {
 	a, _ := NewLearner(testSpec(), DefaultConfig(), 1)
 	a.Update(b, nil)
 	c, _ := NewLearner(testSpec(), DefaultConfig(), 2)
-	if err := c.Restore(a.State()); err != nil {
+	st, err := a.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restore(st); err != nil {
 		t.Fatal(err)
 	}
 	a.Update(b, nil)
@@ -219,7 +223,7 @@ func TestStateRoundTrip(t *testing.T) {
 	if !equal(a.online.Params(), c.online.Params()) || a.Updates() != c.Updates() {
 		t.Fatal("restored learner diverged")
 	}
-	bad := a.State()
+	bad, _ := a.State()
 	bad.AdamM = bad.AdamM[1:]
 	if err := c.Restore(bad); err == nil {
 		t.Fatal("short state accepted")

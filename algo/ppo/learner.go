@@ -95,6 +95,10 @@ type Learner struct {
 	grad    []float32
 	shards  []shard // one per goroutine of a minibatch (SetThreads)
 	wg      sync.WaitGroup
+
+	// eng, when set, is where the network trains (SetEngine): net's
+	// parameters are then a copy, brought back after every update.
+	eng nn.Engine
 }
 
 // NewLearner returns a learner that trains net in place with the given
@@ -123,6 +127,56 @@ func NewLearner(net *nn.ActorCritic, cfg Config) (*Learner, error) {
 		grad:     make([]float32, net.NumParams()),
 		shards:   make([]shard, 1),
 	}, nil
+}
+
+// SetEngine moves the learner's training onto an engine opened by open
+// (a GPU's: nn/cuda.EngineOpener) with the network's current parameters
+// and the optimizer's state: forward and backward passes, clipping and
+// Adam run there, the loss of each minibatch's outputs here. The
+// parameters come back after every update (Params, State see them);
+// Restore sends them there. Threads no longer apply. Close releases the
+// engine.
+func (l *Learner) SetEngine(open nn.OpenEngine) error {
+	if l.gaussian {
+		return fmt.Errorf("ppo: %w", nn.ErrEngineHead)
+	}
+	e, err := open(l.net, l.opt)
+	if err != nil {
+		return fmt.Errorf("ppo: open engine: %w", err)
+	}
+	if l.eng != nil {
+		_ = l.eng.Close()
+	}
+	l.eng = e
+	return nil
+}
+
+// Close releases the engine, if any; the learner then trains on the CPU
+// from the parameters it last brought back.
+func (l *Learner) Close() error {
+	if l.eng == nil {
+		return nil
+	}
+	err := l.syncFromEngine()
+	if cerr := l.eng.Close(); err == nil {
+		err = cerr
+	}
+	l.eng = nil
+	return err
+}
+
+// syncFromEngine copies the engine's parameters and Adam state into the
+// learner's.
+func (l *Learner) syncFromEngine() error {
+	if err := l.eng.Params(l.net.Params()); err != nil {
+		return fmt.Errorf("ppo: parameters from the engine: %w", err)
+	}
+	step, err := l.eng.AdamState(l.opt.M, l.opt.V)
+	if err != nil {
+		return fmt.Errorf("ppo: Adam state from the engine: %w", err)
+	}
+	l.opt.Step = step
+	return nil
 }
 
 // Config returns the learner's hyperparameters.
@@ -181,8 +235,17 @@ func (l *Learner) Update(batches []*api.SampleBatch) (Stats, error) {
 //
 // An error of r (a member lost) leaves the learner part way through the
 // update, like ErrNonFinite: roll back to a State taken before.
-func (l *Learner) UpdateGroup(ctx context.Context, batches []*api.SampleBatch, r Reducer) (Stats, error) {
-	var st Stats
+func (l *Learner) UpdateGroup(ctx context.Context, batches []*api.SampleBatch, r Reducer) (st Stats, err error) {
+	if l.eng != nil {
+		// Whatever happens, the host's copy is the engine's, so that
+		// Params and State say where the learner is (three vectors of
+		// NumParams a PPO update: a fraction of a millisecond).
+		defer func() {
+			if serr := l.syncFromEngine(); serr != nil && err == nil {
+				err = fmt.Errorf("ppo: update: %w", serr)
+			}
+		}()
+	}
 	n := 0
 	for i, b := range batches {
 		if err := l.checkBatch(b); err != nil {
@@ -235,16 +298,19 @@ func (l *Learner) UpdateGroup(ctx context.Context, batches []*api.SampleBatch, r
 				clear(grad) // a member with fewer rows than minibatches
 			}
 			if r != nil {
-				if t, err = l.reduceGrad(ctx, r, t, len(idx)); err != nil {
+				if t, err = l.reduceGroupGrad(ctx, r, t, len(idx), grad); err != nil {
 					return st, fmt.Errorf("ppo: update: epoch %d, minibatch %d: %w", st.Epochs, m, err)
 				}
 			}
-			norm := nn.ClipGradNorm(grad, maxNorm)
+			norm, err := l.clip(grad, maxNorm)
+			if err != nil {
+				return st, fmt.Errorf("ppo: update: %w", err)
+			}
 			if f := float64(norm); math.IsNaN(f) || math.IsInf(f, 0) || math.IsNaN(t.total) {
 				return st, fmt.Errorf("ppo: update: epoch %d, minibatch %d: %w (norm %v, loss %v)",
 					st.Epochs, m, ErrNonFinite, norm, t.total)
 			}
-			if err := l.opt.Update(l.net.Params(), grad); err != nil {
+			if err := l.step(grad); err != nil {
 				return st, fmt.Errorf("ppo: update: %w", err)
 			}
 			st.PolicyLoss += t.policy
@@ -270,6 +336,41 @@ func (l *Learner) UpdateGroup(ctx context.Context, batches []*api.SampleBatch, r
 	st.GradNorm *= inv
 	l.updates++
 	return st, nil
+}
+
+// reduceGroupGrad is reduceGrad of the gradient wherever it is: on an
+// engine it crosses to the host for the group's sum and back.
+func (l *Learner) reduceGroupGrad(ctx context.Context, r Reducer, t lossTerms, rows int, grad []float32) (lossTerms, error) {
+	if l.eng == nil {
+		return l.reduceGrad(ctx, r, t, rows)
+	}
+	if rows > 0 { // a member without rows cleared grad, and has no engine pass
+		if err := l.eng.Grad(grad); err != nil {
+			return t, err
+		}
+	}
+	t, err := l.reduceGrad(ctx, r, t, rows)
+	if err != nil {
+		return t, err
+	}
+	return t, l.eng.SetGrad(grad)
+}
+
+// clip is nn.ClipGradNorm of the gradient, on the engine if there is one.
+func (l *Learner) clip(grad []float32, maxNorm float32) (float32, error) {
+	if l.eng != nil {
+		return l.eng.ClipGradNorm(maxNorm)
+	}
+	return nn.ClipGradNorm(grad, maxNorm), nil
+}
+
+// step applies Adam to the (clipped) gradient, on the engine if there is
+// one.
+func (l *Learner) step(grad []float32) error {
+	if l.eng != nil {
+		return l.eng.Step(l.opt.LR)
+	}
+	return l.opt.Update(l.net.Params(), grad)
 }
 
 // reduceGrad turns this member's gradient of the mean loss over its rows
@@ -487,6 +588,14 @@ func (l *Learner) Restore(s LearnerState) error {
 	l.updates = s.Updates
 	if len(s.RNG) > 0 {
 		*l.pcg = pcg
+	}
+	if l.eng != nil {
+		if err := l.eng.SetParams(s.Params); err != nil {
+			return fmt.Errorf("ppo: restore: parameters to the engine: %w", err)
+		}
+		if err := l.eng.SetAdamState(s.AdamM, s.AdamV, s.AdamStep); err != nil {
+			return fmt.Errorf("ppo: restore: Adam state to the engine: %w", err)
+		}
 	}
 	return nil
 }

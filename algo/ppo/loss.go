@@ -90,7 +90,7 @@ func (l *Learner) SetThreads(n int) {
 
 // lossAndGrad evaluates the PPO loss of mb at the network's current
 // parameters and stores its gradient with respect to those parameters in
-// grad (overwriting it). Update and the finite-difference test both go
+// grad (overwriting it), or on an engine in the engine's gradient. Update and the finite-difference test both go
 // through it, so the test checks the very code that trains. The rows are
 // split over up to len(l.shards) goroutines (see SetThreads).
 func (l *Learner) lossAndGrad(mb *samples, grad []float32) (lossTerms, error) {
@@ -100,12 +100,20 @@ func (l *Learner) lossAndGrad(mb *samples, grad []float32) (lossTerms, error) {
 		return t, errors.New("ppo: loss of an empty minibatch")
 	}
 	k := max(min(len(l.shards), n/minShardRows), 1)
+	if l.eng != nil {
+		k = 1
+	}
 	for i := 1; i < k; i++ {
 		sh := &l.shards[i]
 		sh.grad = grow(sh.grad, len(grad))
 		l.wg.Go(func() { sh.err = l.shardLossAndGrad(sh, mb, i*n/k, (i+1)*n/k, sh.grad) })
 	}
-	err := l.shardLossAndGrad(&l.shards[0], mb, 0, n/k, grad)
+	var err error
+	if l.eng != nil {
+		err = l.engineLossAndGrad(&l.shards[0], mb)
+	} else {
+		err = l.shardLossAndGrad(&l.shards[0], mb, 0, n/k, grad)
+	}
 	l.wg.Wait()
 	t = l.shards[0].t
 	for i := 1; i < k; i++ {
@@ -148,12 +156,42 @@ func (l *Learner) lossAndGrad(mb *samples, grad []float32) (lossTerms, error) {
 // clip range), and 0 where the clipped, constant term is the smaller, as
 // autograd does for the equivalent max of the negated terms.
 func (l *Learner) shardLossAndGrad(sh *shard, mb *samples, lo, hi int, grad []float32) error {
-	t := &sh.t
-	*t = lossTerms{}
 	rows := hi - lo
 	if err := l.net.Forward(mb.obs[lo*l.obsDim:hi*l.obsDim], rows, &sh.ws, &sh.out); err != nil {
 		return fmt.Errorf("ppo: loss: %w", err)
 	}
+	l.rowsLoss(sh, mb, lo, hi)
+	clear(grad)
+	if err := l.net.Backward(&sh.ws, rows, &sh.dOut, grad); err != nil {
+		return fmt.Errorf("ppo: loss gradient: %w", err)
+	}
+	return nil
+}
+
+// engineLossAndGrad is shardLossAndGrad for the whole minibatch on the
+// engine: the network's passes run there, the loss of its outputs here
+// (the same rowsLoss), and the gradient stays there.
+func (l *Learner) engineLossAndGrad(sh *shard, mb *samples) error {
+	if err := l.eng.Forward(0, mb.obs[:mb.n*l.obsDim], mb.n, &sh.out); err != nil {
+		return fmt.Errorf("ppo: loss: %w", err)
+	}
+	l.rowsLoss(sh, mb, 0, mb.n)
+	if err := l.eng.ZeroGrad(); err != nil {
+		return fmt.Errorf("ppo: loss gradient: %w", err)
+	}
+	if err := l.eng.Backward(0, mb.n, &sh.dOut); err != nil {
+		return fmt.Errorf("ppo: loss gradient: %w", err)
+	}
+	return nil
+}
+
+// rowsLoss computes the loss of the rows [lo, hi) of mb from the
+// network's outputs for them (sh.out) into sh.t, and the gradient of the
+// minibatch's mean loss with respect to those outputs into sh.dOut.
+func (l *Learner) rowsLoss(sh *shard, mb *samples, lo, hi int) {
+	t := &sh.t
+	*t = lossTerms{}
+	rows := hi - lo
 	a := l.actDim
 	eps := l.cfg.ClipEps
 	inv := 1 / float64(mb.n)
@@ -245,12 +283,6 @@ func (l *Learner) shardLossAndGrad(sh *shard, mb *samples, lo, hi int, grad []fl
 	if l.gaussian && lo == 0 && entCoef != 0 {
 		nn.GaussianEntropyGrad(logStd, float32(-entCoef), d.LogStd)
 	}
-
-	clear(grad)
-	if err := l.net.Backward(&sh.ws, rows, d, grad); err != nil {
-		return fmt.Errorf("ppo: loss gradient: %w", err)
-	}
-	return nil
 }
 
 // grow returns s resliced to n elements, reallocating only if its capacity

@@ -5,24 +5,28 @@ import (
 	"strings"
 
 	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/trainerworker"
+	"github.com/distrl/distrl/worker"
 	"github.com/urfave/cli/v2"
 )
 
-// accelerator is what a build of rlctl can run policies on besides the
-// CPU: rlctl has none (accel_cpu.go), rlctl-cuda has CUDA (accel_cuda.go).
+// accelerator is what a build of rlctl can run policies and trainers on
+// besides the CPU: rlctl has none (accel_cpu.go), rlctl-cuda has CUDA
+// (accel_cuda.go).
 type accelerator struct {
 	// kind is the device kind ("cuda"), "" for none.
 	kind string
 	// devices lists the devices the driver sees, one line each.
 	devices func() ([]string, error)
-	// policy opens policy backends on them.
-	policy policyworker.Devices
+	// policy opens policy backends on them, trainer learners' engines.
+	policy  policyworker.Devices
+	trainer trainerworker.Engines
 }
 
 func devicesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "devices",
-		Usage: "list the GPUs this binary can run policy workers on (rlctl-cuda; rlctl has none)",
+		Usage: "list the GPUs this binary can run policy and trainer workers on (rlctl-cuda; rlctl has none)",
 		Description: "Prints one line per CUDA device. With --require it fails, with one line on stderr, unless every\n" +
 			"named device is present: `rlctl start` runs it before starting workers on a CUDA device.",
 		Flags: []cli.Flag{
@@ -47,7 +51,7 @@ func runDevices(c *cli.Context) error {
 		if want = strings.TrimSpace(want); want == "" {
 			continue
 		}
-		kind, n, err := policyworker.ParseDevice(want)
+		kind, n, err := worker.ParseDevice(want)
 		if err != nil {
 			return cli.Exit(err.Error(), exitUsage)
 		}

@@ -39,7 +39,7 @@ func builtinTypes() (*worker.Registry, error) {
 		sinkworker.Type(),
 		policyworker.NewType(accel.policy),
 		actorworker.Type(),
-		trainerworker.Type(),
+		trainerworker.NewType(accel.trainer),
 		replayworker.Type(),
 	} {
 		if err := reg.Add(t); err != nil {

@@ -1,0 +1,42 @@
+// Package enginetest holds what the tests of a learner on an nn.Engine
+// share: how far one network's parameters or gradient are from
+// another's.
+package enginetest
+
+import (
+	"math"
+
+	"github.com/distrl/distrl/nn"
+)
+
+// RelDiff is, per tensor of the layout, the largest difference between
+// got and want over the largest magnitude of want's (1e-30 at least):
+// "within 1e-4 relative" of a tensor whose values span orders of
+// magnitude. It returns the worst tensor's, and its name; NaN anywhere
+// is NaN.
+func RelDiff(layout []nn.ParamInfo, got, want []float32) (float64, string) {
+	worst, name := 0.0, ""
+	for _, p := range layout {
+		var d, m float64
+		for i := p.Offset; i < p.Offset+p.Size(); i++ {
+			d = max(d, math.Abs(float64(got[i])-float64(want[i])))
+			m = max(m, math.Abs(float64(want[i])))
+			if math.IsNaN(float64(got[i])) || math.IsNaN(float64(want[i])) {
+				return math.NaN(), p.Name
+			}
+		}
+		if r := d / max(m, 1e-30); r > worst {
+			worst, name = r, p.Name
+		}
+	}
+	return worst, name
+}
+
+// Norm is the Euclidean norm of x, to tell a gradient from zeros.
+func Norm(x []float32) float64 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return math.Sqrt(s)
+}

@@ -74,8 +74,10 @@ build-cuda: deps deps-cuda
 # benchmark (docs/gpu.md).
 # device-bundle refuses bundles over 60 MiB, and OpenBLAS alone is 36 MiB:
 # it is gzipped here (scripts/gpu-check.sh unpacks it), and the size checked.
+# rlctl is left out for room: gpu-check.sh links rlctl to rlctl-cuda, which
+# runs the CPU workers too on a machine with a GPU.
 bundle-gpu: build-cuda
-	$(call bundle,-tags cuda ./policy/cuda ./e2e)
+	$(call bundle,-tags cuda ./policy/cuda ./algo/ppo ./algo/dqn ./e2e,rlctl.gz)
 
 # bin/device for the CPU measurements of a many-core machine without Go
 # (scripts/cpu-scale.sh: the pipeline from 1 to 14 actors, learning, the
@@ -88,12 +90,14 @@ bundle-sweep: build
 	$(call bundle,)
 
 # bundle packs the packages $(1) with device-bundle, which refuses bundles
-# over 60 MiB and OpenBLAS alone is 36 MiB: the libraries it left are
+# over 60 MiB and OpenBLAS alone is 36 MiB: the files $(2) are dropped, the
+# libraries it left are
 # gzipped here and the size checked again (scripts/gpu-check.sh and
 # scripts/cpu-scale.sh unpack them on the machine).
 define bundle
 	-../shared/tools/device-bundle $(1)
 	@test -x bin/device/run || { echo "bundle: device-bundle failed"; exit 1; }
+	@$(if $(2),cd bin/device && rm -f $(2))
 	@for f in bin/device/lib/*; do case $$f in *.gz) ;; *) [ $$(stat -c %s $$f) -lt 8000000 ] || gzip -9f $$f ;; esac; done
 	@size=$$(du -sm bin/device | cut -f1); echo "bin/device: $$size MiB"; [ $$size -le 60 ] || { echo "bundle: over 60 MiB"; exit 1; }
 endef

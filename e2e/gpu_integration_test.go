@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -165,6 +166,60 @@ func BenchmarkPipelineCUDA(b *testing.B) {
 		b.Run(fmt.Sprintf("net=64x64/device=cuda:0/actors=%d", actors), func(b *testing.B) {
 			benchPipeline(b, c.benchTrial(b), pipeline{actors: actors, ring: 64, policyBinary: bin,
 				policy: map[string]any{"device": "cuda:0", "max_batch": 1024}})
+		})
+	}
+}
+
+// BenchmarkMinAtarCUDA runs MinAtar Breakout's GPU built-ins on a 16-core
+// machine with one GPU and measures frames/s and the trainer's samples/s
+// from the first metrics line past 15 s (processes started, kernels
+// compiled) to the last, and the mean return at the end:
+// minatar-breakout-ppo-cuda for 75 s (MINATAR_CUDA_WINDOW) with its
+// trainer on cuda:0 and then, same config, on the CPU; then
+// minatar-breakout-apex-cuda and the CPU built-in minatar-breakout-apex
+// for 45 s each. It needs a GPU and skips without one.
+func BenchmarkMinAtarCUDA(b *testing.B) {
+	if _, gpu := rlctlCUDA(b); !gpu {
+		b.Skipf("no GPU: %s", cudaBin.list)
+	}
+	window := cmp.Or(os.Getenv("MINATAR_CUDA_WINDOW"), "75s")
+	for _, c := range []struct {
+		exp, trainer, window string
+	}{
+		{"minatar-breakout-ppo-cuda", "cuda:0", window},
+		{"minatar-breakout-ppo-cuda", "cpu", "45s"},
+		{"minatar-breakout-apex-cuda", "cuda:0", "45s"},
+		{"minatar-breakout-apex", "cpu", "45s"},
+	} {
+		b.Run(fmt.Sprintf("exp=%s/trainer=%s", c.exp, c.trainer), func(b *testing.B) {
+			work := b.TempDir()
+			_, errOut, code := runOutputs(b, 5*time.Minute, noNameServer, "start", "--workdir", work, c.exp, "t",
+				"--set", "stop.wall_time="+c.window, "--set", "workers.trainer.config.device="+c.trainer)
+			if code != 0 {
+				b.Fatalf("rlctl start exited %d: %s", code, errOut)
+			}
+			lines := readMetricsLines(b, filepath.Join(work, c.exp, "t", "metrics.jsonl"))
+			first := -1
+			for i, l := range lines {
+				if l.ElapsedS >= 15 {
+					first = i
+					break
+				}
+			}
+			if first < 0 || first == len(lines)-1 {
+				b.Fatalf("%d metrics lines, none after 15 s to measure from", len(lines))
+			}
+			a, z := lines[first], lines[len(lines)-1]
+			secs := z.ElapsedS - a.ElapsedS
+			trained := func(l metricsLine) float64 {
+				v, _ := l.Workers["trainer/0"]["samples_trained"].(float64)
+				return v
+			}
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(z.EnvSteps-a.EnvSteps)/secs, "frames/s")
+			b.ReportMetric((trained(z)-trained(a))/secs, "trained/s")
+			b.ReportMetric(z.MeanReturn, "return")
+			b.ReportMetric(float64(z.EnvSteps), "frames")
 		})
 	}
 }

@@ -21,6 +21,12 @@ type Engine interface {
 	// Gaussian head is not for engines) and keeps the activations in slot
 	// (0, 1, ...) for a Backward.
 	Forward(slot int, obs []float32, batch int, out *Output) error
+	// Stage keeps rows observations ([rows*ObsDim]) on the engine, an
+	// update's, which ForwardRows then draws minibatches from: they cross
+	// once, not once an epoch. A later Stage replaces them.
+	Stage(obs []float32, rows int) error
+	// ForwardRows is Forward of the staged rows idx, in that order.
+	ForwardRows(slot int, idx []int32, out *Output) error
 	// Backward adds to the engine's gradient that of a loss whose gradient
 	// with respect to the outputs of slot's last Forward is dOut (Logits,
 	// Values; an empty slice is zero), as ActorCritic.Backward.
@@ -63,16 +69,21 @@ func NewCPUEngine(net *ActorCritic, opt *Adam) (Engine, error) {
 	if net.spec.Head != Categorical {
 		return nil, fmt.Errorf("%w: got %q", ErrEngineHead, net.spec.Head)
 	}
+	if n := net.NumParams(); len(opt.M) != n || len(opt.V) != n {
+		return nil, fmt.Errorf("nn: engine: %w: an optimizer of %d and %d moments for %d parameters", ErrShape, len(opt.M), len(opt.V), n)
+	}
 	a := *opt
 	a.M, a.V = append([]float32(nil), opt.M...), append([]float32(nil), opt.V...)
 	return &cpuEngine{net: net.Clone(), opt: &a, grad: make([]float32, net.NumParams())}, nil
 }
 
 type cpuEngine struct {
-	net   *ActorCritic
-	opt   *Adam
-	grad  []float32
-	slots []Workspace
+	net    *ActorCritic
+	opt    *Adam
+	grad   []float32
+	slots  []Workspace
+	staged []float32 // Stage's rows
+	rows   []float32 // ForwardRows's gathered minibatch
 }
 
 func (e *cpuEngine) slot(i int) *Workspace {
@@ -84,6 +95,26 @@ func (e *cpuEngine) slot(i int) *Workspace {
 
 func (e *cpuEngine) Forward(slot int, obs []float32, batch int, out *Output) error {
 	return e.net.Forward(obs, batch, e.slot(slot), out)
+}
+
+func (e *cpuEngine) Stage(obs []float32, rows int) error {
+	if d := e.net.spec.ObsDim; rows < 0 || len(obs) != rows*d {
+		return fmt.Errorf("nn: engine stage: %w: %d values for %d rows of %d", ErrShape, len(obs), rows, d)
+	}
+	e.staged = append(e.staged[:0], obs...)
+	return nil
+}
+
+func (e *cpuEngine) ForwardRows(slot int, idx []int32, out *Output) error {
+	d := e.net.spec.ObsDim
+	e.rows = grow(e.rows, len(idx)*d)
+	for i, r := range idx {
+		if r < 0 || int(r)*d >= len(e.staged) {
+			return fmt.Errorf("nn: engine forward: row %d of %d staged", r, len(e.staged)/d)
+		}
+		copy(e.rows[i*d:(i+1)*d], e.staged[int(r)*d:])
+	}
+	return e.Forward(slot, e.rows, len(idx), out)
 }
 
 func (e *cpuEngine) Backward(slot int, batch int, dOut *Output) error {

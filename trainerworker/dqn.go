@@ -312,6 +312,9 @@ func (w *dqnTrainer) checkpoint() {
 }
 
 func (w *dqnTrainer) publish(ctx context.Context) error {
+	if err := w.learner.Sync(); err != nil {
+		return fmt.Errorf("trainer: publish: %w", err)
+	}
 	pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
 	err := w.pub.Publish(pctx, w.version, w.learner.Online().Params())
@@ -510,6 +513,14 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 		}
 	}
 	done := w.cfg.MaxUpdates > 0 && w.version >= w.cfg.MaxUpdates
+	if w.grp != nil {
+		// The group compares parameters now and then: the host's copy must
+		// be the engine's (learning alone, only publishing, evaluating and
+		// checkpointing need it).
+		if err := w.learner.Sync(); err != nil {
+			return err
+		}
+	}
 	if err := w.grp.checkParams(ctx, w.log, w.version, done, w.learner.Online().Params()); err != nil {
 		return err
 	}
@@ -531,6 +542,10 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 // evaluate plays one greedy episode (the trainer's own environment and
 // the online network) and records its return.
 func (w *dqnTrainer) evaluate() {
+	if err := w.learner.Sync(); err != nil {
+		w.warnings["eval"] = err.Error()
+		return
+	}
 	w.evalSeed++
 	obs, err := w.evalEnv.Reset(1_000_000 + w.evalSeed)
 	if err != nil || len(obs) != 1 {

@@ -1,6 +1,7 @@
 package dqn
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,8 +89,9 @@ type Learner struct {
 
 	// eng and tgtEng, when set (SetEngine), are where the online and
 	// target networks run; online's and target's parameters are then the
-	// host's copies, online's brought back after every update.
+	// host's copies, online's brought back by Sync (stale: not yet).
 	eng, tgtEng nn.Engine
+	stale       bool
 }
 
 // NewLearner builds the networks for spec (a categorical head; the trunk
@@ -111,7 +113,8 @@ func NewLearner(spec nn.Spec, cfg Config, seed int64) (*Learner, error) {
 		ws: nn.NewWorkspace(), wsNext: nn.NewWorkspace(), wsTgt: nn.NewWorkspace()}, nil
 }
 
-// Online is the online network (its parameters are what actors act with).
+// Online is the online network (its parameters are what actors act with;
+// on an engine, as of the last Sync).
 func (l *Learner) Online() *nn.ActorCritic { return l.online }
 
 // Spec is the networks' spec.
@@ -123,15 +126,18 @@ func (l *Learner) Updates() int64 { return l.updates }
 // SetEngine moves the learner's networks onto engines opened by open (a
 // GPU's: nn/cuda.EngineOpener), the online network's with the optimizer's
 // state: forward and backward passes, clipping and Adam run there, the
-// loss here. The online parameters come back after every update (Online
-// sees them), the target's go there when they change, Adam's state comes
-// back for State; Restore sends everything there. Close releases them.
+// loss here. The online parameters come back when asked for (Sync; Online
+// sees them then), the target's go there when they change, Adam's state
+// comes back for State; Restore sends everything there. Close releases
+// them.
 func (l *Learner) SetEngine(open nn.OpenEngine) error {
 	eng, err := open(l.online, l.opt)
 	if err != nil {
 		return fmt.Errorf("dqn: open engine: %w", err)
 	}
-	tgt, err := open(l.target, nn.NewAdam(0, 0))
+	// The target never steps; an engine is opened with an optimizer of its
+	// size all the same.
+	tgt, err := open(l.target, nn.NewAdam(l.target.NumParams(), 0))
 	if err != nil {
 		_ = eng.Close()
 		return fmt.Errorf("dqn: open the target's engine: %w", err)
@@ -144,13 +150,31 @@ func (l *Learner) SetEngine(open nn.OpenEngine) error {
 	return nil
 }
 
+// Sync brings the online parameters back from the engine, where the
+// updates since the last Sync left them, so that Online has them: an
+// update on an engine leaves the host's copy behind (a GPU learner makes
+// hundreds of updates a second, and they are published every few tens).
+// Without an engine it does nothing.
+func (l *Learner) Sync() error {
+	if l.eng == nil || !l.stale {
+		return nil
+	}
+	if err := l.eng.Params(l.online.Params()); err != nil {
+		return fmt.Errorf("dqn: parameters from the engine: %w", err)
+	}
+	l.stale = false
+	return nil
+}
+
 // Close releases the engines, if any; the learner then trains on the CPU
 // from the parameters and Adam state it brings back first.
 func (l *Learner) Close() error {
 	if l.eng == nil {
 		return nil
 	}
-	step, err := l.eng.AdamState(l.opt.M, l.opt.V)
+	err := l.Sync()
+	step, aerr := l.eng.AdamState(l.opt.M, l.opt.V)
+	err = cmp.Or(err, aerr)
 	if err == nil {
 		l.opt.Step = step
 	}
@@ -324,10 +348,13 @@ func (l *Learner) engineStep(st Stats, td []float64) (Stats, []float64, error) {
 	if err := l.eng.Step(l.opt.LR); err != nil {
 		return st, td, fmt.Errorf("dqn: %w", err)
 	}
-	if err := l.eng.Params(l.online.Params()); err != nil {
-		return st, td, fmt.Errorf("dqn: parameters from the engine: %w", err)
-	}
+	l.stale = true
 	l.updates++
+	if l.targetDue() {
+		if err := l.Sync(); err != nil {
+			return st, td, err
+		}
+	}
 	if l.updateTarget() {
 		if err := l.tgtEng.SetParams(l.target.Params()); err != nil {
 			return st, td, fmt.Errorf("dqn: target parameters to the engine: %w", err)
@@ -493,6 +520,12 @@ func (l *Learner) lossAndGrad(b *Batch, td []float64, backward bool) (Stats, []f
 	return st, td, nil
 }
 
+// targetDue says whether updateTarget changes the target after this
+// update.
+func (l *Learner) targetDue() bool {
+	return l.cfg.TargetUpdateEvery == 0 || l.updates%int64(l.cfg.TargetUpdateEvery) == 0
+}
+
 // updateTarget moves the target network towards the online one as
 // configured, and says whether it changed.
 func (l *Learner) updateTarget() bool {
@@ -524,6 +557,9 @@ type LearnerState struct {
 // State copies the learner's state (on an engine, Adam's comes from
 // there).
 func (l *Learner) State() (LearnerState, error) {
+	if err := l.Sync(); err != nil {
+		return LearnerState{}, fmt.Errorf("dqn: state: %w", err)
+	}
 	if l.eng != nil {
 		step, err := l.eng.AdamState(l.opt.M, l.opt.V)
 		if err != nil {
@@ -560,6 +596,7 @@ func (l *Learner) Restore(s LearnerState) error {
 		if err != nil {
 			return fmt.Errorf("dqn: restore: state to the engines: %w", err)
 		}
+		l.stale = false
 	}
 	return nil
 }

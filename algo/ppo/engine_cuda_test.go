@@ -3,8 +3,12 @@
 package ppo
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/distrl/distrl/api"
@@ -32,15 +36,16 @@ func TestCUDAEngine(t *testing.T) {
 
 // BenchmarkUpdateMinAtar is a PPO update of minatar-breakout-ppo-cuda's
 // size (8192 samples of MinAtar's network, 4 epochs of minibatches of 512)
-// on the CPU learner (threads: GOMAXPROCS, its best on a machine to
-// itself) and on GPU 0. samples/s counts each sample once per update.
+// on the CPU learner (with 1, 4 and GOMAXPROCS threads: its best is the
+// baseline) and on GPU 0. samples/s counts each sample once per update.
 func BenchmarkUpdateMinAtar(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	var batches []*api.SampleBatch
 	for range 8192 / 256 {
 		batches = append(batches, randBatch(rng, minAtarSpec, batchSpec{t: 256, truncated: []int{255}}))
 	}
-	for _, device := range []string{"cpu", "cuda"} {
+	devices := []string{"cpu-1", "cpu-4", fmt.Sprintf("cpu-%d", runtime.GOMAXPROCS(0)), "cuda"}
+	for _, device := range slices.Compact(devices) {
 		b.Run("device="+device, func(b *testing.B) {
 			if device == "cuda" {
 				if err := cudainit.Err(); err != nil {
@@ -50,7 +55,10 @@ func BenchmarkUpdateMinAtar(b *testing.B) {
 			cfg := DefaultConfig()
 			cfg.MinibatchSize = 512
 			l := newLearner(b, minAtarSpec, cfg)
-			l.SetThreads(runtime.GOMAXPROCS(0))
+			if threads, ok := strings.CutPrefix(device, "cpu-"); ok {
+				n, _ := strconv.Atoi(threads)
+				l.SetThreads(n)
+			}
 			if device == "cuda" {
 				if err := l.SetEngine(cuda.EngineOpener(0)); err != nil {
 					b.Fatal(err)

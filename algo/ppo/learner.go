@@ -267,6 +267,9 @@ func (l *Learner) UpdateGroup(ctx context.Context, batches []*api.SampleBatch, r
 		return st, fmt.Errorf("ppo: update: %w", err)
 	}
 	st.ExplainedVariance = ev
+	if err := l.stage(); err != nil {
+		return st, fmt.Errorf("ppo: update: %w", err)
+	}
 
 	st.LR = l.cfg.lrAt(l.updates)
 	l.opt.LR = float32(st.LR)
@@ -290,7 +293,7 @@ func (l *Learner) UpdateGroup(ctx context.Context, batches []*api.SampleBatch, r
 			idx := l.perm[m*n/k : (m+1)*n/k]
 			var t lossTerms
 			if len(idx) > 0 {
-				l.mb.gather(&l.all, idx, l.obsDim, l.actDim, l.gaussian)
+				l.mb.gather(&l.all, idx, l.obsDim, l.actDim, l.gaussian, l.eng == nil)
 				if t, err = l.lossAndGrad(&l.mb, grad); err != nil {
 					return st, fmt.Errorf("ppo: update: %w", err)
 				}
@@ -336,6 +339,18 @@ func (l *Learner) UpdateGroup(ctx context.Context, batches []*api.SampleBatch, r
 	st.GradNorm *= inv
 	l.updates++
 	return st, nil
+}
+
+// stage sends the update's observations to the engine, if there is one,
+// once for all its epochs.
+func (l *Learner) stage() error {
+	if l.eng == nil {
+		return nil
+	}
+	if err := l.eng.Stage(l.all.obs[:l.all.n*l.obsDim], l.all.n); err != nil {
+		return fmt.Errorf("observations to the engine: %w", err)
+	}
+	return nil
 }
 
 // reduceGroupGrad is reduceGrad of the gradient wherever it is: on an

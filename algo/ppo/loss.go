@@ -14,6 +14,7 @@ import (
 // actions (categorical head) and cont (Gaussian head, [n*actDim]) is used.
 type samples struct {
 	n                                int
+	rows                             []int32 // a minibatch's rows of the update (gather's idx)
 	obs                              []float32 // [n*obsDim]
 	actions                          []int32   // [n]
 	cont                             []float32 // [n*actDim]
@@ -36,11 +37,16 @@ func (s *samples) resize(n, obsDim, actDim int, gaussian bool) {
 	s.returns = grow(s.returns, n)
 }
 
-// gather fills s with the rows idx of src.
-func (s *samples) gather(src *samples, idx []int, obsDim, actDim int, gaussian bool) {
+// gather fills s with the rows idx of src, but for their observations
+// where obs is false (an engine has them staged: s.rows says which).
+func (s *samples) gather(src *samples, idx []int, obsDim, actDim int, gaussian, obs bool) {
 	s.resize(len(idx), obsDim, actDim, gaussian)
+	s.rows = grow(s.rows, len(idx))
 	for i, j := range idx {
-		copy(s.obs[i*obsDim:(i+1)*obsDim], src.obs[j*obsDim:(j+1)*obsDim])
+		s.rows[i] = int32(j)
+		if obs {
+			copy(s.obs[i*obsDim:(i+1)*obsDim], src.obs[j*obsDim:(j+1)*obsDim])
+		}
 		if gaussian {
 			copy(s.cont[i*actDim:(i+1)*actDim], src.cont[j*actDim:(j+1)*actDim])
 		} else {
@@ -169,10 +175,11 @@ func (l *Learner) shardLossAndGrad(sh *shard, mb *samples, lo, hi int, grad []fl
 }
 
 // engineLossAndGrad is shardLossAndGrad for the whole minibatch on the
-// engine: the network's passes run there, the loss of its outputs here
-// (the same rowsLoss), and the gradient stays there.
+// engine: the network's passes run there on the observations staged for
+// the update (stage), the loss of its outputs here (the same rowsLoss),
+// and the gradient stays there.
 func (l *Learner) engineLossAndGrad(sh *shard, mb *samples) error {
-	if err := l.eng.Forward(0, mb.obs[:mb.n*l.obsDim], mb.n, &sh.out); err != nil {
+	if err := l.eng.ForwardRows(0, mb.rows, &sh.out); err != nil {
 		return fmt.Errorf("ppo: loss: %w", err)
 	}
 	l.rowsLoss(sh, mb, 0, mb.n)

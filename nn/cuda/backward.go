@@ -179,9 +179,7 @@ func (n *Net) wgrad(s *Scratch, kernel string, operands, geom []any, batch, in, 
 		k = batch * n.convPixels(geom)
 	}
 	outTiles := ((in + gemmTile) / gemmTile) * ((out + gemmTile - 1) / gemmTile) // in+1 rows: the bias's
-	splits := max(1, min((2*n.c.sms+outTiles-1)/outTiles, (k+255)/256))
-	chunk := ((k+splits-1)/splits + 15) / 16 * 16
-	splits = (k + chunk - 1) / chunk
+	splits, chunk := n.c.splitK(outTiles, k, 256)
 	size := (in + 1) * out
 	if err := s.part.Reserve(4 * splits * size); err != nil {
 		return err

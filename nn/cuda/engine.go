@@ -30,6 +30,9 @@ type Engine struct {
 	scratch Scratch
 	dPi, dV Buffer
 	norm    Buffer // sumsq's partial sums
+	staged  Buffer // Stage's observations
+	nstaged int    // and their rows
+	idx     Buffer // ForwardRows's rows
 }
 
 var _ nn.Engine = (*Engine)(nil)
@@ -105,6 +108,67 @@ func (e *Engine) Forward(slot int, obs []float32, batch int, out *nn.Output) err
 	if err := upload(a.Obs.Ptr, obs); err != nil {
 		return err
 	}
+	return e.forward(a, batch, out)
+}
+
+// Stage: see nn.Engine.
+func (e *Engine) Stage(obs []float32, rows int) error {
+	if d := e.net.spec.ObsDim; rows < 0 || len(obs) != rows*d {
+		return fmt.Errorf("cuda: stage: %w: %d values for %d rows of %d", nn.ErrShape, len(obs), rows, d)
+	}
+	unlock, err := e.c.Lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	e.nstaged = 0
+	if err := e.staged.Reserve(4 * len(obs)); err != nil {
+		return err
+	}
+	if err := upload(e.staged.Ptr, obs); err != nil {
+		return err
+	}
+	e.nstaged = rows
+	return nil
+}
+
+// ForwardRows: see nn.Engine.
+func (e *Engine) ForwardRows(slot int, idx []int32, out *nn.Output) error {
+	batch := len(idx)
+	if batch == 0 {
+		return fmt.Errorf("cuda: forward: %w: no rows", nn.ErrShape)
+	}
+	for _, r := range idx {
+		if r < 0 || int(r) >= e.nstaged {
+			return fmt.Errorf("cuda: forward: row %d of %d staged", r, e.nstaged)
+		}
+	}
+	unlock, err := e.c.Lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	a := e.slot(slot)
+	if err := a.Reserve(e.net, batch); err != nil {
+		return err
+	}
+	if err := e.idx.Reserve(4 * batch); err != nil {
+		return err
+	}
+	if err := cu.MemcpyHtoD(e.idx.Ptr, unsafe.Pointer(&idx[0]), int64(4*batch)); err != nil {
+		return fmt.Errorf("cuda: copy rows in: %w", err)
+	}
+	d := e.net.spec.ObsDim
+	if err := e.c.Launch("gather_rows", blocks(batch*d, 256), [3]int{256, 1, 1}, e.staged.Ptr, e.idx.Ptr, a.Obs.Ptr, batch, d); err != nil {
+		return err
+	}
+	return e.forward(a, batch, out)
+}
+
+// forward runs the network on a.Obs's batch rows and brings the outputs
+// back; the context is current.
+func (e *Engine) forward(a *Activations, batch int, out *nn.Output) error {
+	s := e.net.spec
 	pi, v, err := e.net.Forward(a, a.Obs.Ptr, batch)
 	if err != nil {
 		return err

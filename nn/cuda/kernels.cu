@@ -144,6 +144,26 @@ extern "C" __global__ void dense(const float* __restrict__ x, const float* __res
   gemm<false, false>(RowMajor{x, k}, RowMajor{w, m}, StoreAct{y, b, m, act}, n, m, 0, k);
 }
 
+// dense_split and reduce_bias_act: dense for a batch too small to fill the GPU with output tiles (a
+// 1024-wide input to 128 outputs at 512 rows is 16 tiles for 132 multiprocessors): block z sums
+// k in [z·chunk, (z+1)·chunk) into its slice of part ([splits, n, m]); reduce_bias_act adds the slices
+// in order, the bias, and the activation.
+extern "C" __global__ void dense_split(const float* __restrict__ x, const float* __restrict__ w,
+                                       float* __restrict__ part, int n, int k, int m, int chunk) {
+  const int z = blockIdx.z, k0 = z * chunk, k1 = min(k, k0 + chunk);
+  gemm<false, false>(RowMajor{x, k}, RowMajor{w, m}, StoreBeta{part + (size_t)z * n * m, m, 0}, n, m, k0, k1);
+}
+
+extern "C" __global__ void reduce_bias_act(const float* __restrict__ part, int splits, int n, int m,
+                                           const float* __restrict__ b, float* __restrict__ y, int act) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t size = (size_t)n * m;
+  if (i >= size) return;
+  float s = 0.f;
+  for (int z = 0; z < splits; z++) s += part[z * size + i];
+  y[i] = activate(s + b[i % m], act);
+}
+
 // conv_forward: y = act(im2col(x) @ w + b) for n images x, y [n, outH, outW, m] channels last: nn's
 // forwardConv in one launch, the patches read in place.
 extern "C" __global__ void conv_forward(const float* __restrict__ x, const float* __restrict__ w,
@@ -355,4 +375,14 @@ extern "C" __global__ void categorical(const float* __restrict__ logits, const d
   }
   actions[r] = act;
   logp[r] = act < 0 ? CUDART_NAN_F : (float)((double)l[act] - lse);
+}
+
+// gather_rows: dst[i] = src[idx[i]] for n rows of d values: a minibatch of the observations an update
+// staged on the device.
+extern "C" __global__ void gather_rows(const float* __restrict__ src, const int* __restrict__ idx,
+                                       float* __restrict__ dst, int n, int d) {
+  const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (size_t)n * d) return;
+  const size_t r = i / d, c = i - r * d;
+  dst[i] = src[(size_t)idx[r] * d + c];
 }

@@ -154,6 +154,7 @@ type Activations struct {
 
 	conv         []Buffer // each convolution's output
 	trunk, pi, v []Buffer // each dense layer's output; the heads' are the last of pi and v
+	part         Buffer   // the partial sums of a split dense layer
 }
 
 // Reserve sizes a for rows rows of n.
@@ -210,6 +211,7 @@ func (a *Activations) Reserve(n *Net, rows int) error {
 // Free releases a's memory.
 func (a *Activations) Free() {
 	a.Obs.Free()
+	a.part.Free()
 	for _, bs := range [][]Buffer{a.conv, a.trunk, a.pi, a.v} {
 		for i := range bs {
 			bs[i].Free()
@@ -237,13 +239,13 @@ func (n *Net) Forward(a *Activations, x cu.DevicePtr, batch int) (pi, v cu.Devic
 		}
 		x = y
 	}
-	if x, err = n.forwardChain(n.trunk, a.trunk, x, batch); err != nil {
+	if x, err = n.forwardChain(n.trunk, a.trunk, &a.part, x, batch); err != nil {
 		return 0, 0, err
 	}
-	if pi, err = n.forwardChain(n.pi, a.pi, x, batch); err != nil {
+	if pi, err = n.forwardChain(n.pi, a.pi, &a.part, x, batch); err != nil {
 		return 0, 0, err
 	}
-	v, err = n.forwardChain(n.v, a.v, x, batch)
+	v, err = n.forwardChain(n.v, a.v, &a.part, x, batch)
 	return pi, v, err
 }
 
@@ -254,22 +256,40 @@ func (n *Net) act() int {
 	return actTanh
 }
 
+// splitK says how to split a GEMM of tiles output tiles over its k sums
+// (each slice at least minChunk long) so that its blocks fill the GPU
+// twice over: splits 1 where the tiles alone do.
+func (c *Context) splitK(tiles, k, minChunk int) (splits, chunk int) {
+	splits = max(1, min((2*c.sms+tiles-1)/tiles, k/minChunk))
+	chunk = ((k+splits-1)/splits + 15) / 16 * 16
+	return (k + chunk - 1) / chunk, chunk
+}
+
 // tiles is the grid of kernels.cu's GEMM for an [m, cols] output, split
 // z ways over k.
 func tiles(m, cols, z int) [3]int {
 	return [3]int{(cols + gemmTile - 1) / gemmTile, (m + gemmTile - 1) / gemmTile, z}
 }
 
-func (n *Net) forwardChain(ls []dense, ys []Buffer, x cu.DevicePtr, batch int) (cu.DevicePtr, error) {
+func (n *Net) forwardChain(ls []dense, ys []Buffer, part *Buffer, x cu.DevicePtr, batch int) (cu.DevicePtr, error) {
 	for i, l := range ls {
 		y := ys[i].Ptr
 		args := []any{x, n.params.Ptr + cu.DevicePtr(4*l.w), n.params.Ptr + cu.DevicePtr(4*l.b), y, batch, l.in, l.out, l.act}
 		var err error
-		if l.out <= narrowMax {
+		outTiles := ((batch + gemmTile - 1) / gemmTile) * ((l.out + gemmTile - 1) / gemmTile)
+		switch splits, chunk := n.c.splitK(outTiles, l.in, 128); {
+		case l.out <= narrowMax:
 			const warps = 8 // rows per block
 			err = n.c.Launch("dense_narrow", blocks(batch, warps), [3]int{32 * warps, 1, 1}, args...)
-		} else {
+		case splits == 1:
 			err = n.c.Launch("dense", tiles(batch, l.out, 1), [3]int{16, 16, 1}, args...)
+		default:
+			if err = part.Reserve(4 * splits * batch * l.out); err == nil {
+				err = n.c.Launch("dense_split", tiles(batch, l.out, splits), [3]int{16, 16, 1}, x, args[1], part.Ptr, batch, l.in, l.out, chunk)
+			}
+			if err == nil {
+				err = n.c.Launch("reduce_bias_act", blocks(batch*l.out, 256), [3]int{256, 1, 1}, part.Ptr, splits, batch, l.out, args[2], y, l.act)
+			}
 		}
 		if err != nil {
 			return 0, fmt.Errorf("cuda: layer %d×%d: %w", l.in, l.out, err)

@@ -14,7 +14,7 @@ import (
 // actions (categorical head) and cont (Gaussian head, [n*actDim]) is used.
 type samples struct {
 	n                                int
-	rows                             []int32 // a minibatch's rows of the update (gather's idx)
+	rows                             []int32   // a minibatch's rows of the update (gather's idx)
 	obs                              []float32 // [n*obsDim]
 	actions                          []int32   // [n]
 	cont                             []float32 // [n*actDim]

@@ -51,3 +51,19 @@ func tanhGo(y []float32) {
 		y[i] = tanh32(v)
 	}
 }
+
+// UseGonum makes the networks run on gonum's kernels (on) or on this
+// build's own (off) and returns what restores the previous ones: for
+// tests and benchmarks that hold two float32 numerics against each other
+// in one run (a GPU's gradient against the CPU's, with the CPU's own
+// disagreement across BLAS libraries as the yardstick). No network may be
+// computing while it runs.
+func UseGonum(on bool) (restore func()) {
+	prev := active
+	if on {
+		active = goKernels
+	} else {
+		active = nativeKernels
+	}
+	return func() { active = prev }
+}

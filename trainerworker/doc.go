@@ -75,8 +75,11 @@
 // their msgpack names, such as lr, lr_decay_updates, epochs,
 // minibatch_size), sample_stream, batch_steps (1024), max_staleness (2),
 // publish_every (1), checkpoint_dir, checkpoint_every (10) and
-// max_updates (0: unbounded; the worker completes after that many).
-// Unknown keys are refused, also inside ppo.
+// max_updates (0: unbounded; the worker completes after that many), and
+// device: "cpu" (default) or "cuda:N", where the learner trains (PPO and
+// DQN alike; NewType's Engines say which a binary can drive: rlctl-cuda's
+// is nn/cuda's GPU engine; docs/gpu.md). Unknown keys are refused, also
+// inside ppo.
 //
 // # Statistics
 //

@@ -40,3 +40,28 @@ func Norm(x []float32) float64 {
 	}
 	return math.Sqrt(s)
 }
+
+// NormDiff is, per tensor of the layout, ‖got - want‖ / ‖want‖ (‖want‖ at
+// least 1e-30), the worst tensor's and its name; NaN anywhere is NaN. It
+// weighs each element by its size, so that one element whose value moved
+// with the rounding of a ReLU at its kink (a unit that is off in one
+// computation and just on in the other) counts for what it is among the
+// tensor's thousands, where RelDiff counts it whole.
+func NormDiff(layout []nn.ParamInfo, got, want []float32) (float64, string) {
+	worst, name := 0.0, ""
+	for _, p := range layout {
+		var d, m float64
+		for i := p.Offset; i < p.Offset+p.Size(); i++ {
+			e := float64(got[i]) - float64(want[i])
+			d += e * e
+			m += float64(want[i]) * float64(want[i])
+		}
+		if math.IsNaN(d) {
+			return math.NaN(), p.Name
+		}
+		if r := math.Sqrt(d) / max(math.Sqrt(m), 1e-30); r > worst {
+			worst, name = r, p.Name
+		}
+	}
+	return worst, name
+}

@@ -367,3 +367,57 @@ func TestConvNoAlloc(t *testing.T) {
 		}
 	}
 }
+
+// TestArchitecture: the layers Architecture describes are the layout's
+// tensors, in forward order, with the shapes the passes use, for conv and
+// dense networks, shared and separate trunks, both heads.
+func TestArchitecture(t *testing.T) {
+	c := func(f, k, s, p int) nn.ConvLayer { return nn.ConvLayer{Filters: f, Kernel: k, Stride: s, Padding: p} }
+	gaussian := cartPole
+	gaussian.Head, gaussian.ActionDim = nn.Gaussian, 3
+	shared := minAtar
+	shared.Hidden = []int{7, 5}
+	for name, spec := range map[string]nn.Spec{"cartpole": cartPole, "gaussian": gaussian, "minatar": minAtar, "shared two hidden": shared,
+		"stack": convSpec(9, 9, 2, c(4, 3, 1, 1), c(6, 3, 2, 0))} {
+		t.Run(name, func(t *testing.T) {
+			m := newModel(t, spec, 1)
+			layout := map[string]nn.ParamInfo{}
+			for _, p := range m.Layout() {
+				layout[p.Name] = p
+			}
+			a := m.Architecture()
+			in := spec.ObsDim
+			for i, l := range a.Conv {
+				w, b := layout["conv."+strconv.Itoa(i)+".w"], layout["conv."+strconv.Itoa(i)+".b"]
+				if l.W != w.Offset || l.B != b.Offset || !slices.Equal(w.Shape, []int{l.Kernel, l.Kernel, l.InC, l.OutC}) ||
+					l.InH*l.InW*l.InC != in || l.Kernel != spec.Conv[i].Kernel || l.Stride != spec.Conv[i].Stride ||
+					l.OutH != (l.InH+2*l.Padding-l.Kernel)/l.Stride+1 || l.OutW != (l.InW+2*l.Padding-l.Kernel)/l.Stride+1 {
+					t.Errorf("conv %d: %+v against %v %v from %d inputs", i, l, w, b, in)
+				}
+				in = l.OutH * l.OutW * l.OutC
+			}
+			if a.Features != in {
+				t.Errorf("features %d, want %d", a.Features, in)
+			}
+			check := func(net string, ls []nn.DenseLayer, in int, head bool) int {
+				for i, l := range ls {
+					w, b := layout[net+"."+strconv.Itoa(i)+".w"], layout[net+"."+strconv.Itoa(i)+".b"]
+					last := i == len(ls)-1
+					if l.W != w.Offset || l.B != b.Offset || !slices.Equal(w.Shape, []int{l.In, l.Out}) || l.In != in ||
+						l.Activated == (head && last) {
+						t.Errorf("%s.%d: %+v against %v from %d inputs", net, i, l, w, in)
+					}
+					in = l.Out
+				}
+				return in
+			}
+			x := check("trunk", a.Trunk, a.Features, false)
+			if check("pi", a.Pi, x, true) != spec.ActionDim || check("v", a.V, x, true) != 1 {
+				t.Error("the heads' widths are not ActionDim and 1")
+			}
+			if p, ok := layout["logstd"]; ok != (a.LogStd >= 0) || ok && p.Offset != a.LogStd {
+				t.Errorf("log-std at %d, layout %v", a.LogStd, p)
+			}
+		})
+	}
+}

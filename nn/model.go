@@ -246,3 +246,52 @@ func (m *ActorCritic) Clone() *ActorCritic {
 	// the copies may share them.
 	return &c
 }
+
+// DenseLayer is one dense layer y = act(x·W + b) as a network lays it out
+// in its parameter vector: W [In, Out] row-major at offset W, b [Out] at
+// B; Activated says whether the hidden activation follows (false for the
+// heads).
+type DenseLayer struct {
+	In, Out   int
+	W, B      int
+	Activated bool
+}
+
+// ConvLayout is one convolution as a network lays it out: its input and
+// output images ([H, W, C], channels last), kernel, stride and padding,
+// and the offsets of its weights ([Kernel·Kernel·InC, OutC]) and biases.
+type ConvLayout struct {
+	InH, InW, InC, OutH, OutW, OutC int
+	Kernel, Stride, Padding         int
+	W, B                            int
+}
+
+// Architecture is what another device needs to run a network on its
+// parameter vector: the convolutions, then the dense chains, the width
+// of the dense layers' input, and the Gaussian head's log-stds.
+type Architecture struct {
+	Conv []ConvLayout
+	// Trunk (shared hidden layers, empty unless Spec.SharedTrunk) feeds
+	// Pi and V; each of Pi and V ends with its head.
+	Trunk, Pi, V []DenseLayer
+	Features     int // the dense layers' input: ObsDim, or the last convolution's output
+	LogStd       int // offset of the Gaussian head's log-stds, or -1
+}
+
+// Architecture returns m's layers as its own passes run them.
+func (m *ActorCritic) Architecture() Architecture {
+	a := Architecture{Features: m.features, LogStd: m.logStd}
+	for _, c := range m.conv {
+		a.Conv = append(a.Conv, ConvLayout{InH: c.inH, InW: c.inW, InC: c.inC, OutH: c.outH, OutW: c.outW, OutC: c.outC,
+			Kernel: c.k, Stride: c.stride, Padding: c.pad, W: c.w, B: c.b})
+	}
+	dense := func(ls []layer) []DenseLayer {
+		var out []DenseLayer
+		for _, l := range ls {
+			out = append(out, DenseLayer{In: l.in, Out: l.out, W: l.w, B: l.b, Activated: l.act})
+		}
+		return out
+	}
+	a.Trunk, a.Pi, a.V = dense(m.trunk), dense(m.pi), dense(m.v)
+	return a
+}

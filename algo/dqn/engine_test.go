@@ -55,14 +55,7 @@ func enginePair(t *testing.T, spec nn.Spec, cfg Config, open nn.OpenEngine) (cpu
 	if eng, err = NewLearner(spec, cfg, 5); err != nil {
 		t.Fatal(err)
 	}
-	if err := eng.SetEngine(open); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := eng.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	enginetest.Use(t, eng.SetEngine, eng.Close, open)
 	return cpu, eng
 }
 

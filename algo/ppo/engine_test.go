@@ -76,14 +76,7 @@ func enginePair(t testing.TB, spec nn.Spec, cfg Config, open nn.OpenEngine) (cpu
 	t.Helper()
 	cpu = newLearner(t, spec, cfg)
 	eng = newLearner(t, spec, cfg)
-	if err := eng.SetEngine(open); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := eng.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	enginetest.Use(t, eng.SetEngine, eng.Close, open)
 	return cpu, eng
 }
 

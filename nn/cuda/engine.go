@@ -96,19 +96,29 @@ func (e *Engine) Forward(slot int, obs []float32, batch int, out *nn.Output) err
 	if batch <= 0 || len(obs) != batch*s.ObsDim {
 		return fmt.Errorf("cuda: forward: %w: %d observations for %d rows of %d", nn.ErrShape, len(obs), batch, s.ObsDim)
 	}
-	unlock, err := e.c.Lock()
+	a, unlock, err := e.lockSlot(slot, batch)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	a := e.slot(slot)
-	if err := a.Reserve(e.net, batch); err != nil {
-		return err
-	}
 	if err := upload(a.Obs.Ptr, obs); err != nil {
 		return err
 	}
 	return e.forward(a, batch, out)
+}
+
+// lockSlot makes the context current (unlock undoes it) and returns the
+// activations of slot, sized for batch rows.
+func (e *Engine) lockSlot(slot, batch int) (a *Activations, unlock func(), err error) {
+	if unlock, err = e.c.Lock(); err != nil {
+		return nil, nil, err
+	}
+	a = e.slot(slot)
+	if err := a.Reserve(e.net, batch); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return a, unlock, nil
 }
 
 // Stage: see nn.Engine.
@@ -143,15 +153,11 @@ func (e *Engine) ForwardRows(slot int, idx []int32, out *nn.Output) error {
 			return fmt.Errorf("cuda: forward: row %d of %d staged", r, e.nstaged)
 		}
 	}
-	unlock, err := e.c.Lock()
+	a, unlock, err := e.lockSlot(slot, batch)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	a := e.slot(slot)
-	if err := a.Reserve(e.net, batch); err != nil {
-		return err
-	}
 	if err := e.idx.Reserve(4 * batch); err != nil {
 		return err
 	}

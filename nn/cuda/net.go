@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/distrl/distrl/nn"
 	"gorgonia.org/cu"
@@ -64,57 +63,29 @@ type Net struct {
 // current.
 func NewNet(c *Context, net *nn.ActorCritic) (*Net, error) {
 	s := net.Spec()
-	n := &Net{c: c, spec: s, logStd: -1, features: s.ObsDim, nparams: net.NumParams()}
-	offsets := map[string]int{}
-	for _, p := range net.Layout() {
-		offsets[p.Name] = p.Offset
-	}
+	arch := net.Architecture()
+	n := &Net{c: c, spec: s, logStd: arch.LogStd, features: arch.Features, nparams: net.NumParams()}
 	act := actTanh
 	if s.Activation == nn.ReLU {
 		act = actReLU
 	}
-	if len(s.Conv) > 0 {
-		h, w, ch := s.InputShape[0], s.InputShape[1], s.InputShape[2]
-		for i, l := range s.Conv {
-			cv := conv{inH: h, inW: w, inC: ch, outC: l.Filters, k: l.Kernel, stride: l.Stride, pad: l.Padding,
-				outH: (h+2*l.Padding-l.Kernel)/l.Stride + 1, outW: (w+2*l.Padding-l.Kernel)/l.Stride + 1,
-				w: offsets["conv."+strconv.Itoa(i)+".w"], b: offsets["conv."+strconv.Itoa(i)+".b"]}
-			n.conv = append(n.conv, cv)
-			h, w, ch = cv.outH, cv.outW, cv.outC
-			n.features = cv.outSize()
-		}
+	for _, l := range arch.Conv {
+		n.conv = append(n.conv, conv{inH: l.InH, inW: l.InW, inC: l.InC, outH: l.OutH, outW: l.OutW, outC: l.OutC,
+			k: l.Kernel, stride: l.Stride, pad: l.Padding, w: l.W, b: l.B})
 	}
-	chain := func(name string, in int, hidden []int, headOut int) []dense {
-		var ls []dense
-		widths := append(append([]int(nil), hidden...), headOut)
-		for i, out := range widths {
-			if i == len(hidden) && headOut == 0 {
-				break
+	chain := func(ls []nn.DenseLayer) []dense {
+		var out []dense
+		for _, l := range ls {
+			d := dense{in: l.In, out: l.Out, w: l.W, b: l.B, act: actNone}
+			if l.Activated {
+				d.act = act
 			}
-			prefix := name + "." + strconv.Itoa(i)
-			l := dense{in: in, out: out, w: offsets[prefix+".w"], b: offsets[prefix+".b"], act: act}
-			if i == len(hidden) {
-				l.act = actNone
-			}
-			n.maxWidth = max(n.maxWidth, in, out)
-			ls = append(ls, l)
-			in = out
+			n.maxWidth = max(n.maxWidth, l.In, l.Out)
+			out = append(out, d)
 		}
-		return ls
+		return out
 	}
-	if s.SharedTrunk {
-		n.trunk = chain("trunk", n.features, s.Hidden, 0)
-		in := n.features
-		if len(s.Hidden) > 0 {
-			in = s.Hidden[len(s.Hidden)-1]
-		}
-		n.pi, n.v = chain("pi", in, nil, s.ActionDim), chain("v", in, nil, 1)
-	} else {
-		n.pi, n.v = chain("pi", n.features, s.Hidden, s.ActionDim), chain("v", n.features, s.Hidden, 1)
-	}
-	if s.Head == nn.Gaussian {
-		n.logStd = offsets["logstd"]
-	}
+	n.trunk, n.pi, n.v = chain(arch.Trunk), chain(arch.Pi), chain(arch.V)
 	if err := n.params.Reserve(4 * n.nparams); err != nil {
 		return nil, err
 	}

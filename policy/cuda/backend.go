@@ -72,11 +72,7 @@ func Open(ordinal int, net *nn.ActorCritic) (*Backend, error) {
 		return nil, err
 	}
 	if b.spec.Head == nn.Gaussian {
-		for _, p := range net.Layout() {
-			if p.Name == "logstd" {
-				b.logStdOff = p.Offset
-			}
-		}
+		b.logStdOff = net.Architecture().LogStd
 		b.logStd = append([]float32(nil), net.Params()[b.logStdOff:b.logStdOff+b.spec.ActionDim]...)
 	}
 	return b, nil

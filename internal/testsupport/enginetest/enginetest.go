@@ -5,6 +5,7 @@ package enginetest
 
 import (
 	"math"
+	"testing"
 
 	"github.com/distrl/distrl/nn"
 )
@@ -64,4 +65,18 @@ func NormDiff(layout []nn.ParamInfo, got, want []float32) (float64, string) {
 		}
 	}
 	return worst, name
+}
+
+// Use moves a learner onto the engine open opens (set is its SetEngine)
+// and closes the engine (close is its Close) when the test ends.
+func Use(t testing.TB, set func(nn.OpenEngine) error, close func() error, open nn.OpenEngine) {
+	t.Helper()
+	if err := set(open); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := close(); err != nil {
+			t.Error(err)
+		}
+	})
 }

@@ -54,7 +54,6 @@ type Net struct {
 	trunk    []dense
 	pi, v    []dense
 	maxWidth int
-	logStd   int // offset of the Gaussian head's log-stds, or -1
 	params   Buffer
 	nparams  int
 }
@@ -64,7 +63,7 @@ type Net struct {
 func NewNet(c *Context, net *nn.ActorCritic) (*Net, error) {
 	s := net.Spec()
 	arch := net.Architecture()
-	n := &Net{c: c, spec: s, logStd: arch.LogStd, features: arch.Features, nparams: net.NumParams()}
+	n := &Net{c: c, spec: s, features: arch.Features, nparams: net.NumParams()}
 	act := actTanh
 	if s.Activation == nn.ReLU {
 		act = actReLU

@@ -86,6 +86,55 @@ func TestGroupMatchesOneLearner(t *testing.T) {
 	}
 }
 
+// TestGroupOnEngines: members on engines (nn's CPU engine: the gradient
+// crosses to the host for the all-reduce and back, the online parameters
+// come back on Sync), one of them with an empty part, take the very same
+// steps as members without, bit for bit, target copies included.
+func TestGroupOnEngines(t *testing.T) {
+	repo := workertest.Repo(t)
+	spec := nn.Spec{ObsDim: 4, Hidden: []int{16}, Activation: nn.Tanh, Head: nn.Categorical, ActionDim: 2}
+	cfg := DefaultConfig()
+	cfg.Dueling, cfg.TargetUpdateEvery = true, 3
+	const updates, size = 8, 3
+	bounds := []int{0, 40, 40, 64} // rank 1's part is empty
+	rng := rand.New(rand.NewPCG(3, 3))
+	data := make([]*Batch, updates)
+	for u := range data {
+		data[u] = groupBatch(rng, 64, spec)
+	}
+	var runs [][]float32
+	for _, engine := range []bool{false, true} {
+		params := make([][]float32, size)
+		o := collective.Options{Repo: repo, Trial: names.NewTrial("dqngroup", fmt.Sprintf("engines-%v", engine)), Name: "trainer/default", Hash: "h"}
+		errs := grouptest.Run(workertest.Ctx(t, 60*time.Second), o, size, func(ctx context.Context, g *collective.Group) error {
+			l, err := NewLearner(spec, cfg, 1)
+			if err != nil {
+				return err
+			}
+			if engine {
+				if err := l.SetEngine(nn.NewCPUEngine); err != nil {
+					return err
+				}
+				defer l.Close()
+			}
+			for _, b := range data {
+				if _, _, err := l.UpdateGroup(ctx, b.part(bounds[g.Rank()], bounds[g.Rank()+1], spec.ObsDim), nil, g); err != nil {
+					return err
+				}
+			}
+			if err := l.Sync(); err != nil {
+				return err
+			}
+			params[g.Rank()] = append([]float32(nil), l.Online().Params()...)
+			return nil
+		})
+		grouptest.NoErrors(t, errs)
+		grouptest.SameBits(t, params)
+		runs = append(runs, params[0])
+	}
+	grouptest.SameBits(t, runs)
+}
+
 // A member whose batch is empty still takes part; a member whose loss is
 // not finite makes every member skip the step, and nothing changes.
 func TestGroupSkipsTogether(t *testing.T) {

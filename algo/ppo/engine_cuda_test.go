@@ -17,17 +17,24 @@ import (
 	"github.com/distrl/distrl/nn/cuda"
 )
 
+// twoConv stacks a padded convolution on a strided one, so that the
+// gradient flows through a convolution's input (dense_dgrad into the
+// patches, col2im into the image), which one convolution never needs.
+var twoConv = nn.Spec{ObsDim: 490, InputShape: []int{10, 7, 7}, Conv: []nn.ConvLayer{{Filters: 8, Kernel: 3, Stride: 1, Padding: 1},
+	{Filters: 12, Kernel: 3, Stride: 2}}, Hidden: []int{32}, Activation: nn.Tanh, Head: nn.Categorical, ActionDim: 5}
+
 // mlp512 is a 512x512 MLP with more actions than a narrow head.
 var mlp512 = nn.Spec{ObsDim: 100, Hidden: []int{512, 512}, Activation: nn.Tanh, Head: nn.Categorical, ActionDim: 18}
 
 // TestCUDAEngine: on GPU 0, the PPO loss's gradient is the CPU's within
-// 1e-4 relative for minibatches of 1 to 8192 rows, 20 Adam steps end
+// 1e-4 relative (or the CPU's own rounding across float32 paths: see
+// roundingFloor) for minibatches of 1 to 8192 rows, 20 Adam steps end
 // within 1e-3, and checkpoints move between the GPU and the CPU.
 func TestCUDAEngine(t *testing.T) {
 	if err := cudainit.Err(); err != nil {
 		t.Skip(err)
 	}
-	specs := map[string]nn.Spec{"minatar": minAtarSpec, "mlp-512x512": mlp512, "tiny-image": tinyImage}
+	specs := map[string]nn.Spec{"minatar": minAtarSpec, "mlp-512x512": mlp512, "tiny-image": tinyImage, "two-conv": twoConv}
 	checkEngineGradients(t, cuda.EngineOpener(0), specs, []int{1, 7, 64, 512, 4096, 8192}, 1e-4)
 	for name, spec := range specs {
 		t.Run("updates/"+name, func(t *testing.T) { checkEngineUpdates(t, cuda.EngineOpener(0), spec, 5, 1e-3) })

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -93,29 +94,43 @@ func TestGroupMatchesOneLearner(t *testing.T) {
 // TestGroupMinibatchesOfUnevenParts: members with different numbers of
 // rows, fewer rows than minibatches on one of them, several minibatches
 // and early stopping on KL still take the same steps (the same bits), and
-// training moves the parameters.
+// training moves the parameters. Members on engines (nn's CPU engine:
+// their gradients cross to the host for the all-reduce and back) take the
+// very same steps, bit for bit.
 func TestGroupMinibatchesOfUnevenParts(t *testing.T) {
 	repo := workertest.Repo(t)
 	cfg := DefaultConfig()
 	cfg.Epochs, cfg.MinibatchSize, cfg.TargetKL = 4, 16, 0.001
 	const size = 3
 	rows := []int{70, 3, 33}
-	params := make([][]float32, size)
-	o := collective.Options{Repo: repo, Trial: names.NewTrial("ppogroup", "uneven"), Name: "trainer/default", Hash: "h"}
-	errs := grouptest.Run(workertest.Ctx(t, 60*time.Second), o, size, func(ctx context.Context, g *collective.Group) error {
-		l := newLearner(t, cartPoleSpec, cfg)
-		rng := rand.New(rand.NewPCG(11, uint64(g.Rank())))
-		for range 5 {
-			b := randBatch(rng, cartPoleSpec, batchSpec{t: rows[g.Rank()]})
-			if _, err := l.UpdateGroup(ctx, []*api.SampleBatch{b}, g); err != nil {
-				return err
+	var runs [][][]float32
+	for _, engine := range []bool{false, true} {
+		params := make([][]float32, size)
+		o := collective.Options{Repo: repo, Trial: names.NewTrial("ppogroup", fmt.Sprintf("uneven-%v", engine)), Name: "trainer/default", Hash: "h"}
+		errs := grouptest.Run(workertest.Ctx(t, 60*time.Second), o, size, func(ctx context.Context, g *collective.Group) error {
+			l := newLearner(t, cartPoleSpec, cfg)
+			if engine {
+				if err := l.SetEngine(nn.NewCPUEngine); err != nil {
+					return err
+				}
+				defer l.Close()
 			}
-		}
-		params[g.Rank()] = l.Params()
-		return nil
-	})
-	grouptest.NoErrors(t, errs)
-	grouptest.SameBits(t, params)
+			rng := rand.New(rand.NewPCG(11, uint64(g.Rank())))
+			for range 5 {
+				b := randBatch(rng, cartPoleSpec, batchSpec{t: rows[g.Rank()]})
+				if _, err := l.UpdateGroup(ctx, []*api.SampleBatch{b}, g); err != nil {
+					return err
+				}
+			}
+			params[g.Rank()] = slices.Clone(l.Params())
+			return nil
+		})
+		grouptest.NoErrors(t, errs)
+		grouptest.SameBits(t, params)
+		runs = append(runs, params)
+	}
+	grouptest.SameBits(t, [][]float32{runs[0][0], runs[1][0]})
+	params := runs[0]
 	start := newNet(t, cartPoleSpec, 1).Params()
 	changed := 0
 	for i := range params[0] {

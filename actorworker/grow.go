@@ -53,11 +53,10 @@ func (w *Worker) ringMax() int {
 	if w.cfg.RingMax > 0 {
 		return w.cfg.RingMax
 	}
-	c, ok := w.baseClient().(interface{ SharedMemoryServers() int })
-	cs, _ := w.inferenceStats()
+	c, ok := w.remoteClient()
 	// Only a client that has had replies, and none over shared memory,
 	// knows that its round trip is the network's.
-	if !ok || c.SharedMemoryServers() > 0 || cs.RoundTrip == 0 {
+	if !ok || c.SharedMemoryServers() > 0 || c.Stats().RoundTrip == 0 {
 		return max(w.cfg.RingSize, w.ring.Len())
 	}
 	return max(AutoRingGrowth*w.cfg.RingSize, w.ring.Len())
@@ -116,12 +115,24 @@ func (w *Worker) grow(ctx context.Context, n int, waited float64) error {
 	return w.startTargets(ctx, targets)
 }
 
+// remoteClient is what the actor reads of a remote inference client: its
+// statistics, and how many of its servers it reaches over shared memory.
+type remoteClient interface {
+	Stats() stream.InferenceClientStats
+	SharedMemoryServers() int
+}
+
+// remoteClient is the actor's inference client if it is remote; false
+// with inline inference.
+func (w *Worker) remoteClient() (remoteClient, bool) {
+	c, ok := w.baseClient().(remoteClient)
+	return c, ok
+}
+
 // inferenceStats are the remote inference client's statistics; false with
 // inline inference.
 func (w *Worker) inferenceStats() (stream.InferenceClientStats, bool) {
-	c, ok := w.baseClient().(interface {
-		Stats() stream.InferenceClientStats
-	})
+	c, ok := w.remoteClient()
 	if !ok {
 		return stream.InferenceClientStats{}, false
 	}

@@ -47,21 +47,13 @@ func (r *Registry) add(c prometheus.Collector, name, help string, typ dto.Metric
 // series that cannot be written is left out and its error returned with
 // the rest, as a prometheus.Registry does.
 func (r *Registry) Gather() ([]*dto.MetricFamily, error) {
-	others, err := r.reg.Gather()
-	own, ownErr := r.gatherOwn()
-	mfs := append(others, own...)
+	mfs, err := r.reg.Gather()
+	own, ownErr := r.gatherFamilies()
+	for _, f := range own {
+		mfs = append(mfs, f.mf)
+	}
 	slices.SortFunc(mfs, byName)
 	return mfs, errors.Join(err, ownErr)
-}
-
-// gatherOwn gathers the distrl families that have series, by name.
-func (r *Registry) gatherOwn() ([]*dto.MetricFamily, error) {
-	fs, err := r.gatherFamilies()
-	mfs := make([]*dto.MetricFamily, len(fs))
-	for i, f := range fs {
-		mfs[i] = f.mf
-	}
-	return mfs, err
 }
 
 // gathered is a family's series, as gathered.

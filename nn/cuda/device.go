@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"unsafe"
 
@@ -144,24 +143,12 @@ func (c *Context) Launch(name string, grid, block [3]int, args ...any) error {
 	if err != nil {
 		return err
 	}
-	words := make([]uint64, len(args))
+	words, err := kernelArgs(args)
+	if err != nil {
+		return fmt.Errorf("cuda: %s: %w", name, err)
+	}
 	ptrs := make([]unsafe.Pointer, len(args))
-	for i, a := range args {
-		switch v := a.(type) {
-		case int:
-			if v != int(int32(v)) {
-				return fmt.Errorf("cuda: %s: argument %d is %d, beyond a kernel's int", name, i, v)
-			}
-			words[i] = uint64(uint32(int32(v)))
-		case float32:
-			words[i] = uint64(math.Float32bits(v))
-		case float64:
-			words[i] = math.Float64bits(v)
-		case cu.DevicePtr:
-			words[i] = uint64(v)
-		default:
-			return fmt.Errorf("cuda: %s: argument %d of type %T", name, i, a)
-		}
+	for i := range words {
 		ptrs[i] = unsafe.Pointer(&words[i])
 	}
 	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, cu.Stream{}, ptrs); err != nil {

@@ -142,7 +142,7 @@ func (b *SampleBuilder) Build(bootstrapValue float32) SampleBatch {
 	batch := SampleBatch{
 		Policy:         b.Policy,
 		PolicyVersion:  version,
-		Obs:            Tensor[float32]{Shape: b.batchObsShape(n), Data: b.obs},
+		Obs:            NewFrames(Tensor[float32]{Shape: b.batchObsShape(n), Data: b.obs}),
 		Rewards:        Tensor[float32]{Shape: []int{n}, Data: b.rewards},
 		Terminated:     Tensor[uint8]{Shape: []int{n}, Data: b.term},
 		Truncated:      Tensor[uint8]{Shape: []int{n}, Data: b.trunc},

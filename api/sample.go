@@ -19,7 +19,7 @@ type SampleBatch struct {
 	// PolicyVersion is the oldest policy version that chose an action in
 	// the batch, so a trainer can bound how stale the batch is.
 	PolicyVersion int64           `msgpack:"policy_version"`
-	Obs           Tensor[float32] `msgpack:"obs"`          // [T, obs_dim], or [T, ...obs shape] (an image: [T, H, W, C])
+	Obs           Frames          `msgpack:"obs"`          // [T, obs_dim], or [T, ...obs shape] (an image: [T, H, W, C]); binary ones travel packed
 	Actions       Tensor[int32]   `msgpack:"actions"`      // [T] for discrete actions, else zero
 	ContActions   Tensor[float32] `msgpack:"cont_actions"` // [T, act_dim] for continuous actions, else zero
 	Rewards       Tensor[float32] `msgpack:"rewards"`      // [T]

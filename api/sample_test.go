@@ -15,7 +15,7 @@ func validBatch() SampleBatch {
 	return SampleBatch{
 		Policy:         "default",
 		PolicyVersion:  4,
-		Obs:            Tensor[float32]{Shape: []int{3, 2}, Data: []float32{0, 1, 2, 3, 4, 5}},
+		Obs:            NewFrames(Tensor[float32]{Shape: []int{3, 2}, Data: []float32{0, 1, 2, 3, 4, 5}}),
 		Actions:        Tensor[int32]{Shape: []int{3}, Data: []int32{1, 0, 1}},
 		Rewards:        Tensor[float32]{Shape: []int{3}, Data: []float32{1, 1, 0.5}},
 		Terminated:     Tensor[uint8]{Shape: []int{3}, Data: []uint8{0, 1, 0}},
@@ -69,7 +69,7 @@ func TestSampleBatchValidate(t *testing.T) {
 		{"valid", func(*SampleBatch) {}, ""},
 		{"empty batch", func(b *SampleBatch) {
 			*b = SampleBatch{
-				Obs:        NewTensor[float32](0, 2),
+				Obs:        NewFrames(NewTensor[float32](0, 2)),
 				Actions:    NewTensor[int32](0),
 				Rewards:    NewTensor[float32](0),
 				Terminated: NewTensor[uint8](0),
@@ -79,7 +79,7 @@ func TestSampleBatchValidate(t *testing.T) {
 		{"inconsistent tensor", func(b *SampleBatch) { b.Values.Data = b.Values.Data[:2] }, "values"},
 		{"rewards 2-D", func(b *SampleBatch) { b.Rewards.Shape = []int{3, 1} }, "rewards has shape"},
 		{"rewards missing", func(b *SampleBatch) { b.Rewards = Tensor[float32]{} }, "rewards has shape"},
-		{"obs short", func(b *SampleBatch) { b.Obs = Tensor[float32]{Shape: []int{2, 3}, Data: make([]float32, 6)} }, "obs has shape"},
+		{"obs short", func(b *SampleBatch) { b.Obs = NewFrames(Tensor[float32]{Shape: []int{2, 3}, Data: make([]float32, 6)}) }, "obs has shape"},
 		{"obs 1-D", func(b *SampleBatch) { b.Obs.Shape = []int{6} }, "obs has shape"},
 		{"obs images", func(b *SampleBatch) { b.Obs.Shape = []int{3, 1, 2, 1} }, ""},
 		{"obs images of another T", func(b *SampleBatch) { b.Obs.Shape = []int{1, 3, 2, 1} }, "obs has shape"},
@@ -140,7 +140,7 @@ func TestSampleBuilder(t *testing.T) {
 	want := SampleBatch{
 		Policy:         "p",
 		PolicyVersion:  3,
-		Obs:            Tensor[float32]{Shape: []int{4, 2}, Data: []float32{0, 0, 1, -1, 2, -2, 3, -3}},
+		Obs:            NewFrames(Tensor[float32]{Shape: []int{4, 2}, Data: []float32{0, 0, 1, -1, 2, -2, 3, -3}}),
 		Actions:        Tensor[int32]{Shape: []int{4}, Data: []int32{0, 1, 0, 1}},
 		Rewards:        Tensor[float32]{Shape: []int{4}, Data: []float32{1, 1, 1, 1}},
 		Terminated:     Tensor[uint8]{Shape: []int{4}, Data: []uint8{0, 0, 1, 0}},

@@ -125,10 +125,10 @@ type Step struct {
 // Transition is one stored step with its returns, as sent to the replay.
 type Transition struct {
 	// Obs is s_t (FrameStack frames), NextObs s_{t+m}, m = min(n, T-t);
-	// binary ones travel packed (Frames).
-	Obs     Frames `msgpack:"obs"`
-	Action  int32  `msgpack:"action"`
-	NextObs Frames `msgpack:"next_obs"`
+	// binary ones travel packed (api.Frames).
+	Obs     api.Frames `msgpack:"obs"`
+	Action  int32      `msgpack:"action"`
+	NextObs api.Frames `msgpack:"next_obs"`
 	// Reward is sum_{k<m} gamma^k r_{t+k} (scalar), RewardVec the same per
 	// reward dimension.
 	Reward    float32             `msgpack:"reward"`
@@ -411,6 +411,6 @@ func (m *Memory) returns(e *episode, terminated bool, bootstrap float64) ([]Tran
 // transition returns step t of a closed episode with its observations.
 func (m *Memory) transition(e *episode, t int) Transition {
 	tr := e.trans[t]
-	tr.Obs, tr.NextObs = NewFrames(m.obs(e, t)), NewFrames(m.obs(e, e.next[t]))
+	tr.Obs, tr.NextObs = api.NewFrames(m.obs(e, t)), api.NewFrames(m.obs(e, e.next[t]))
 	return tr
 }

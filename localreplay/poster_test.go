@@ -25,7 +25,7 @@ var trial = names.NewTrial("postertest", "t1")
 // batch is a 10-step CartPole-shaped batch that terminates.
 func batch() *api.SampleBatch {
 	b := &api.SampleBatch{
-		Obs:        api.Tensor[float32]{Shape: []int{10, 4}, Data: make([]float32, 40)},
+		Obs:        api.NewFrames(api.Tensor[float32]{Shape: []int{10, 4}, Data: make([]float32, 40)}),
 		Actions:    api.Tensor[int32]{Shape: []int{10}, Data: make([]int32, 10)},
 		Rewards:    api.Tensor[float32]{Shape: []int{10}, Data: make([]float32, 10)},
 		Terminated: api.Tensor[uint8]{Shape: []int{10}, Data: make([]uint8, 10)},

@@ -33,7 +33,7 @@ func BenchmarkReplayThroughput(b *testing.B) {
 	}
 	defer smp.Close()
 	obs := api.Tensor[float32]{Shape: []int{4}, Data: []float32{0.1, -0.2, 0.03, 0.4}}
-	item, _ := msgpack.Marshal(&localreplay.Transition{Obs: localreplay.NewFrames(obs), NextObs: localreplay.NewFrames(obs), Action: 1, Reward: 1, Discount: 0.97})
+	item, _ := msgpack.Marshal(&localreplay.Transition{Obs: api.NewFrames(obs), NextObs: api.NewFrames(obs), Action: 1, Reward: 1, Discount: 0.97})
 	req := &replaystream.Request{Op: replaystream.OpInsert, Table: "t", TimeoutMs: 10000,
 		Items: make([][]byte, 256), Priorities: api.Tensor[float64]{Shape: []int{256}, Data: make([]float64, 256)}}
 	for i := range req.Items {

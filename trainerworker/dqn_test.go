@@ -60,7 +60,7 @@ func startDQNs(t *testing.T, c *cluster, n int, cfg map[string]any) (replay *wor
 	req := &replaystream.Request{Op: replaystream.OpInsert, Table: "default", TimeoutMs: 5000}
 	var prios []float64
 	for range 200 {
-		data, _ := msgpack.Marshal(&localreplay.Transition{Obs: localreplay.NewFrames(vec()), NextObs: localreplay.NewFrames(vec()), Action: int32(r.IntN(2)), Reward: 1, Discount: 0.97})
+		data, _ := msgpack.Marshal(&localreplay.Transition{Obs: api.NewFrames(vec()), NextObs: api.NewFrames(vec()), Action: int32(r.IntN(2)), Reward: 1, Discount: 0.97})
 		req.Items, prios = append(req.Items, data), append(prios, 1)
 	}
 	req.Priorities = api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}

@@ -163,7 +163,7 @@ func cartPoleBatch(rng *rand.Rand, n int, v int64) *api.SampleBatch {
 	b := &api.SampleBatch{
 		Policy:        "default",
 		PolicyVersion: v,
-		Obs:           api.NewTensor[float32](n, 4),
+		Obs:           api.NewFrames(api.NewTensor[float32](n, 4)),
 		Actions:       api.NewTensor[int32](n),
 		Rewards:       api.NewTensor[float32](n),
 		Terminated:    api.NewTensor[uint8](n),

@@ -17,7 +17,7 @@ import (
 func minAtarBatch(rng *rand.Rand, n int, v int64) *api.SampleBatch {
 	b := &api.SampleBatch{
 		Policy: "default", PolicyVersion: v, ActorID: "test/0",
-		Obs:        api.NewTensor[float32](n, 10, 10, 4),
+		Obs:        api.NewFrames(api.NewTensor[float32](n, 10, 10, 4)),
 		Actions:    api.NewTensor[int32](n),
 		Rewards:    api.NewTensor[float32](n),
 		Terminated: api.NewTensor[uint8](n),

@@ -72,13 +72,13 @@ func TestConvLearnsPixelBandit(t *testing.T) {
 	var inf api.Inference
 	for u := range updates {
 		b := &api.SampleBatch{
-			Obs: api.NewTensor[float32](steps, h*w), Actions: api.NewTensor[int32](steps),
+			Obs: api.NewFrames(api.NewTensor[float32](steps, h*w)), Actions: api.NewTensor[int32](steps),
 			Rewards: api.NewTensor[float32](steps), Terminated: api.NewTensor[uint8](steps),
 			Truncated: api.NewTensor[uint8](steps), LogProbs: api.NewTensor[float32](steps),
 			Values: api.NewTensor[float32](steps),
 		}
 		want := draw(b.Obs.Data, steps)
-		if err := pol.Infer(b.Obs, &inf); err != nil {
+		if err := pol.Infer(b.Obs.Tensor, &inf); err != nil {
 			t.Fatal(err)
 		}
 		copy(b.Actions.Data, inf.Actions.Data)

@@ -50,7 +50,7 @@ type batchSpec struct {
 func randBatch(rng *rand.Rand, spec nn.Spec, s batchSpec) *api.SampleBatch {
 	n, a := s.t, spec.ActionDim
 	b := &api.SampleBatch{
-		Obs:            api.NewTensor[float32](n, spec.ObsDim),
+		Obs:            api.NewFrames(api.NewTensor[float32](n, spec.ObsDim)),
 		Rewards:        api.NewTensor[float32](n),
 		Terminated:     api.NewTensor[uint8](n),
 		Truncated:      api.NewTensor[uint8](n),

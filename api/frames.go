@@ -1,4 +1,4 @@
-package localreplay
+package api
 
 import (
 	"errors"
@@ -6,27 +6,27 @@ import (
 	"math"
 	"slices"
 
-	"github.com/distrl/distrl/api"
-	"github.com/distrl/distrl/internal/zsock"
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
 )
 
-// Frames is an observation of a Transition. It travels packed to one bit
-// per value when every value is 0 or 1, as a MinAtar game's channels are:
-// a Seaquest transition is about 8 KB of float32 and 400 bytes packed, so
-// a replay of 100,000 of them holds 40 MB rather than 800 MB, and its
-// checkpoints shrink alike. Any other observation travels as an
-// api.Tensor. Decoding takes either form.
+// Frames are observations: a Tensor[float32] that travels packed to one
+// bit per value when every value is 0 or 1, as a MinAtar game's channels
+// are. A Seaquest transition of a replay (localreplay) is about 8 KB of
+// float32 and 400 bytes packed, so a replay of 100,000 of them holds 40 MB
+// rather than 800 MB, and its checkpoints shrink alike; a sample batch of
+// 64 Breakout steps (SampleBatch.Obs) is 100 KB of float32 and 3.2 KB
+// packed. Any other observation travels as a Tensor. Decoding takes
+// either form.
 //
-// The packed form is the msgpack array [shape, bits]: shape as an
-// api.Tensor's, bits a bin of ceil(n/8) bytes for n = prod(shape) values,
+// The packed form is the msgpack array [shape, bits]: shape as a
+// Tensor's, bits a bin of ceil(n/8) bytes for n = prod(shape) values,
 // value i in bit i%8 (least significant first) of byte i/8. A Python
 // reader unpacks it with numpy.unpackbits(bits, bitorder="little")[:n].
-type Frames struct{ api.Tensor[float32] }
+type Frames struct{ Tensor[float32] }
 
 // NewFrames wraps a tensor.
-func NewFrames(t api.Tensor[float32]) Frames { return Frames{t} }
+func NewFrames(t Tensor[float32]) Frames { return Frames{t} }
 
 // packChunk is how many packed bytes go through the stack at a time.
 const packChunk = 512
@@ -37,7 +37,7 @@ func (f Frames) EncodeMsgpack(e *msgpack.Encoder) error {
 		return f.Tensor.EncodeMsgpack(e)
 	}
 	if err := f.Validate(); err != nil {
-		return fmt.Errorf("localreplay: encoding frames: %w", err)
+		return fmt.Errorf("api: encoding frames: %w", err)
 	}
 	if err := e.EncodeArrayLen(2); err != nil {
 		return err
@@ -101,8 +101,8 @@ func (f *Frames) DecodeMsgpack(d *msgpack.Decoder) error {
 		return f.Tensor.DecodeMsgpack(d)
 	}
 	if err := f.decodePacked(d); err != nil {
-		f.Tensor = api.Tensor[float32]{}
-		return fmt.Errorf("localreplay: decoding packed frames: %w", err)
+		f.Tensor = Tensor[float32]{}
+		return fmt.Errorf("api: decoding packed frames: %w", err)
 	}
 	return nil
 }
@@ -115,8 +115,8 @@ func (f *Frames) decodePacked(d *msgpack.Decoder) error {
 	if err != nil {
 		return fmt.Errorf("reading shape: %w", err)
 	}
-	if rank < 1 || rank > api.MaxRank {
-		return fmt.Errorf("shape rank %d, want 1 to %d", rank, api.MaxRank)
+	if rank < 1 || rank > MaxRank {
+		return fmt.Errorf("shape rank %d, want 1 to %d", rank, MaxRank)
 	}
 	shape := f.Shape[:0]
 	n := 1
@@ -156,18 +156,4 @@ func (f *Frames) decodePacked(d *msgpack.Decoder) error {
 	}
 	f.Shape, f.Data = shape, data
 	return nil
-}
-
-// DecodeTransition decodes one replay item into tr, reusing its storage.
-// The item is checked first (zsock.Decoder): a header that claims more than
-// the item holds fails before anything is allocated for it.
-func DecodeTransition(d *zsock.Decoder, item []byte, tr *Transition) error {
-	dec, err := d.Reset(item)
-	if err != nil {
-		return fmt.Errorf("localreplay: transition: %w", err)
-	}
-	if err := dec.Decode(tr); err != nil {
-		return fmt.Errorf("localreplay: transition: %w", err)
-	}
-	return d.Finish()
 }

@@ -173,7 +173,7 @@ func TestMinAtarFrameStack(t *testing.T) {
 }
 
 // minatar-breakout-apex through rlctl start, briefly: actors send MinAtar
-// transitions packed to a bit per value (localreplay.Frames), the replay
+// transitions packed to a bit per value (api.Frames), the replay
 // stores them so, and the DQN trainer decodes every one it samples. The
 // replay's exit checkpoint holds the packed items.
 func TestMinAtarApexPacksTransitions(t *testing.T) {

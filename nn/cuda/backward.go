@@ -27,8 +27,8 @@ func (s *Scratch) Free() {
 // kept in a is dPi ([batch, ActionDim]) and dV ([batch]), either 0 for
 // none: nn.ActorCritic.Backward, layer by layer. It modifies dPi and dV.
 func (n *Net) Backward(a *Activations, s *Scratch, batch int, dPi, dV cu.DevicePtr, grad cu.DevicePtr) error {
-	if batch > a.rows {
-		return fmt.Errorf("cuda: backward of %d rows on activations for %d", batch, a.rows)
+	if batch != a.batch {
+		return fmt.Errorf("cuda: backward of %d rows on a forward pass of %d", batch, a.batch)
 	}
 	if err := s.gradA.Reserve(4 * batch * n.maxWidth); err != nil {
 		return err

@@ -191,8 +191,8 @@ func (e *Engine) forward(a *Activations, batch int, out *nn.Output) error {
 // Backward: see nn.Engine.
 func (e *Engine) Backward(slot int, batch int, dOut *nn.Output) error {
 	s := e.net.spec
-	if slot >= len(e.slots) || e.slots[slot].rows < batch {
-		return fmt.Errorf("cuda: backward: slot %d holds no forward pass of %d rows", slot, batch)
+	if slot >= len(e.slots) || e.slots[slot].batch != batch {
+		return fmt.Errorf("cuda: backward: %w: slot %d holds no forward pass of %d rows", nn.ErrShape, slot, batch)
 	}
 	if l := len(dOut.Logits); l != 0 && l != batch*s.ActionDim || len(dOut.Values) != 0 && len(dOut.Values) != batch ||
 		len(dOut.Mean) != 0 || len(dOut.LogStd) != 0 {

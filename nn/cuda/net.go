@@ -118,9 +118,10 @@ func (n *Net) Free() { n.params.Free() }
 // Activations are the outputs of every layer of a forward pass on the
 // device, which a backward pass reads, for up to Rows rows.
 type Activations struct {
-	rows int
-	Obs  Buffer       // room for the input, [rows, ObsDim]
-	in   cu.DevicePtr // the last Forward's input
+	rows  int
+	batch int          // the last Forward's rows; 0 before one
+	Obs   Buffer       // room for the input, [rows, ObsDim]
+	in    cu.DevicePtr // the last Forward's input
 
 	conv         []Buffer // each convolution's output
 	trunk, pi, v []Buffer // each dense layer's output; the heads' are the last of pi and v
@@ -199,7 +200,7 @@ func (n *Net) Forward(a *Activations, x cu.DevicePtr, batch int) (pi, v cu.Devic
 	if batch > a.rows {
 		return 0, 0, fmt.Errorf("cuda: forward of %d rows on activations for %d", batch, a.rows)
 	}
-	a.in = x
+	a.in, a.batch = x, batch
 	for i, c := range n.conv {
 		y := a.conv[i].Ptr
 		args := append([]any{x, n.params.Ptr + cu.DevicePtr(4*c.w), n.params.Ptr + cu.DevicePtr(4*c.b), y, batch}, c.geom()...)

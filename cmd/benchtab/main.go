@@ -338,19 +338,21 @@ func kernelRows() []row {
 	return out
 }
 
-// gpuRows are the GPU policy backend's figures (package policy/cuda, build
-// tag cuda; scripts/gpu-check.sh on a GPU machine): rows/s against the CPU
-// backend on the same machine, where the GPU's time per batch goes, and the
+// gpuRows are the GPU's figures (build tag cuda; scripts/gpu-check.sh on a
+// GPU machine): the policy's forward pass in rows/s against the CPU backend
+// on all the machine's cores, where the GPU's time per batch goes, the
+// PPO and DQN updates of MinAtar's network against the CPU learner, the
+// MinAtar trials with their learners on the GPU against the CPU, and the
 // pipeline of 14 actors of 64 CartPoles with the policy worker on cuda:0
 // against the same pipeline with it on the CPU.
 func gpuRows() []row {
 	var out []row
-	for _, net := range []string{"64x64", "512x512"} {
+	for _, net := range []string{"64x64", "512x512", "minatar-conv"} {
 		for _, batch := range []int{64, 512, 4096, 8192} {
 			key := fmt.Sprintf("cuda.BenchmarkBackend/net=%s/batch=%d/device=", net, batch)
 			out = append(out, row{
-				title:    fmt.Sprintf("policy forward %s, batch=%d: GPU vs CPU backend (rows/s)", net, batch),
-				measured: key + "cuda rows/s", limit: key + "cpu rows/s", higherIsBetter: true,
+				title:    fmt.Sprintf("policy forward %s, batch=%d: GPU vs CPU backend, all cores (rows/s)", net, batch),
+				measured: key + "cuda rows/s", limit: key + "cpu-all rows/s", higherIsBetter: true,
 			})
 			for _, part := range []string{"copyin", "kernels", "copyout"} {
 				out = append(out, row{
@@ -359,6 +361,26 @@ func gpuRows() []row {
 				})
 			}
 		}
+	}
+	out = append(out,
+		row{title: "PPO update of MinAtar's network: GPU vs CPU learner, all cores (samples/s)",
+			measured: "ppo.BenchmarkUpdateMinAtar/device=cuda samples/s", limit: "ppo.BenchmarkUpdateMinAtar/device=cpu-all samples/s", higherIsBetter: true},
+	)
+	for _, batch := range []int{64, 512} {
+		key := fmt.Sprintf("dqn.BenchmarkUpdateMinAtar/batch=%d/device=", batch)
+		out = append(out, row{title: fmt.Sprintf("DQN update of MinAtar's network, batch=%d: GPU vs CPU learner (samples/s)", batch),
+			measured: key + "cuda samples/s", limit: key + "cpu samples/s", higherIsBetter: true})
+	}
+	const minatar = "e2e.BenchmarkMinAtarCUDA/exp="
+	out = append(out,
+		row{title: "minatar-breakout-ppo-cuda (frames/s; bar 100k)", measured: minatar + "minatar-breakout-ppo-cuda/trainer=cuda:0 frames/s",
+			limit: "bar 100000", higherIsBetter: true},
+		row{title: "minatar-breakout-ppo-cuda: trainer on cuda:0 vs on the CPU (trainer samples/s)",
+			measured: minatar + "minatar-breakout-ppo-cuda/trainer=cuda:0 trained/s", limit: minatar + "minatar-breakout-ppo-cuda/trainer=cpu trained/s", higherIsBetter: true},
+		row{title: "minatar-breakout-apex-cuda vs minatar-breakout-apex (frames/s)",
+			measured: minatar + "minatar-breakout-apex-cuda/trainer=cuda:0 frames/s", limit: minatar + "minatar-breakout-apex/trainer=cpu frames/s", higherIsBetter: true},
+	)
+	for _, net := range []string{"64x64", "512x512"} {
 		key := fmt.Sprintf("e2e.BenchmarkPipelineCUDA/net=%s/device=", net)
 		out = append(out, row{
 			title:    fmt.Sprintf("pipeline 14x64, policy %s on cuda:0 vs on the CPU (env steps/s)", net),

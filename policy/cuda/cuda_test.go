@@ -124,6 +124,7 @@ func closeTo(got, want float32) bool {
 // values, greedy actions, their log-probabilities and Gaussian means within
 // 1e-4 relative, and, sampling with the same seed, the same actions.
 func TestEquivalence(t *testing.T) {
+	requireGPU(t)
 	for _, net := range nets {
 		for _, batch := range batches {
 			t.Run(fmt.Sprintf("%s/batch=%d", net.name, batch), func(t *testing.T) {

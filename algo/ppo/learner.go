@@ -132,10 +132,10 @@ func NewLearner(net *nn.ActorCritic, cfg Config) (*Learner, error) {
 // SetEngine moves the learner's training onto an engine opened by open
 // (a GPU's: nn/cuda.EngineOpener) with the network's current parameters
 // and the optimizer's state: forward and backward passes, clipping and
-// Adam run there, the loss of each minibatch's outputs here. The
-// parameters come back after every update (Params, State see them);
-// Restore sends them there. Threads no longer apply. Close releases the
-// engine.
+// Adam run there, the loss of each minibatch's outputs here; an update's
+// observations cross once (Stage). The parameters and Adam's state come
+// back after every update (Params, State see them); Restore sends them
+// there. Threads no longer apply. Close releases the engine.
 func (l *Learner) SetEngine(open nn.OpenEngine) error {
 	if l.gaussian {
 		return fmt.Errorf("ppo: %w", nn.ErrEngineHead)

@@ -160,19 +160,8 @@ func (p *producer) post(t testing.TB, b *api.SampleBatch) {
 // near those of a uniform policy, one episode of return n ending at the
 // last step.
 func cartPoleBatch(rng *rand.Rand, n int, v int64) *api.SampleBatch {
-	b := &api.SampleBatch{
-		Policy:        "default",
-		PolicyVersion: v,
-		Obs:           api.NewFrames(api.NewTensor[float32](n, 4)),
-		Actions:       api.NewTensor[int32](n),
-		Rewards:       api.NewTensor[float32](n),
-		Terminated:    api.NewTensor[uint8](n),
-		Truncated:     api.NewTensor[uint8](n),
-		LogProbs:      api.NewTensor[float32](n),
-		Values:        api.NewTensor[float32](n),
-		Episodes:      []api.EpisodeStat{{Return: float32(n), Length: int32(n)}},
-		ActorID:       "test/0",
-	}
+	b := zeroBatch(n, v, 4)
+	b.Episodes = []api.EpisodeStat{{Return: float32(n), Length: int32(n)}}
 	for i := range b.Obs.Data {
 		b.Obs.Data[i] = float32(0.1 * rng.NormFloat64())
 	}
@@ -184,6 +173,23 @@ func cartPoleBatch(rng *rand.Rand, n int, v int64) *api.SampleBatch {
 	}
 	b.Terminated.Data[n-1] = 1
 	return b
+}
+
+// zeroBatch is a batch of n steps of the default policy's version v, with
+// observations of obsShape, all zero.
+func zeroBatch(n int, v int64, obsShape ...int) *api.SampleBatch {
+	return &api.SampleBatch{
+		Policy:        "default",
+		PolicyVersion: v,
+		Obs:           api.NewFrames(api.NewTensor[float32](append([]int{n}, obsShape...)...)),
+		Actions:       api.NewTensor[int32](n),
+		Rewards:       api.NewTensor[float32](n),
+		Terminated:    api.NewTensor[uint8](n),
+		Truncated:     api.NewTensor[uint8](n),
+		LogProbs:      api.NewTensor[float32](n),
+		Values:        api.NewTensor[float32](n),
+		ActorID:       "test/0",
+	}
 }
 
 // newSubscriber follows the default policy's parameters.

@@ -15,16 +15,7 @@ import (
 // minAtarBatch is a sample batch of n MinAtar Breakout steps (10x10x4
 // binary frames) collected by policy version v.
 func minAtarBatch(rng *rand.Rand, n int, v int64) *api.SampleBatch {
-	b := &api.SampleBatch{
-		Policy: "default", PolicyVersion: v, ActorID: "test/0",
-		Obs:        api.NewFrames(api.NewTensor[float32](n, 10, 10, 4)),
-		Actions:    api.NewTensor[int32](n),
-		Rewards:    api.NewTensor[float32](n),
-		Terminated: api.NewTensor[uint8](n),
-		Truncated:  api.NewTensor[uint8](n),
-		LogProbs:   api.NewTensor[float32](n),
-		Values:     api.NewTensor[float32](n),
-	}
+	b := zeroBatch(n, v, 10, 10, 4)
 	for i := range b.Obs.Data {
 		if rng.IntN(10) == 0 {
 			b.Obs.Data[i] = 1

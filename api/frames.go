@@ -31,6 +31,17 @@ func NewFrames(t Tensor[float32]) Frames { return Frames{t} }
 // packChunk is how many packed bytes go through the stack at a time.
 const packChunk = 512
 
+// unpacked[b] are the eight values byte b packs, least significant bit
+// first.
+var unpacked = func() (t [256][8]float32) {
+	for b := range t {
+		for i := range 8 {
+			t[b][i] = float32(b >> i & 1)
+		}
+	}
+	return t
+}()
+
 // EncodeMsgpack implements [msgpack.CustomEncoder].
 func (f Frames) EncodeMsgpack(e *msgpack.Encoder) error {
 	if f.IsZero() || !zeroOrOne(f.Data) {
@@ -147,8 +158,17 @@ func (f *Frames) decodePacked(d *msgpack.Decoder) error {
 			return fmt.Errorf("reading bits: %w", err)
 		}
 		data = slices.Grow(data, k)
-		for i := range k {
-			data = append(data, float32(chunk[i>>3]>>(i&7)&1))
+		dst := data[len(data) : len(data)+k]
+		data = data[:len(data)+k]
+		// Whole bytes through a table of their eight values, the rest
+		// bit by bit: a value at a time was most of a DQN trainer's
+		// decoding of its sampled transitions.
+		whole := k / 8
+		for j, c := range chunk[:whole] {
+			copy(dst[8*j:8*j+8], unpacked[c][:])
+		}
+		for i := 8 * whole; i < k; i++ {
+			dst[i] = float32(chunk[i>>3] >> (i & 7) & 1)
 		}
 	}
 	if data == nil {

@@ -144,3 +144,24 @@ func TestSampleBatchObsPacked(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFramesDecode decodes one packed MinAtar Breakout frame
+// (10x10x4 binary values) into reused storage, as a DQN trainer decodes
+// every sampled transition's two.
+func BenchmarkFramesDecode(b *testing.B) {
+	obs := make([]float32, 400)
+	for i := range obs {
+		obs[i] = float32(i % 7 / 6)
+	}
+	wire, err := msgpack.Marshal(frames([]int{10, 10, 4}, obs...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var f Frames
+	b.SetBytes(int64(4 * len(obs)))
+	for b.Loop() {
+		if err := msgpack.Unmarshal(wire, &f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -9,7 +9,12 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/localreplay"
+	"github.com/distrl/distrl/replaystream"
+	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/trainerworker"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // minAtarBatch is a sample batch of n MinAtar Breakout steps (10x10x4
@@ -60,4 +65,63 @@ func BenchmarkTrainerIntake(b *testing.B) {
 		return nil
 	})
 	b.ReportMetric(float64(b.N*8192)/time.Since(began).Seconds(), "samples/s")
+}
+
+// BenchmarkDQNTrainerIntake is an Ape-X learner's work besides its
+// arithmetic at minatar-breakout-apex-cuda's size: batches of 256 MinAtar
+// transitions sampled from a replay worker (prioritized, 5000 packed
+// transitions, no rate limit), decoded, and their priorities sent back,
+// on a network too small to cost anything, with in_flight sample requests
+// waiting at the replay. samples/s is transitions trained on: with a
+// learner on a GPU (525k samples/s at batch 512) this is the bound.
+func BenchmarkDQNTrainerIntake(b *testing.B) {
+	for _, inFlight := range []int{2, 8} {
+		b.Run(fmt.Sprintf("in_flight=%d", inFlight), func(b *testing.B) {
+			c := newCluster(b)
+			rp := c.start(b, replayworker.TypeName, 0)
+			c.run(b, rp.Name(), map[string]any{"tables": []map[string]any{{"name": "default", "alpha": 0.6, "beta": 0.4,
+				"limiter": map[string]any{"min_size": 256}}}})
+			tr := c.start(b, trainerworker.TypeName, 0)
+			c.run(b, tr.Name(), map[string]any{"algorithm": "dqn", "env": "minatar-breakout", "hidden": []int{8}, "batch_size": 256,
+				"in_flight": inFlight, "eval_every": 1 << 30, "publish_every": 20, "dqn": map[string]any{"dueling": true}})
+			cl, err := replaystream.NewClient(workertest.Ctx(b, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { cl.Close() })
+			rng := rand.New(rand.NewPCG(1, 2))
+			frame := func() api.Frames {
+				f := api.NewFrames(api.NewTensor[float32](10, 10, 4))
+				for i := range f.Data {
+					if rng.IntN(10) == 0 {
+						f.Data[i] = 1
+					}
+				}
+				return f
+			}
+			for range 10 {
+				req := &replaystream.Request{Op: replaystream.OpInsert, Table: "default", TimeoutMs: 5000}
+				var prios []float64
+				for range 500 {
+					data, _ := msgpack.Marshal(&localreplay.Transition{Obs: frame(), NextObs: frame(), Action: rng.Int32N(6), Discount: 0.97})
+					req.Items, prios = append(req.Items, data), append(prios, 1)
+				}
+				req.Priorities = api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}
+				eventually.NoError(b, 10*time.Second, "insert", func() error { _, err := cl.Send(0, req); return err })
+			}
+			updates := func() int64 {
+				var s struct {
+					Updates int64 `msgpack:"updates"`
+				}
+				c.request(b, tr.Name(), "stats", nil, &s)
+				return s.Updates
+			}
+			eventually.True(b, 20*time.Second, "the first update", func() bool { return updates() > 0 })
+			b.ResetTimer()
+			from := updates()
+			want := from + int64(b.N)
+			eventually.True(b, 5*time.Minute, "the updates", func() bool { return updates() >= want })
+			b.ReportMetric(float64((updates()-from)*256)/b.Elapsed().Seconds(), "samples/s")
+		})
+	}
 }

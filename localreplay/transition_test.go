@@ -75,3 +75,25 @@ func FuzzDecodeTransition(f *testing.F) {
 		})
 	})
 }
+
+// BenchmarkDecodeTransition decodes one MinAtar Breakout transition (two
+// packed 10x10x4 frames) into reused storage, as a DQN trainer decodes
+// every transition it samples.
+func BenchmarkDecodeTransition(b *testing.B) {
+	obs := make([]float32, 400)
+	for i := range obs {
+		obs[i] = float32(i % 7 / 6)
+	}
+	item, err := msgpack.Marshal(&Transition{Obs: frames([]int{10, 10, 4}, obs...), NextObs: frames([]int{10, 10, 4}, obs...),
+		Action: 3, Reward: 1, Discount: 0.97, Priority: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := zsock.NewDecoder()
+	var tr Transition
+	for b.Loop() {
+		if err := DecodeTransition(d, item, &tr); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -126,6 +126,7 @@ var rows = slices.Concat([]row{
 	{"PPO update, minibatch=256, threads=2 vs 1 (samples/s)", "ppo.BenchmarkPPOUpdate/threads=2/minibatch=256 samples/s", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", true},
 	{"PPO update, minibatch=1024, threads=2 vs 1 (samples/s)", "ppo.BenchmarkPPOUpdate/threads=2/minibatch=1024 samples/s", "ppo.BenchmarkPPOUpdate/minibatch=1024 samples/s", true},
 	{"PPO trainer's intake at MinAtar's size, learning aside (samples/s)", "trainerworker.BenchmarkTrainerIntake samples/s", "", true},
+	{"DQN trainer's intake at MinAtar's size, batches of 256, learning aside (samples/s)", "trainerworker.BenchmarkDQNTrainerIntake/in_flight=2 samples/s", "", true},
 	{"policy lag at the trainer, p50 (versions)", "e2e.BenchmarkLearnCartPole lag-p50", "", false},
 	{"policy lag at the trainer, p99 (versions)", "e2e.BenchmarkLearnCartPole lag-p99", "", false},
 	// Replay (package replay): a prioritized table of 1M items against the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
@@ -28,7 +29,7 @@ type Frames struct{ Tensor[float32] }
 // NewFrames wraps a tensor.
 func NewFrames(t Tensor[float32]) Frames { return Frames{t} }
 
-// packChunk is how many packed bytes go through the stack at a time.
+// packChunk is how many packed bytes the decoder reads at a time.
 const packChunk = 512
 
 // unpacked[b] are the eight values byte b packs, least significant bit
@@ -44,7 +45,16 @@ var unpacked = func() (t [256][8]float32) {
 
 // EncodeMsgpack implements [msgpack.CustomEncoder].
 func (f Frames) EncodeMsgpack(e *msgpack.Encoder) error {
-	if f.IsZero() || !zeroOrOne(f.Data) {
+	if f.IsZero() || len(f.Data) > 0 && f.Data[0] != 0 && f.Data[0] != 1 {
+		// Not binary, almost always, by the first value.
+		return f.Tensor.EncodeMsgpack(e)
+	}
+	// Pack and check in one pass over the values, then write.
+	bp := packBufs.Get().(*[]byte)
+	defer packBufs.Put(bp)
+	*bp = slices.Grow((*bp)[:0], (len(f.Data)+7)/8)
+	bits, ok := packBits((*bp)[:(len(f.Data)+7)/8], f.Data)
+	if !ok {
 		return f.Tensor.EncodeMsgpack(e)
 	}
 	if err := f.Validate(); err != nil {
@@ -61,42 +71,50 @@ func (f Frames) EncodeMsgpack(e *msgpack.Encoder) error {
 			return err
 		}
 	}
-	if err := e.EncodeBytesLen((len(f.Data) + 7) / 8); err != nil {
+	if err := e.EncodeBytesLen(len(bits)); err != nil {
 		return err
 	}
-	var buf [packChunk]byte
-	for vals := f.Data; len(vals) > 0; {
-		k := min(len(vals), 8*len(buf))
-		n := packBits(buf[:], vals[:k])
-		if _, err := e.Writer().Write(buf[:n]); err != nil {
-			return err
-		}
-		vals = vals[k:]
-	}
-	return nil
+	_, err := e.Writer().Write(bits)
+	return err
 }
 
-// zeroOrOne reports whether every value is 0 or 1.
-func zeroOrOne(vals []float32) bool {
-	for _, v := range vals {
-		if v != 0 && v != 1 {
-			return false
-		}
-	}
-	return true
-}
+// packBufs hold the packed bits of an encoding until they are written.
+var packBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-// packBits packs vals (each 0 or 1) into dst, least significant bit first,
-// and returns the bytes written: ceil(len(vals)/8).
-func packBits(dst []byte, vals []float32) int {
-	n := (len(vals) + 7) / 8
-	clear(dst[:n])
-	for i, v := range vals {
-		if v != 0 {
-			dst[i>>3] |= 1 << (i & 7)
+// one is 1's bits as a float32.
+const one = 0x3f800000
+
+// packBits packs vals into dst (ceil(len(vals)/8) bytes), least
+// significant bit first, and reports whether every value was 0 or 1; if
+// not, dst holds nothing of use. A value's bit is its bit 29 (set in 1,
+// clear in 0), and its bits are those of 0 or 1 exactly when they equal
+// that bit times 1's: eight values to a byte, and the check, without a
+// branch per value.
+func packBits(dst []byte, vals []float32) ([]byte, bool) {
+	var bad uint32
+	whole := len(vals) / 8
+	for j := range whole {
+		v := vals[8*j : 8*j+8 : 8*j+8]
+		var packed uint32
+		for i := range 8 {
+			b := math.Float32bits(v[i])
+			bit := b >> 29 & 1
+			bad |= b ^ bit*one
+			packed |= bit << i
 		}
+		dst[j] = byte(packed)
 	}
-	return n
+	if rest := vals[8*whole:]; len(rest) > 0 {
+		var packed uint32
+		for i, v := range rest {
+			b := math.Float32bits(v)
+			bit := b >> 29 & 1
+			bad |= b ^ bit*one
+			packed |= bit << i
+		}
+		dst[whole] = byte(packed)
+	}
+	return dst, bad == 0
 }
 
 // DecodeMsgpack implements [msgpack.CustomDecoder]. f's storage is reused

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strings"
@@ -161,6 +162,26 @@ func BenchmarkFramesDecode(b *testing.B) {
 	b.SetBytes(int64(4 * len(obs)))
 	for b.Loop() {
 		if err := msgpack.Unmarshal(wire, &f); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkFramesEncode encodes the observations of a sample batch of 64
+// MinAtar Breakout steps (64x10x10x4 binary values), packed, as an actor
+// does for every batch it sends.
+func BenchmarkFramesEncode(b *testing.B) {
+	obs := make([]float32, 64*400)
+	for i := range obs {
+		obs[i] = float32(i % 7 / 6)
+	}
+	f := frames([]int{64, 10, 10, 4}, obs...)
+	var buf bytes.Buffer
+	e := msgpack.NewEncoder(&buf)
+	b.SetBytes(int64(4 * len(obs)))
+	for b.Loop() {
+		buf.Reset()
+		if err := e.Encode(&f); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -83,7 +83,8 @@
 //
 // # Statistics
 //
-// The "stats" reply adds: version, updates, samples_trained,
+// The "stats" reply adds: device (where the learner trains), version,
+// updates, samples_trained,
 // train_samples_per_s (steps into updates per second over the last 20
 // updates), the last update's policy_loss, value_loss, entropy,
 // approx_kl, clip_frac, explained_variance, grad_norm, lr, update_ms and

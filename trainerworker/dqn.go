@@ -642,6 +642,7 @@ func (w *dqnTrainer) Stats() map[string]any {
 		"mean_td": w.lastStat.MeanTD, "grad_norm": w.lastStat.GradNorm, member.StatEpisodes: w.episodes,
 		"sample_errors": w.sampleErrors, "update_errors": w.updateErrors, "priorities_sent": w.prioritySent,
 		"checkpoints": w.checkpoints, "checkpoint_failures": w.ckptFailures, "resumed_from": w.resumed,
+		"device": cmp.Or(w.cfg.Device, worker.DeviceCPU),
 	}
 	if w.client != nil {
 		out["replay_shards"] = len(w.client.Shards())

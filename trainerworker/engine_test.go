@@ -1,6 +1,7 @@
 package trainerworker_test
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -41,8 +42,13 @@ func TestTrainsOnAnEngine(t *testing.T) {
 	for i, cfg := range []map[string]any{onGPU, onCPU, onGPU} {
 		tr := start()
 		c.run(t, tr.Name(), cfg)
-		if s := c.trainerStats(t, tr.Name()); s.Version != int64(3*i) {
-			t.Fatalf("trainer %d (%v) starts at version %d, want %d", i, cfg["device"], s.Version, 3*i)
+		var st struct {
+			Version int64  `msgpack:"version"`
+			Device  string `msgpack:"device"`
+		}
+		c.request(t, tr.Name(), "stats", nil, &st)
+		if want := cmp.Or(cfg["device"], any("cpu")); st.Version != int64(3*i) || st.Device != want {
+			t.Fatalf("trainer %d starts at version %d on %q, want %d on %q", i, st.Version, st.Device, 3*i, want)
 		}
 		if p := fetchVersion(t, sub, int64(3*i)); i == 0 {
 			last = p.Data

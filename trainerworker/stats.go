@@ -1,6 +1,7 @@
 package trainerworker
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/distrl/distrl/algo/dqn"
 	"github.com/distrl/distrl/algo/ppo"
 	"github.com/distrl/distrl/telemetry"
+	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 )
 
@@ -155,6 +157,7 @@ func (w *ppoTrainer) Stats() map[string]any {
 	s := &w.st
 	out := map[string]any{
 		"policy":              w.set.cfg.Policy,
+		"device":              cmp.Or(w.set.cfg.Device, worker.DeviceCPU),
 		member.StatVersion:    w.version,
 		"updates":             s.updates,
 		"samples_trained":     s.trained,

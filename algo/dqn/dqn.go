@@ -320,47 +320,62 @@ func (l *Learner) UpdateGroup(ctx context.Context, b *Batch, td []float64, r Red
 			}
 		}
 	}
-	if l.eng != nil {
-		return l.engineStep(st, td)
-	}
-	st.GradNorm = float64(nn.ClipGradNorm(grad, float32(l.cfg.MaxGradNorm)))
-	if math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
-		return st, td, fmt.Errorf("dqn: gradient norm is %v", st.GradNorm)
-	}
-	if err := l.opt.Update(l.online.Params(), grad); err != nil {
-		return st, td, fmt.Errorf("dqn: %w", err)
-	}
-	l.updates++
-	l.updateTarget()
-	return st, td, nil
-}
-
-// engineStep is the end of UpdateGroup on the engines: clip, Adam, the
-// online parameters back to the host, the target's update there.
-func (l *Learner) engineStep(st Stats, td []float64) (Stats, []float64, error) {
-	norm, err := l.eng.ClipGradNorm(float32(l.cfg.MaxGradNorm))
+	norm, err := l.clip(grad)
 	if err != nil {
-		return st, td, fmt.Errorf("dqn: %w", err)
+		return st, td, err
 	}
 	if st.GradNorm = float64(norm); math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
 		return st, td, fmt.Errorf("dqn: gradient norm is %v", st.GradNorm)
 	}
-	if err := l.eng.Step(l.opt.LR); err != nil {
+	if err := l.step(grad); err != nil {
 		return st, td, fmt.Errorf("dqn: %w", err)
 	}
-	l.stale = true
 	l.updates++
-	if l.targetDue() {
-		if err := l.Sync(); err != nil {
-			return st, td, err
-		}
+	return st, td, l.moveTarget()
+}
+
+// clip is nn.ClipGradNorm of the gradient, on the engine if there is one.
+func (l *Learner) clip(grad []float32) (float32, error) {
+	if l.eng == nil {
+		return nn.ClipGradNorm(grad, float32(l.cfg.MaxGradNorm)), nil
 	}
-	if l.updateTarget() {
+	norm, err := l.eng.ClipGradNorm(float32(l.cfg.MaxGradNorm))
+	if err != nil {
+		return norm, fmt.Errorf("dqn: %w", err)
+	}
+	return norm, nil
+}
+
+// step applies Adam to the (clipped) gradient, on the engine if there is
+// one, whose online parameters the host's copy then lags (Sync).
+func (l *Learner) step(grad []float32) error {
+	if l.eng == nil {
+		return l.opt.Update(l.online.Params(), grad)
+	}
+	if err := l.eng.Step(l.opt.LR); err != nil {
+		return err
+	}
+	l.stale = true
+	return nil
+}
+
+// moveTarget moves the target network towards the online one when it is
+// due (updateTarget), from the online parameters brought back first and
+// into the target's engine after, if there are engines.
+func (l *Learner) moveTarget() error {
+	if !l.targetDue() {
+		return nil
+	}
+	if err := l.Sync(); err != nil {
+		return err
+	}
+	l.updateTarget()
+	if l.tgtEng != nil {
 		if err := l.tgtEng.SetParams(l.target.Params()); err != nil {
-			return st, td, fmt.Errorf("dqn: target parameters to the engine: %w", err)
+			return fmt.Errorf("dqn: target parameters to the engine: %w", err)
 		}
 	}
-	return st, td, nil
+	return nil
 }
 
 // reduceGrad turns this member's gradient of the mean loss over its rows
@@ -526,22 +541,18 @@ func (l *Learner) targetDue() bool {
 	return l.cfg.TargetUpdateEvery == 0 || l.updates%int64(l.cfg.TargetUpdateEvery) == 0
 }
 
-// updateTarget moves the target network towards the online one as
-// configured, and says whether it changed.
-func (l *Learner) updateTarget() bool {
+// updateTarget moves the target network towards the online one, as
+// configured: a copy, or a Polyak step. moveTarget calls it when due.
+func (l *Learner) updateTarget() {
 	p, t := l.online.Params(), l.target.Params()
 	if l.cfg.TargetUpdateEvery > 0 {
-		if l.updates%int64(l.cfg.TargetUpdateEvery) == 0 {
-			copy(t, p)
-			return true
-		}
-		return false
+		copy(t, p)
+		return
 	}
 	tau := float32(l.cfg.Tau)
 	for i := range t {
 		t[i] += tau * (p[i] - t[i])
 	}
-	return true
 }
 
 // LearnerState is everything a checkpoint needs to resume a learner.

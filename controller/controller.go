@@ -38,6 +38,7 @@ type process struct {
 // trialWorker is one worker of the trial as the controller sees it.
 type trialWorker struct {
 	name      string
+	group     string
 	typ       string
 	index     int
 	proc      *process

@@ -69,15 +69,15 @@ func CheckDevices(ctx context.Context, opts Options) error {
 	opts.setDefaults()
 	first := map[string]string{} // device -> first worker on it
 	var devices []string
-	for _, typ := range opts.Config.Types() {
-		g := opts.Config.Workers[typ]
+	for _, group := range opts.Config.Groups() {
+		g := opts.Config.Workers[group]
 		if !usesCUDA(g) {
 			continue
 		}
 		for i := range g.N() {
-			d, _ := opts.Config.WorkerConfig(typ, i)["device"].(string)
+			d, _ := opts.Config.WorkerConfig(group, i)["device"].(string)
 			if _, seen := first[d]; !seen {
-				first[d] = names.WorkerName(typ, i)
+				first[d] = names.WorkerName(group, i)
 				devices = append(devices, d)
 			}
 		}

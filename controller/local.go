@@ -80,10 +80,10 @@ func (l *Local) Start(ctx context.Context, spec WorkerSpec) (Handle, error) {
 	return h, nil
 }
 
-// workerCommand is `worker --type T --index I`, with `--count N` for a
-// process that hosts several workers.
+// workerCommand is `worker --type T [--group G] --index I`, with
+// `--count N` for a process that hosts several workers.
 func workerCommand(spec WorkerSpec) []string {
-	args := []string{"worker", "--type", spec.Type, "--index", strconv.Itoa(spec.Index)}
+	args := append(append([]string{"worker"}, spec.TypeArgs()...), "--index", strconv.Itoa(spec.Index))
 	if spec.Hosts() > 1 {
 		args = append(args, "--count", strconv.Itoa(spec.Hosts()))
 	}

@@ -129,10 +129,10 @@ func (c *Controller) check(ctx context.Context) (string, error) {
 		}
 	}
 	finishers := member.TypeTrainer
-	if _, ok := c.cfg.Workers[member.TypeTrainer]; !ok {
+	if len(c.cfg.GroupsOf(member.TypeTrainer)) == 0 {
 		finishers = member.TypeActor
 	}
-	group := c.group(finishers)
+	group := c.ofType(finishers)
 	if len(group) > 0 && !slices.ContainsFunc(group, func(m *trialWorker) bool {
 		return !m.proc.finished && m.lastState != member.StateCompleted
 	}) {
@@ -268,7 +268,7 @@ func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle, k
 	if err := c.waitRegistered(ctx, []launched{{spec, h}}, registerBase+time.Duration(spec.Hosts())*registerPerProc); err != nil {
 		return h, err
 	}
-	if err := c.configureAndStart(ctx, spec.Type, spec.Index, spec.Hosts()); err != nil {
+	if err := c.configureAndStart(ctx, spec.GroupName(), spec.Index, spec.Hosts()); err != nil {
 		return h, err
 	}
 	return h, nil

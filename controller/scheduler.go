@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -10,9 +11,11 @@ import (
 )
 
 // WorkerSpec is one worker process for a Scheduler to run. It hosts the
-// workers Type/Index .. Type/Index+Count-1 (`rlctl worker --count`).
+// workers Group/Index .. Group/Index+Count-1 (`rlctl worker --count`).
 type WorkerSpec struct {
-	Type  string
+	Type string
+	// Group is the experiment's group the workers are of; "" is Type.
+	Group string
 	Index int
 	// Count is how many workers the process hosts; 0 counts as 1.
 	Count int
@@ -20,8 +23,8 @@ type WorkerSpec struct {
 	// k-th process hosts the indices from k*PerProcess, so a scheduler
 	// that starts a group as one array finds a process's task from it.
 	PerProcess int
-	// Name names the process: "{type}/{index}" for a process of one
-	// worker, "{type}/{first}-{last}" for a host of many.
+	// Name names the process: "{group}/{index}" for a process of one
+	// worker, "{group}/{first}-{last}" for a host of many.
 	Name string
 	// Workers are the names of the workers it hosts, by index.
 	Workers []string
@@ -41,36 +44,53 @@ type WorkerSpec struct {
 	Resources experiment.Resources
 }
 
+// GroupName is the group of the process's workers: Group, or Type.
+func (s WorkerSpec) GroupName() string { return cmp.Or(s.Group, s.Type) }
+
+// TypeArgs are the flags of `rlctl worker` that say what the process runs:
+// --type, and --group where the group is not named after its type.
+func (s WorkerSpec) TypeArgs() []string {
+	if s.GroupName() == s.Type {
+		return []string{"--type", s.Type}
+	}
+	return []string{"--type", s.Type, "--group", s.Group}
+}
+
 // hosts is how many workers the process hosts.
 func (s WorkerSpec) Hosts() int { return max(s.Count, 1) }
 
 // task is the process's position in its group: its index in a job array.
 func (s WorkerSpec) Task() int { return s.Index / max(s.PerProcess, 1) }
 
-// hostedName names a process of group typ hosting count workers from
-// first: the worker's own name for a group of a process per worker, else
-// "{type}/{first}-{last}" (whose log is logs/{type}-{first}-{last}.log).
-func hostedName(typ string, first, count, perProcess int) string {
+// hostedName names a process of group hosting count workers from first:
+// the worker's own name for a group of a process per worker, else
+// "{group}/{first}-{last}" (whose log is logs/{group}-{first}-{last}.log).
+func hostedName(group string, first, count, perProcess int) string {
 	if perProcess <= 1 {
-		return names.WorkerName(typ, first)
+		return names.WorkerName(group, first)
 	}
-	return fmt.Sprintf("%s/%d-%d", typ, first, first+count-1)
+	return fmt.Sprintf("%s/%d-%d", group, first, first+count-1)
 }
 
-// ProcessSpecs are the processes of group g of type typ: one per worker,
-// or per_process workers each with the remainder in the last.
-func ProcessSpecs(typ string, g experiment.Group, dir TrialDir, args, env []string, exe string) []WorkerSpec {
+// ProcessSpecs are the processes of group g, named group, of type typ:
+// one per worker, or per_process workers each with the remainder in the
+// last.
+func ProcessSpecs(group, typ string, g experiment.Group, dir TrialDir, args, env []string, exe string) []WorkerSpec {
 	per := g.WorkersPerProcess()
 	var out []WorkerSpec
 	for first := 0; first < g.N(); first += per {
 		n := min(per, g.N()-first)
 		ws := make([]string, n)
 		for i := range ws {
-			ws[i] = names.WorkerName(typ, first+i)
+			ws[i] = names.WorkerName(group, first+i)
 		}
-		name := hostedName(typ, first, n, per)
-		out = append(out, WorkerSpec{Type: typ, Index: first, Count: n, PerProcess: per, Name: name, Workers: ws,
-			Args: args, Env: env, Executable: exe, LogPath: dir.Log(name), Resources: g.Resources})
+		name := hostedName(group, first, n, per)
+		spec := WorkerSpec{Type: typ, Index: first, Count: n, PerProcess: per, Name: name, Workers: ws,
+			Args: args, Env: env, Executable: exe, LogPath: dir.Log(name), Resources: g.Resources}
+		if group != typ {
+			spec.Group = group
+		}
+		out = append(out, spec)
 	}
 	return out
 }

@@ -30,7 +30,7 @@ func TestProcessSpecs(t *testing.T) {
 		{"no workers", 0, 4, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := ProcessSpecs("echo", experiment.Group{Count: experiment.Count(tt.count), PerProcess: tt.per}, dir, []string{"--ttl", "3s"}, nil, "")
+			got := ProcessSpecs("echo", "echo", experiment.Group{Count: experiment.Count(tt.count), PerProcess: tt.per}, dir, []string{"--ttl", "3s"}, nil, "")
 			if len(got) != len(tt.want) {
 				t.Fatalf("%d processes, want %d: %+v", len(got), len(tt.want), got)
 			}

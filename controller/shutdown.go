@@ -81,11 +81,11 @@ func (c *Controller) stopWorkers(outcome Outcome) {
 		cmd = member.CmdExit
 	}
 	// Reverse start order: producers stop before the consumers they feed.
-	types := c.cfg.Types()
-	slices.Reverse(types)
-	for _, typ := range types {
+	groups := c.cfg.Groups()
+	slices.Reverse(groups)
+	for _, group := range groups {
 		var live []string
-		for _, m := range c.group(typ) {
+		for _, m := range c.group(group) {
 			select {
 			case <-m.proc.handle.Done():
 			default:

@@ -80,12 +80,12 @@ func heartbeat(hungAfter time.Duration, groups map[string]experiment.Group) time
 // groups on a CUDA device run cudaBinary.
 func groupSpecs(cfg *experiment.Config, dir TrialDir, args, env []string, cudaBinary string) [][]WorkerSpec {
 	var out [][]WorkerSpec
-	for _, typ := range cfg.Types() {
+	for _, group := range cfg.Groups() {
 		exe := ""
-		if usesCUDA(cfg.Workers[typ]) {
+		if usesCUDA(cfg.Workers[group]) {
 			exe = cudaBinary
 		}
-		out = append(out, ProcessSpecs(typ, cfg.Workers[typ], dir, args, env, exe))
+		out = append(out, ProcessSpecs(group, cfg.TypeOf(group), cfg.Workers[group], dir, args, env, exe))
 	}
 	return out
 }
@@ -100,8 +100,8 @@ func PlanGroups(opts Options) [][]WorkerSpec {
 }
 
 // workerConfig is the configure kwargs of one worker.
-func (c *Controller) workerConfig(typ string, index int) map[string]any {
-	return workerKwargs(c.cfg, c.opts.Types, typ, index, c.dir.Path(CheckpointsDir))
+func (c *Controller) workerConfig(group string, index int) map[string]any {
+	return workerKwargs(c.cfg, c.opts.Types, group, index, c.dir.Path(CheckpointsDir))
 }
 
 // startWorkers launches every worker process, waits for all workers to
@@ -143,8 +143,8 @@ func (c *Controller) startWorkers(ctx, rctx context.Context) error {
 	// Each group is configured and started before the next is configured:
 	// a policy worker fetches the newest parameters when it is configured,
 	// and a trainer answers only once it runs.
-	for _, typ := range c.cfg.Types() {
-		if err := c.configureAndStart(ctx, typ, 0, c.cfg.Workers[typ].N()); err != nil {
+	for _, group := range c.cfg.Groups() {
+		if err := c.configureAndStart(ctx, group, 0, c.cfg.Workers[group].N()); err != nil {
 			if err := c.restartUnanswered(rctx, err); err != nil {
 				return err
 			}
@@ -193,7 +193,7 @@ func (c *Controller) restartingProcs() int {
 func (c *Controller) addProcess(spec WorkerSpec, h Handle) {
 	p := &process{spec: spec, handle: h}
 	for i, name := range spec.Workers {
-		m := &trialWorker{name: name, typ: spec.Type, index: spec.Index + i, proc: p}
+		m := &trialWorker{name: name, group: spec.GroupName(), typ: spec.Type, index: spec.Index + i, proc: p}
 		p.members = append(p.members, m)
 		c.members = append(c.members, m)
 		c.byName[name] = m
@@ -202,11 +202,20 @@ func (c *Controller) addProcess(spec WorkerSpec, h Handle) {
 	c.procs = append(c.procs, p)
 }
 
-// group lists the members of one type, by index.
-func (c *Controller) group(typ string) []*trialWorker {
+// group lists the members of one group, by index.
+func (c *Controller) group(name string) []*trialWorker {
+	return c.membersWhere(func(m *trialWorker) bool { return m.group == name })
+}
+
+// ofType lists the members of every group of one type.
+func (c *Controller) ofType(typ string) []*trialWorker {
+	return c.membersWhere(func(m *trialWorker) bool { return m.typ == typ })
+}
+
+func (c *Controller) membersWhere(keep func(*trialWorker) bool) []*trialWorker {
 	var out []*trialWorker
 	for _, m := range c.members {
-		if m.typ == typ {
+		if keep(m) {
 			out = append(out, m)
 		}
 	}
@@ -297,15 +306,15 @@ func sortUnregistered(u []Unregistered) []Unregistered {
 	return u
 }
 
-// configureAndStart sends workers typ/first .. typ/first+n-1 each its own
-// configuration, all at once, and then the start command to those that
-// took it. A *ConfigureError holds the failures of both.
-func (c *Controller) configureAndStart(ctx context.Context, typ string, first, n int) error {
+// configureAndStart sends workers group/first .. group/first+n-1 each its
+// own configuration, all at once, and then the start command to those
+// that took it. A *ConfigureError holds the failures of both.
+func (c *Controller) configureAndStart(ctx context.Context, group string, first, n int) error {
 	ws := make([]string, n)
 	kwargs := make([]any, n)
 	for i := range ws {
-		ws[i] = names.WorkerName(typ, first+i)
-		kwargs[i] = c.workerConfig(typ, first+i)
+		ws[i] = names.WorkerName(group, first+i)
+		kwargs[i] = c.workerConfig(group, first+i)
 	}
 	err := c.requestEach(ctx, ws, member.CmdConfigure, kwargs)
 	var ce *ConfigureError

@@ -50,24 +50,24 @@ func (e *WorkerConfigError) Error() string {
 
 func (e *WorkerConfigError) Unwrap() error { return e.Err }
 
-// workerKwargs is the configure kwargs of worker index of typ: the
+// workerKwargs is the configure kwargs of worker index of group: the
 // experiment's, with the checkpoint directory under checkpoints where the
 // type keeps checkpoints and the configuration names none, and the
 // group's size where the type's workers form a group.
-func workerKwargs(cfg *experiment.Config, types WorkerTypes, typ string, index int, checkpoints string) map[string]any {
-	kw := cfg.WorkerConfig(typ, index)
+func workerKwargs(cfg *experiment.Config, types WorkerTypes, group string, index int, checkpoints string) map[string]any {
+	kw := cfg.WorkerConfig(group, index)
 	if types == nil {
 		return kw
 	}
-	t, ok := types.Spec(typ)
+	t, ok := types.Spec(cfg.TypeOf(group))
 	if !ok {
 		return kw
 	}
 	if _, given := kw["checkpoint_dir"]; !given && t.CheckpointDir != nil {
-		kw["checkpoint_dir"] = t.CheckpointDir(checkpoints, index)
+		kw["checkpoint_dir"] = t.CheckpointDir(checkpoints, group, index)
 	}
 	if _, given := kw[member.GroupSizeKey]; !given && t.Grouped {
-		kw[member.GroupSizeKey] = cfg.Workers[typ].N()
+		kw[member.GroupSizeKey] = cfg.Workers[group].N()
 	}
 	return kw
 }
@@ -82,29 +82,29 @@ func CheckWorkers(cfg *experiment.Config, types WorkerTypes, checkpoints string)
 	if err := checkBounds(cfg); err != nil {
 		return err
 	}
-	for _, typ := range cfg.Types() {
-		t, ok := types.Spec(typ)
+	for _, group := range cfg.Groups() {
+		t, ok := types.Spec(cfg.TypeOf(group))
 		if !ok {
 			continue
 		}
-		g := cfg.Workers[typ]
+		g := cfg.Workers[group]
 		if t.Grouped && g.N() > 1 && g.WorkersPerProcess() > 1 {
 			// Members wait for each other inside an update: two on one
 			// loop would wait for ever, each for the other's turn.
-			return &WorkerConfigError{Field: "workers." + typ + ".per_process",
-				Err: fmt.Errorf("%d: the %d %s workers learn as one group, whose members each need a process (a loop) of their own; leave per_process out", g.PerProcess, g.N(), typ)}
+			return &WorkerConfigError{Field: "workers." + group + ".per_process",
+				Err: fmt.Errorf("%d: the %d %s workers learn as one group, whose members each need a process (a loop) of their own; leave per_process out", g.PerProcess, g.N(), group)}
 		}
 		if t.Check == nil {
 			continue
 		}
 		n := g.N()
 		for _, index := range []int{0, n - 1}[:min(n, 2)] { // none, the one, or the first and the last
-			raw, err := msgpack.Marshal(workerKwargs(cfg, types, typ, index, checkpoints))
+			raw, err := msgpack.Marshal(workerKwargs(cfg, types, group, index, checkpoints))
 			if err == nil {
 				err = t.Check(rpc.RawArgs(raw), index)
 			}
 			if err != nil {
-				return &WorkerConfigError{Field: "workers." + typ + ".config", Worker: names.WorkerName(typ, index), Err: err}
+				return &WorkerConfigError{Field: "workers." + group + ".config", Worker: names.WorkerName(group, index), Err: err}
 			}
 		}
 	}
@@ -114,12 +114,12 @@ func CheckWorkers(cfg *experiment.Config, types WorkerTypes, checkpoints string)
 // checkBounds refuses counts past MaxWorkers or MaxProcesses.
 func checkBounds(cfg *experiment.Config) error {
 	workers, procs := 0, 0
-	for _, typ := range cfg.Types() {
-		g := cfg.Workers[typ]
+	for _, group := range cfg.Groups() {
+		g := cfg.Workers[group]
 		workers += g.N()
 		procs += (g.N() + g.WorkersPerProcess() - 1) / g.WorkersPerProcess()
 		if workers > MaxWorkers || procs > MaxProcesses {
-			return &WorkerConfigError{Field: "workers." + typ + ".count",
+			return &WorkerConfigError{Field: "workers." + group + ".count",
 				Err: fmt.Errorf("%v: the trial would have %d or more workers in %d or more processes; at most %d workers in %d processes (per_process hosts several in one)",
 					g.Count, workers, procs, MaxWorkers, MaxProcesses)}
 		}

@@ -35,7 +35,7 @@ func TestCheckWorkers(t *testing.T) {
 	types := worker.NewRegistry()
 	for _, typ := range []worker.Type{
 		{Name: "actor", Spec: member.Spec{Check: check("actor")}},
-		{Name: "trainer", Spec: member.Spec{Check: check("trainer"), CheckpointDir: func(base string, i int) string { return fmt.Sprintf("%s/t%d", base, i) }, Grouped: true}},
+		{Name: "trainer", Spec: member.Spec{Check: check("trainer"), CheckpointDir: func(base, group string, i int) string { return fmt.Sprintf("%s/%s%d", base, group, i) }, Grouped: true}},
 		{Name: "echo"},
 	} {
 		typ.New = func(worker.Info) (worker.Impl, error) { return nil, errors.New("not made here") }
@@ -50,8 +50,8 @@ func TestCheckWorkers(t *testing.T) {
 		checked []string // the checks made, in order
 	}{
 		{"fine", "workers: {trainer: {count: 1}, actor: {count: 3}, echo: {count: 5}}", "",
-			[]string{"trainer/0 /ck/t0", "actor/0 <nil>", "actor/2 <nil>"}},
-		{"empty group", "workers: {actor: {count: 0}, trainer: {count: 1}}", "", []string{"trainer/0 /ck/t0"}},
+			[]string{"trainer/0 /ck/trainer0", "actor/0 <nil>", "actor/2 <nil>"}},
+		{"empty group", "workers: {actor: {count: 0}, trainer: {count: 1}}", "", []string{"trainer/0 /ck/trainer0"}},
 		{"refused", "workers: {actor: {count: 2, config: {bad: true}}}",
 			`workers.actor.config (actor/0): actor config: key "bad": no`, []string{"actor/0 <nil>"}},
 		{"the last refused", "workers: {actor: {count: 4, config: {bad_index: '3'}}}",
@@ -61,7 +61,7 @@ func TestCheckWorkers(t *testing.T) {
 		{"hosted, within", "workers: {echo: {count: 65536, per_process: 256}}", "", nil},
 		{"a group hosted in one process", "workers: {trainer: {count: 2, per_process: 2}}", "workers.trainer.per_process: 2: the 2 trainer workers learn as one group", nil},
 		{"a group's members in processes of their own", "workers: {trainer: {count: 2, per_process: 1}}", "",
-			[]string{"trainer/0 /ck/t0", "trainer/1 /ck/t1"}},
+			[]string{"trainer/0 /ck/trainer0", "trainer/1 /ck/trainer1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

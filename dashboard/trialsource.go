@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,11 +152,11 @@ func (s *TrialSource) rows(ctx context.Context, p *panel.ControlPanel, statuses 
 	byName := map[string]*Worker{}
 	var ask []string
 	for _, st := range statuses {
-		typ, index, err := names.ParseWorkerName(st.Name)
+		_, index, err := names.ParseWorkerName(st.Name)
 		if err != nil || index < 0 {
 			continue // the controller's "ctl", or a record no worker wrote
 		}
-		byName[st.Name] = &Worker{Name: st.Name, Type: typ, Index: index, Host: st.Host, PID: st.PID,
+		byName[st.Name] = &Worker{Name: st.Name, Type: st.TypeOf(), Index: index, Host: st.Host, PID: st.PID,
 			State: string(st.State), Warning: st.Warning, Note: st.Note, Error: st.Error, Metrics: st.Metrics}
 		if st.Address != "" && !st.State.Final() && st.State != member.StateHung {
 			ask = append(ask, st.Name) // a hung loop would not answer in time
@@ -184,7 +185,10 @@ func (s *TrialSource) rows(ctx context.Context, p *panel.ControlPanel, statuses 
 		w.Restarts = rec.Restarts[name]
 		out = append(out, *w)
 	}
-	slices.SortFunc(out, func(a, b Worker) int { return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(a.Index, b.Index)) })
+	group := func(w Worker) string { g, _, _ := strings.Cut(w.Name, "/"); return g }
+	slices.SortFunc(out, func(a, b Worker) int {
+		return cmp.Or(cmp.Compare(a.Type, b.Type), cmp.Compare(group(a), group(b)), cmp.Compare(a.Index, b.Index))
+	})
 	return out
 }
 

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +26,8 @@ const (
 
 // DefaultStartOrder is the order worker types start in when a Config gives
 // none: consumers before producers, so that the first samples and inference
-// requests find someone to take them. Types not listed start last, sorted.
+// requests find someone to take them. Groups of types not listed start
+// last, sorted by name.
 var DefaultStartOrder = []string{"replay", "trainer", "policy", "sink", "actor", "echo"}
 
 // IndexPlaceholder in a string value of a group's config is replaced by the
@@ -43,23 +45,30 @@ type Config struct {
 	// Seed is the base of every worker's seed: worker i of a group gets
 	// Seed+i (or the group config's own seed + i).
 	Seed int64 `json:"seed,omitempty"`
-	// Workers maps a worker type to its group.
+	// Workers maps a group's name to the group. A group's workers are
+	// named {group}/{index}; its type is the group's Type, or its name
+	// when Type is empty (workers: {actor: ...} is a group of actors).
+	// Several groups of one type (a policy worker group per policy) each
+	// need a Type.
 	Workers map[string]Group `json:"workers"`
 	// Streams names the data streams the workers use (documentation and a
 	// check for the status view; the workers' configs say which they use).
 	Streams Streams `json:"streams,omitzero"`
 	Stop    Stop    `json:"stop,omitzero"`
-	// StartOrder lists worker types in the order they are configured and
-	// started; DefaultStartOrder if empty.
+	// StartOrder lists groups, or worker types (every group of the type,
+	// by name), in the order they are configured and started;
+	// DefaultStartOrder if empty.
 	StartOrder []string `json:"start_order,omitempty"`
 	// MetricsInterval is how often the controller polls stats and appends
 	// to metrics.jsonl; DefaultMetricsInterval if empty.
 	MetricsInterval Duration `json:"metrics_interval,omitempty"`
 }
 
-// Group is the workers of one type.
+// Group is a set of workers of one type with one configuration.
 type Group struct {
-	// Count is how many: a number, or "auto" for the policy group, which
+	// Type is the worker type; empty: the group's name is its type.
+	Type string `json:"type,omitempty"`
+	// Count is how many: a number, or "auto" for a policy group, which
 	// ResolveCounts turns into one on the machine of the controller.
 	Count Count `json:"count"`
 	// PerProcess is how many of the group's workers one process hosts
@@ -135,8 +144,10 @@ func AutoPolicyWorkers(cores, actors int) int {
 // it prints or starts a plan.
 func (c *Config) ResolveCounts(cores int) {
 	actors := -1
-	if g, ok := c.Workers["actor"]; ok && g.Count != Auto {
-		actors = int(g.Count)
+	for name, g := range c.Workers {
+		if c.TypeOf(name) == TypeActor && g.Count != Auto {
+			actors = max(actors, 0) + int(g.Count)
+		}
 	}
 	for typ, g := range c.Workers {
 		if g.Count == Auto {
@@ -223,32 +234,61 @@ func (s Stop) Restarts() int {
 	return *s.MaxRestarts
 }
 
-// Types lists the worker types of c in start order: the types of
-// StartOrder (or DefaultStartOrder) that c has, then the others sorted.
-func (c *Config) Types() []string {
-	order := c.StartOrder
-	if len(order) == 0 {
-		order = DefaultStartOrder
-	}
+// The worker types the configuration itself knows of: ResolveCounts counts
+// actors for a policy group's count: auto.
+const (
+	TypeActor  = "actor"
+	TypePolicy = "policy"
+)
+
+// TypeOf is the worker type of group: its Type, or its name.
+func (c *Config) TypeOf(group string) string {
+	return cmp.Or(c.Workers[group].Type, group)
+}
+
+// GroupsOf lists the groups of worker type typ, sorted by name.
+func (c *Config) GroupsOf(typ string) []string {
 	var out []string
-	for _, t := range order {
-		if _, ok := c.Workers[t]; ok && !slices.Contains(out, t) {
-			out = append(out, t)
-		}
-	}
-	for _, t := range slices.Sorted(maps.Keys(c.Workers)) {
-		if !slices.Contains(out, t) {
-			out = append(out, t)
+	for _, name := range slices.Sorted(maps.Keys(c.Workers)) {
+		if c.TypeOf(name) == typ {
+			out = append(out, name)
 		}
 	}
 	return out
 }
 
-// WorkerConfig is the configure kwargs of worker index of group typ: a
-// copy of the group's config with IndexPlaceholder replaced and a seed
-// added (Seed+index, or the group's own seed + index).
-func (c *Config) WorkerConfig(typ string, index int) map[string]any {
-	g := c.Workers[typ]
+// Groups lists the groups of c in start order: for each entry of
+// StartOrder (or DefaultStartOrder), the groups of that type sorted by
+// name, or the group of that name; then the others sorted by name.
+func (c *Config) Groups() []string {
+	order := c.StartOrder
+	if len(order) == 0 {
+		order = DefaultStartOrder
+	}
+	var out []string
+	add := func(names ...string) {
+		for _, n := range names {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	for _, e := range order {
+		if _, ok := c.Workers[e]; ok && c.TypeOf(e) != e {
+			add(e) // a group named in the order, of another type
+			continue
+		}
+		add(c.GroupsOf(e)...)
+	}
+	add(slices.Sorted(maps.Keys(c.Workers))...)
+	return out
+}
+
+// WorkerConfig is the configure kwargs of worker index of group: a copy
+// of the group's config with IndexPlaceholder replaced and a seed added
+// (Seed+index, or the group's own seed + index).
+func (c *Config) WorkerConfig(group string, index int) map[string]any {
+	g := c.Workers[group]
 	out := make(map[string]any, len(g.Config)+1)
 	for k, v := range g.Config {
 		out[k] = substitute(v, strings.NewReplacer(IndexPlaceholder, fmt.Sprint(index)))
@@ -411,7 +451,7 @@ func jsonType(goType string) string {
 	case "int", "int64", "float64":
 		return "number"
 	case "experiment.Count":
-		return "integer >= 0 (or auto, for the policy group)"
+		return "integer >= 0 (or auto, for a policy group)"
 	case "experiment.Duration":
 		return "duration such as 90s or 10m"
 	case "string":

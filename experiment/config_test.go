@@ -89,6 +89,10 @@ func TestValidateErrors(t *testing.T) {
 		{name: "start order unknown", set: []string{"start_order=[policy, bogus]"}, field: "start_order[1]", value: "bogus"},
 		{name: "start order twice", set: []string{"start_order=[policy, policy]"}, field: "start_order[1]", value: "policy"},
 		{name: "bad stream", set: []string{"streams.sample=[\"a b\"]"}, field: "streams.sample[0]", value: "a b"},
+		{name: "group of unknown type", set: []string{"workers.red.count=1", "workers.red.type=bogus"}, field: "workers.red.type", value: "bogus"},
+		{name: "named group without type", set: []string{"workers.red.count=1"}, field: "workers.red", value: "red"},
+		{name: "bad group name", set: []string{"workers.a b.count=1", "workers.a b.type=actor"}, field: "workers.a b", value: "a b"},
+		{name: "auto for actors by type", set: []string{"workers.red.count=auto", "workers.red.type=actor"}, field: "workers.red.count", value: "auto"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,7 +182,7 @@ func TestSet(t *testing.T) {
 		{"stop.target_return=475", func(c *Config) bool { return c.Stop.TargetReturn != nil && *c.Stop.TargetReturn == 475 }},
 		{"stop.max_restarts=0", func(c *Config) bool { return c.Stop.Restarts() == 0 }},
 		{"metrics_interval=500ms", func(c *Config) bool { return c.MetricsEvery() == 500*time.Millisecond }},
-		{"start_order=[actor, policy]", func(c *Config) bool { return reflect.DeepEqual(c.Types(), []string{"actor", "policy"}) }},
+		{"start_order=[actor, policy]", func(c *Config) bool { return reflect.DeepEqual(c.Groups(), []string{"actor", "policy"}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.set, func(t *testing.T) {
@@ -223,7 +227,7 @@ func TestDefaultsAndOrder(t *testing.T) {
 	c := parse(t, minimal+"  # comment\n")
 	c.Workers["zeta"] = Group{Count: 1}
 	c.Workers["trainer"] = Group{Count: 1}
-	if got, want := c.Types(), []string{"trainer", "policy", "actor", "zeta"}; !reflect.DeepEqual(got, want) {
+	if got, want := c.Groups(), []string{"trainer", "policy", "actor", "zeta"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Types() = %v, want %v", got, want)
 	}
 	if c.MetricsEvery() != DefaultMetricsInterval || c.Stop.Restarts() != DefaultMaxRestarts || c.Stop.WallTimeLimit() != 0 {
@@ -328,7 +332,7 @@ stop: {env_steps: 100}
 	}
 	err := parse(t, "name: t\nworkers:\n  sink: {count: auto}\n").Validate(allTypes)
 	var fe *FieldError
-	if !errors.As(err, &fe) || fe.Field != "workers.sink.count" || !strings.Contains(fe.Allowed, "auto is for the policy group") {
+	if !errors.As(err, &fe) || fe.Field != "workers.sink.count" || !strings.Contains(fe.Allowed, "auto is for policy groups") {
 		t.Errorf("auto sink count: %v, want a FieldError on workers.sink.count", err)
 	}
 }
@@ -365,5 +369,44 @@ func TestSetListIndex(t *testing.T) {
 		if err := c.Set(tt.set); !errors.As(err, &fe) || fe.Field != tt.field {
 			t.Errorf("Set(%q) = %v, want a *FieldError on %s", tt.set, err, tt.field)
 		}
+	}
+}
+
+func TestNamedGroups(t *testing.T) {
+	c := parse(t, `
+name: t
+workers:
+  trainer-red: {type: trainer, count: 1}
+  trainer-blue: {type: trainer, count: 1}
+  policy-red: {type: policy, count: auto}
+  policy: {count: 1}
+  actor: {count: 3}
+  actors-b: {type: actor, count: 2}
+`)
+	if err := c.Validate(allTypes); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.TypeOf("policy-red"), "policy"; got != want {
+		t.Errorf("TypeOf(policy-red) = %q, want %q", got, want)
+	}
+	if got, want := c.TypeOf("actor"), "actor"; got != want {
+		t.Errorf("TypeOf(actor) = %q, want %q", got, want)
+	}
+	if got, want := c.GroupsOf("trainer"), []string{"trainer-blue", "trainer-red"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("GroupsOf(trainer) = %v, want %v", got, want)
+	}
+	// Types in DefaultStartOrder, each type's groups by name.
+	if got, want := c.Groups(), []string{"trainer-blue", "trainer-red", "policy", "policy-red", "actor", "actors-b"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Groups() = %v, want %v", got, want)
+	}
+	// A start order may name a group or a type.
+	c.StartOrder = []string{"policy-red", "trainer", "actor"}
+	if got, want := c.Groups(), []string{"policy-red", "trainer-blue", "trainer-red", "actor", "actors-b", "policy"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Groups() with start_order = %v, want %v", got, want)
+	}
+	// auto counts the actors of every actor group: 5 actors, 32 cores.
+	c.ResolveCounts(32)
+	if got := c.Workers["policy-red"].Count; got != 5 {
+		t.Errorf("policy-red count auto = %v, want 5 (one per actor)", got)
 	}
 }

@@ -33,7 +33,7 @@ stop: {env_steps: 100000}
 		return
 	}
 	cfg.ResolveCounts(16)
-	for _, typ := range cfg.Types() {
+	for _, typ := range cfg.Groups() {
 		fmt.Println(typ, cfg.Workers[typ].Count)
 	}
 	kw := cfg.WorkerConfig("actor", 3)

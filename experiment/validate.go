@@ -40,8 +40,10 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 const nameAllowed = "letters, digits, '.', '_' and '-', starting with a letter or digit"
 
 // Validate checks c against the schema and knownTypes, the worker types the
-// caller can start (cmd/rlctl passes its worker.Registry's Types()). It returns every
-// problem at once, each a *FieldError (errors.As finds the first), joined.
+// caller can start (cmd/rlctl passes its worker.Registry's Types()), and,
+// once the groups are sound, that its policies fit together
+// (CheckPolicies). It returns every problem at once, each a *FieldError
+// (errors.As finds the first), joined.
 func (c *Config) Validate(knownTypes []string) error {
 	var errs []error
 	bad := func(field string, value any, allowed string) {
@@ -52,15 +54,21 @@ func (c *Config) Validate(knownTypes []string) error {
 	}
 	known := "one of " + strings.Join(knownTypes, ", ")
 	total := 0
-	for _, typ := range sortedKeys(c.Workers) {
-		g := c.Workers[typ]
-		field := "workers." + typ
-		if !slices.Contains(knownTypes, typ) {
-			bad(field, typ, "a worker type: "+known)
+	for _, name := range sortedKeys(c.Workers) {
+		g := c.Workers[name]
+		field := "workers." + name
+		typ := c.TypeOf(name)
+		switch {
+		case !namePattern.MatchString(name):
+			bad(field, name, "a group name: "+nameAllowed)
+		case g.Type != "" && !slices.Contains(knownTypes, g.Type):
+			bad(field+".type", g.Type, "a worker type: "+known)
+		case g.Type == "" && !slices.Contains(knownTypes, name):
+			bad(field, name, "a worker type: "+known+"; or give the group a type")
 		}
 		switch {
-		case g.Count == Auto && typ != "policy":
-			bad(field+".count", autoText, "an integer >= 0 (auto is for the policy group)")
+		case g.Count == Auto && typ != TypePolicy:
+			bad(field+".count", autoText, "an integer >= 0 (auto is for policy groups)")
 		case g.Count < 0 && g.Count != Auto:
 			bad(field+".count", int(g.Count), "an integer >= 0")
 		}
@@ -111,13 +119,18 @@ func (c *Config) Validate(knownTypes []string) error {
 	seen := map[string]bool{}
 	for i, t := range c.StartOrder {
 		field := fmt.Sprintf("start_order[%d]", i)
+		_, group := c.Workers[t]
 		switch {
 		case seen[t]:
-			bad(field, t, "each worker type at most once")
-		case !slices.Contains(knownTypes, t):
-			bad(field, t, "a worker type: "+known)
+			bad(field, t, "each group or worker type at most once")
+		case !group && !slices.Contains(knownTypes, t):
+			bad(field, t, "a group of workers or a worker type: "+known)
 		}
 		seen[t] = true
+	}
+	if len(errs) == 0 {
+		// The groups are sound: see that their policies fit together.
+		errs = append(errs, c.CheckPolicies())
 	}
 	return errors.Join(errs...)
 }

@@ -134,8 +134,8 @@ func New(info worker.Info) (worker.Impl, error) {
 // tables share names).
 func Type() worker.Type {
 	return worker.Type{Name: TypeName, New: New, Spec: member.Spec{Check: CheckConfig,
-		CheckpointDir: func(base string, index int) string {
-			return filepath.Join(base, names.WorkerName(TypeName, index))
+		CheckpointDir: func(base, group string, index int) string {
+			return filepath.Join(base, names.WorkerName(group, index))
 		}}}
 }
 

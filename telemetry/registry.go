@@ -14,7 +14,7 @@ import (
 const Namespace = "distrl"
 
 // workerLabels are the labels of every worker metric, in this order.
-var workerLabels = []string{"experiment", "trial", "type", "index"}
+var workerLabels = []string{"experiment", "trial", "type", "index", "group"}
 
 func with(extra ...string) []string { return append(append([]string(nil), workerLabels...), extra...) }
 

@@ -23,6 +23,9 @@ func series(kv ...string) string {
 	for i := 0; i+1 < len(kv); i += 2 {
 		labels[kv[i]] = kv[i+1]
 	}
+	if _, ok := labels["group"]; !ok && labels["type"] != "" {
+		labels["group"] = labels["type"] // a group named after its type
+	}
 	parts := make([]string, 0, len(labels))
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		parts = append(parts, fmt.Sprintf("%s=%q", k, labels[k]))

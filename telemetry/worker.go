@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"cmp"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,9 @@ import (
 type Identity struct {
 	Experiment, Trial, Type string
 	Index                   int
+	// Group is the worker's group in its experiment (workers of two
+	// policy groups share a type); empty: the type.
+	Group string
 }
 
 // Loop is the heartbeat of the loop that runs one or more workers (a
@@ -49,7 +53,7 @@ type Worker struct {
 func (r *Registry) Worker(id Identity) *Worker {
 	w := &Worker{
 		r:      r,
-		labels: []string{id.Experiment, id.Trial, id.Type, strconv.Itoa(id.Index)},
+		labels: []string{id.Experiment, id.Trial, id.Type, strconv.Itoa(id.Index), cmp.Or(id.Group, id.Type)},
 		rpc:    map[[2]string]prometheus.Counter{},
 		replay: map[string]*ReplayTable{},
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/distrl/distrl/nn"
@@ -74,10 +75,17 @@ func Type() worker.Type { return NewType(nil) }
 
 // NewType is the trainer worker type, for a worker.Registry, whose
 // learners may also run on engines (nil: the CPU alone): a trainer keeps
-// its checkpoints in the trial's checkpoint directory.
+// its checkpoints in the trial's checkpoint directory, or, in a group
+// named otherwise than its type (one of several policies' trainers), in
+// a directory of the group's name under it.
 func NewType(engines Engines) worker.Type {
 	return worker.Type{Name: TypeName, New: NewFactory(engines), Spec: member.Spec{Check: CheckConfig,
-		CheckpointDir: func(base string, _ int) string { return base }, Grouped: true}}
+		CheckpointDir: func(base, group string, _ int) string {
+			if group == TypeName {
+				return base
+			}
+			return filepath.Join(base, group)
+		}, Grouped: true}}
 }
 
 // CheckConfig checks a trainer's configure kwargs, either algorithm's, as

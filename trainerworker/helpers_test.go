@@ -102,6 +102,7 @@ type trainerStats struct {
 	DroppedStale  int64    `msgpack:"dropped_stale"`
 	DroppedFuture int64    `msgpack:"dropped_future"`
 	Rejected      int64    `msgpack:"rejected"`
+	Agents        []string `msgpack:"agents"`
 	Checkpoints   int64    `msgpack:"checkpoints"`
 	CkptVersion   int64    `msgpack:"checkpoint_version"`
 	ResumedFrom   int64    `msgpack:"resumed_from"`

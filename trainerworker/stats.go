@@ -2,6 +2,8 @@ package trainerworker
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -41,13 +43,39 @@ type counters struct {
 	lastUpdate time.Duration
 
 	since   time.Time // first poll after configure
+	agents  agentSet  // the agents whose batches it took
 	lags    ring      // policy lag of each batch taken, stale ones included
 	returns ring      // returns of the latest episodes
 	rate    rateRing
 }
 
 func newCounters() counters {
-	return counters{lags: newRing(lagWindow), returns: newRing(member.ReturnWindow)}
+	return counters{lags: newRing(lagWindow), returns: newRing(member.ReturnWindow), agents: agentSet{}}
+}
+
+// maxAgentsListed bounds the agents stat: a trainer of many actors' many
+// agents says how many there are past it, not each.
+const maxAgentsListed = 32
+
+// agentSet is the agent ids a trainer took batches of ({actor}:{agent}
+// would name every actor's; the agent alone says which of the
+// environment's agents its policy plays, the question of a trial of
+// several policies).
+type agentSet map[string]struct{}
+
+func (s agentSet) add(id string) {
+	if _, ok := s[id]; ok || len(s) > maxAgentsListed {
+		return
+	}
+	s[id] = struct{}{}
+}
+
+// list is the stat: the ids sorted, or "N+ agents" past maxAgentsListed.
+func (s agentSet) list() any {
+	if len(s) > maxAgentsListed {
+		return fmt.Sprintf("%d+ agents", maxAgentsListed)
+	}
+	return slices.Sorted(maps.Keys(s))
 }
 
 // ring holds the last len(buf) values added.
@@ -174,6 +202,7 @@ func (w *ppoTrainer) Stats() map[string]any {
 		"checkpoint_version":  w.ckptVer,
 		"resumed_from":        w.resumed,
 		"max_staleness":       w.set.staleness,
+		"agents":              s.agents.list(),
 	}
 	if s.returns.count > 0 {
 		out[member.StatMeanReturn] = s.returns.mean()

@@ -308,6 +308,7 @@ func (w *ppoTrainer) take(b *api.SampleBatch) {
 		w.logRated("trainer: sample batch rejected", "actor", b.ActorID, "err", err, "rejected", w.st.rejected)
 		return
 	}
+	w.st.agents.add(b.AgentID)
 	// Every episode counts towards the return, stale or not: it happened,
 	// and it is the best evidence of how recent policies do.
 	for _, e := range b.Episodes {

@@ -207,7 +207,8 @@ func TestStalenessBound(t *testing.T) {
 }
 
 // Batches PPO cannot use are rejected one by one with a warning; the
-// trainer keeps running and trains on the others.
+// trainer keeps running and trains on the others. Its agents stat lists
+// the agents whose batches it took, not a rejected one's.
 func TestRejectsUnusableBatches(t *testing.T) {
 	c := newCluster(t)
 	tr := c.start(t, trainerworker.TypeName, 0)
@@ -215,7 +216,7 @@ func TestRejectsUnusableBatches(t *testing.T) {
 	prod := newProducer(t, c.repo)
 	rng := rand.New(rand.NewPCG(5, 6))
 	otherPolicy := cartPoleBatch(rng, 10, 0)
-	otherPolicy.Policy = "other"
+	otherPolicy.Policy, otherPolicy.AgentID = "other", "agent_9"
 	outOfRange := cartPoleBatch(rng, 10, 0)
 	outOfRange.Actions.Data[3] = 2
 	noLogProbs := cartPoleBatch(rng, 10, 0)
@@ -223,11 +224,16 @@ func TestRejectsUnusableBatches(t *testing.T) {
 	for _, b := range []*api.SampleBatch{otherPolicy, outOfRange, noLogProbs} {
 		prod.post(t, b)
 	}
-	prod.post(t, cartPoleBatch(rng, 40, 0))
+	good := cartPoleBatch(rng, 40, 0)
+	good.AgentID = "agent_0"
+	prod.post(t, good)
 	eventually.NoError(t, 20*time.Second, "one update", func() error {
 		s := c.trainerStats(t, tr.Name())
 		if s.Version != 1 || s.Rejected != 3 {
 			return fmt.Errorf("version %d rejected %d", s.Version, s.Rejected)
+		}
+		if !slices.Equal(s.Agents, []string{"agent_0"}) {
+			return fmt.Errorf("agents %q, want [agent_0]", s.Agents)
 		}
 		return nil
 	})

@@ -104,7 +104,7 @@ func NewHosted(ctx context.Context, opts Options, count int) ([]*Worker, error) 
 	if err != nil {
 		return nil, err
 	}
-	first := names.WorkerName(opts.Type, opts.Index)
+	first := names.WorkerName(opts.group(), opts.Index)
 	srv, err := rpc.NewServer(rpc.ServerOptions{
 		Host: opts.Host, Port: opts.Port, MaxPayload: opts.MaxPayload, Curve: opts.Curve,
 		Logger: opts.Logger.With("worker", first), NoDefault: count > 1,

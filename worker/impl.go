@@ -130,8 +130,11 @@ type Noter interface {
 
 // Info tells a Factory who the new worker is.
 type Info struct {
-	Name  string // "{type}/{index}"
-	Type  string
+	Name string // "{group}/{index}"
+	Type string
+	// Group is the worker's group in its experiment: its type unless the
+	// experiment names several groups of one type.
+	Group string
 	Index int
 	Trial names.Trial
 	Host  string
@@ -153,7 +156,7 @@ type Info struct {
 // nothing serves if it is nil (a type made by a test without the base).
 func (i Info) Telemetry() *telemetry.Worker {
 	if i.Metrics == nil {
-		return telemetry.Discard(telemetry.Identity{Experiment: i.Trial.Experiment, Trial: i.Trial.Trial, Type: i.Type, Index: i.Index})
+		return telemetry.Discard(telemetry.Identity{Experiment: i.Trial.Experiment, Trial: i.Trial.Trial, Type: i.Type, Index: i.Index, Group: i.Group})
 	}
 	return i.Metrics
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,9 @@ type Options struct {
 	// Registry holds the worker types; Type must be one of them.
 	Registry *Registry
 	Type     string
-	Index    int
+	// Group names the worker's group, {group}/{index}; empty: Type.
+	Group string
+	Index int
 	// Host is the interface the server binds and the address it advertises;
 	// "" means RoutableHost().
 	Host string
@@ -85,6 +88,9 @@ type Options struct {
 	// it is over: DefaultConditionHold if zero, negative: at once.
 	ConditionHold time.Duration
 }
+
+// group is the worker's group: Group, or Type.
+func (o *Options) group() string { return cmp.Or(o.Group, o.Type) }
 
 func (o *Options) setDefaults() {
 	if o.Host == "" {
@@ -160,15 +166,15 @@ type Worker struct {
 
 // newWorker creates one worker of h, routes its requests and registers its address.
 func newWorker(ctx context.Context, opts Options, factory Factory, h *host) (*Worker, error) {
-	name := names.WorkerName(opts.Type, opts.Index)
+	name := names.WorkerName(opts.group(), opts.Index)
 	log := opts.Logger.With("worker", name)
 	metrics := opts.Metrics.Worker(telemetry.Identity{
-		Experiment: opts.Trial.Experiment, Trial: opts.Trial.Trial, Type: opts.Type, Index: opts.Index,
+		Experiment: opts.Trial.Experiment, Trial: opts.Trial.Trial, Type: opts.Type, Index: opts.Index, Group: opts.group(),
 	})
 	metrics.SetLoop(h.metricsLoop)
 	metrics.SetState(string(member.StateReady))
 	impl, err := factory(Info{
-		Name: name, Type: opts.Type, Index: opts.Index, Trial: opts.Trial,
+		Name: name, Type: opts.Type, Group: opts.group(), Index: opts.Index, Trial: opts.Trial,
 		Host: opts.Host, TTL: opts.AddressTTL, Repo: opts.Repo, Logger: log, Curve: opts.Curve,
 		Metrics: metrics,
 	})
@@ -489,6 +495,9 @@ func (w *Worker) exit(final member.State) {
 func (w *Worker) currentStatus() member.Status {
 	s := member.ProcessStatus(w.name, w.state, w.Addr(), w.stats.stateChanged)
 	s.Error, s.Warning, s.Note, s.Metrics = w.errMsg, w.warning.shown, w.note.shown, w.opts.MetricsAddr
+	if w.opts.group() != w.opts.Type {
+		s.Type = w.opts.Type
+	}
 	s.Loop, s.Loops = w.host.loopID, w.host.turns
 	if !w.host.beat.IsZero() {
 		s.HeartbeatMs = w.host.beat.UnixMilli()

@@ -35,8 +35,8 @@ func experimentsCommand() *cli.Command {
 					return err
 				}
 				var ws []string
-				for _, t := range cfg.Types() {
-					ws = append(ws, fmt.Sprintf("%v %s", cfg.Workers[t].Count, t))
+				for _, g := range cfg.Groups() {
+					ws = append(ws, fmt.Sprintf("%v %s", cfg.Workers[g].Count, g))
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", name, strings.Join(ws, ", "), cfg.Description)
 			}

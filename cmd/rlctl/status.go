@@ -103,12 +103,15 @@ func workerTable(ctx context.Context, cfg etcd.Config, trial names.Trial) error 
 	}
 	sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
 	defer scancel()
+	types := map[string]string{}
+	for _, w := range ws {
+		types[w.Name] = w.TypeOf()
+	}
 	stats := map[string]map[string]any{}
 	for _, r := range panel.GroupRequest(sctx, live, member.CmdStats, nil) {
 		var st map[string]any
 		if r.Decode(&st) == nil {
-			typ, _, _ := names.ParseWorkerName(r.Worker)
-			stats[r.Worker] = controller.KeyStats(typ, st)
+			stats[r.Worker] = controller.KeyStats(types[r.Worker], st)
 		}
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,7 +65,8 @@ func workerCommand() *cli.Command {
 		Usage: "run one worker in the foreground until told to exit (SIGINT/SIGTERM exit gracefully)",
 		Flags: withGlobal(
 			&cli.StringFlag{Name: "type", Required: true, Usage: "worker type"},
-			&cli.IntFlag{Name: "index", Value: 0, Usage: "worker index: the worker is named TYPE/INDEX"},
+			&cli.StringFlag{Name: "group", Usage: "the experiment's group of workers this one is of: the worker is named GROUP/INDEX (default: TYPE)"},
+			&cli.IntFlag{Name: "index", Value: 0, Usage: "worker index: the worker is named GROUP/INDEX"},
 			&cli.IntFlag{Name: "count", Value: 1, Usage: "run this many workers in this process, TYPE/INDEX to TYPE/INDEX+COUNT-1, sharing one socket and one loop (scale tests: thousands of workers on one machine)"},
 			&cli.StringFlag{Name: "host", EnvVars: []string{"RLCTL_HOST"}, Usage: "address to bind and advertise (default: this machine's address on the interface that routes to the name server)"},
 			&cli.IntFlag{Name: "port", Value: 0, Usage: "port to bind (0: any free port)"},
@@ -100,7 +102,7 @@ func runWorker(c *cli.Context) error {
 	defer sess.Close()
 	host := workerHost(c, sess)
 	opts := worker.Options{
-		Trial: sess.trial, Registry: types, Type: c.String("type"), Index: c.Int("index"),
+		Trial: sess.trial, Registry: types, Type: c.String("type"), Group: c.String("group"), Index: c.Int("index"),
 		Host: host, Port: c.Int("port"), Repo: sess.repo,
 		AddressTTL: c.Duration("ttl"), StatusTTL: c.Duration("status-ttl"), Heartbeat: c.Duration("heartbeat"),
 		SpinWait:     spinWait(c.Duration("spin-wait")),
@@ -119,7 +121,7 @@ func runWorker(c *cli.Context) error {
 		return cli.Exit(err.Error(), 1)
 	}
 	if p := c.String("cpuprofile"); p != "" {
-		stop, err := startCPUProfile(fmt.Sprintf("%s.%s.%d", p, c.String("type"), c.Int("index")), c.Duration("cpuprofile-for"))
+		stop, err := startCPUProfile(fmt.Sprintf("%s.%s.%d", p, cmp.Or(c.String("group"), c.String("type")), c.Int("index")), c.Duration("cpuprofile-for"))
 		if err != nil {
 			return cli.Exit(err.Error(), 1)
 		}

@@ -126,13 +126,13 @@ func (s *Scheduler) Script(spec controller.WorkerSpec, workers int) string {
 	b.WriteString("#!/bin/sh\n")
 	if per == 1 {
 		fmt.Fprintf(&b, "# distrl %s/%s: the %s workers, one job array task each (written by rlctl start).\n",
-			s.trial.Experiment, s.trial.Trial, spec.Type)
-		fmt.Fprintf(&b, "# Run one more by hand: sbatch --array=INDEX %s\n", s.ScriptPath(spec.Type))
+			s.trial.Experiment, s.trial.Trial, spec.GroupName())
+		fmt.Fprintf(&b, "# Run one more by hand: sbatch --array=INDEX %s\n", s.ScriptPath(spec.GroupName()))
 	} else {
 		fmt.Fprintf(&b, "# distrl %s/%s: the %d %s workers, %d per job array task (written by rlctl start).\n",
-			s.trial.Experiment, s.trial.Trial, workers, spec.Type, per)
+			s.trial.Experiment, s.trial.Trial, workers, spec.GroupName(), per)
 		fmt.Fprintf(&b, "# Run one task again by hand: sbatch --array=TASK %s (task k hosts the workers from k*%d)\n",
-			s.ScriptPath(spec.Type), per)
+			s.ScriptPath(spec.GroupName()), per)
 	}
 	for _, d := range s.directives(spec, workers) {
 		fmt.Fprintf(&b, "#SBATCH %s\n", d)
@@ -144,13 +144,14 @@ func (s *Scheduler) Script(spec controller.WorkerSpec, workers int) string {
 		fmt.Fprintf(&b, "if [ \"$count\" -gt %d ]; then count=%d; fi\n", per, per)
 		b.WriteString("last=$((first + count - 1))\n")
 		index = `"$first" --count "$count"`
-		redirect = ` >>` + shellQuote(s.dir.Path(controller.LogsDir, spec.Type+"-")) + `"$first-$last.log" 2>&1`
+		redirect = ` >>` + shellQuote(s.dir.Path(controller.LogsDir, spec.GroupName()+"-")) + `"$first-$last.log" 2>&1`
 	}
-	args := append([]string{cmp.Or(spec.Executable, s.opts.Executable), "worker", "--type", spec.Type, "--index"}, spec.Args...)
+	args := append([]string{cmp.Or(spec.Executable, s.opts.Executable), "worker"}, spec.TypeArgs()...)
+	args = append(append(args, "--index"), spec.Args...)
 	for i, a := range args {
 		args[i] = shellQuote(a)
 	}
-	args = slices.Insert(args, 5, index)
+	args = slices.Insert(args, 3+len(spec.TypeArgs()), index)
 	// exec: the worker is the batch step itself, so `scancel --batch
 	// --signal=TERM` reaches it and it exits gracefully.
 	fmt.Fprintf(&b, "exec %s%s\n", strings.Join(args, " "), redirect)
@@ -171,12 +172,12 @@ func (s *Scheduler) directives(spec controller.WorkerSpec, workers int) []string
 	// %a: the task index, so the log is the local scheduler's logs/{type}-{index}.log;
 	// a host's task writes its own log, and SLURM's output says only what
 	// went wrong before the worker ran.
-	output := s.dir.Path(controller.LogsDir, spec.Type+"-%a.log")
+	output := s.dir.Path(controller.LogsDir, spec.GroupName()+"-%a.log")
 	if per > 1 {
-		output = s.dir.Path(controller.LogsDir, spec.Type+"-task-%a.log")
+		output = s.dir.Path(controller.LogsDir, spec.GroupName()+"-task-%a.log")
 	}
 	d := []string{
-		"--job-name=" + s.JobName(spec.Type),
+		"--job-name=" + s.JobName(spec.GroupName()),
 		fmt.Sprintf("--array=0-%d", max((workers+per-1)/per-1, 0)),
 		"--output=" + output,
 		"--open-mode=append", // a resubmitted task appends, as a restarted local worker does
@@ -270,7 +271,7 @@ func (s *Scheduler) WriteScripts(groups [][]controller.WorkerSpec) ([]string, er
 }
 
 func (s *Scheduler) writeScript(spec controller.WorkerSpec, workers int) (string, error) {
-	p := s.ScriptPath(spec.Type)
+	p := s.ScriptPath(spec.GroupName())
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return "", fmt.Errorf("controller: slurm script: %w", err)
 	}
@@ -289,15 +290,15 @@ func (s *Scheduler) StartGroup(ctx context.Context, specs []controller.WorkerSpe
 		return nil, nil
 	}
 	for i, spec := range specs {
-		if spec.Task() != i || spec.Index%max(spec.PerProcess, 1) != 0 || spec.Type != specs[0].Type || spec.PerProcess != specs[0].PerProcess {
-			return nil, fmt.Errorf("controller: slurm: a group must be one type's processes in order from index 0 (got %s at %d)", spec.Name, i)
+		if spec.Task() != i || spec.Index%max(spec.PerProcess, 1) != 0 || spec.GroupName() != specs[0].GroupName() || spec.PerProcess != specs[0].PerProcess {
+			return nil, fmt.Errorf("controller: slurm: a group must be one group's processes in order from index 0 (got %s at %d)", spec.Name, i)
 		}
 	}
 	path, err := s.writeScript(specs[0], groupWorkers(specs))
 	if err != nil {
 		return nil, err
 	}
-	job, err := s.submit(ctx, specs[0].Type, path, specs[0].Env)
+	job, err := s.submit(ctx, specs[0].GroupName(), path, specs[0].Env)
 	if err != nil {
 		return nil, err
 	}
@@ -311,13 +312,13 @@ func (s *Scheduler) StartGroup(ctx context.Context, specs []controller.WorkerSpe
 // Start submits the script of spec's group for the one process's task (a
 // restart).
 func (s *Scheduler) Start(ctx context.Context, spec controller.WorkerSpec) (controller.Handle, error) {
-	path := s.ScriptPath(spec.Type)
+	path := s.ScriptPath(spec.GroupName())
 	if _, err := os.Stat(path); err != nil {
 		if path, err = s.writeScript(spec, spec.Index+spec.Hosts()); err != nil {
 			return nil, err
 		}
 	}
-	job, err := s.submit(ctx, spec.Type, path, spec.Env, "--array="+strconv.Itoa(spec.Task()))
+	job, err := s.submit(ctx, spec.GroupName(), path, spec.Env, "--array="+strconv.Itoa(spec.Task()))
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func TestSlurmScriptHosted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specs := controller.ProcessSpecs("echo", experiment.Group{Count: 10, PerProcess: 4}, dir, []string{"--ttl", "3s"}, nil, "")
+	specs := controller.ProcessSpecs("echo", "echo", experiment.Group{Count: 10, PerProcess: 4}, dir, []string{"--ttl", "3s"}, nil, "")
 	got := s.Script(specs[0], groupWorkers(specs))
 	for _, want := range []string{
 		"#SBATCH --array=0-2\n",
@@ -96,7 +96,7 @@ func TestSlurmScriptHosted(t *testing.T) {
 		}
 	}
 	// A group of a process per worker keeps the index as the task.
-	one := controller.ProcessSpecs("echo", experiment.Group{Count: 3}, dir, nil, nil, "")
+	one := controller.ProcessSpecs("echo", "echo", experiment.Group{Count: 3}, dir, nil, nil, "")
 	if got := s.Script(one[0], groupWorkers(one)); !strings.Contains(got, "#SBATCH --array=0-2\n") ||
 		!strings.Contains(got, `--index "$SLURM_ARRAY_TASK_ID"`) || strings.Contains(got, "--count") {
 		t.Errorf("script of one worker per process:\n%s", got)
@@ -111,7 +111,7 @@ func TestSlurmScriptCUDA(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := experiment.Group{Count: 1, Resources: experiment.Resources{GPUs: 1}, Config: map[string]any{"device": "cuda:0"}}
-	specs := controller.ProcessSpecs("policy", g, dir, nil, nil, "/opt/distrl/rlctl-cuda")
+	specs := controller.ProcessSpecs("policy", "policy", g, dir, nil, nil, "/opt/distrl/rlctl-cuda")
 	got := s.Script(specs[0], groupWorkers(specs))
 	for _, want := range []string{"#SBATCH --gres=gpu:1\n", `exec /opt/distrl/rlctl-cuda worker --type policy`} {
 		if !strings.Contains(got, want) {

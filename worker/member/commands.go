@@ -55,11 +55,11 @@ type Spec struct {
 	// bad_arguments *rpc.Error saying which key and what is allowed. nil:
 	// the type's workers check their configuration when configured.
 	Check func(args rpc.Args, index int) error
-	// CheckpointDir, where set, is the directory worker index keeps its
-	// checkpoints in, under base, the trial's checkpoint directory; the
-	// controller passes it as the worker's checkpoint_dir unless the
-	// configuration names one.
-	CheckpointDir func(base string, index int) string
+	// CheckpointDir, where set, is the directory worker index of group
+	// keeps its checkpoints in, under base, the trial's checkpoint
+	// directory; the controller passes it as the worker's checkpoint_dir
+	// unless the configuration names one.
+	CheckpointDir func(base, group string, index int) string
 	// Grouped types' workers learn as one data-parallel group (package
 	// collective): the controller passes each worker the group's count as
 	// its group_size unless the configuration gives one.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -47,7 +48,10 @@ func (s State) written() bool {
 // Status is a worker's status record: the reply of the "status" command and
 // the JSON value stored under names.Trial.Status(name).
 type Status struct {
-	Name  string `json:"name" msgpack:"name"`
+	Name string `json:"name" msgpack:"name"`
+	// Type is the worker's type where its group (Name's first part) is
+	// named otherwise; "": the group's name is the type.
+	Type  string `json:"type,omitempty" msgpack:"type,omitempty"`
 	State State  `json:"state" msgpack:"state"`
 	Error string `json:"error,omitempty" msgpack:"error,omitempty"`
 	// Warning says what is degraded while the worker keeps working.
@@ -71,6 +75,16 @@ type Status struct {
 	// Metrics is the "host:port" whose /metrics serves the worker's
 	// Prometheus metrics (shared by the workers of one process); "": none.
 	Metrics string `json:"metrics,omitempty" msgpack:"metrics,omitempty"`
+}
+
+// TypeOf is the worker type of the worker the status is of: Type, or the
+// group part of its name.
+func (s Status) TypeOf() string {
+	if s.Type != "" {
+		return s.Type
+	}
+	group, _, _ := strings.Cut(s.Name, "/")
+	return group
 }
 
 // Remark is what a listing says of the worker besides its state: its

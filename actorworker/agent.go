@@ -22,6 +22,13 @@ type Agent struct {
 	client   stream.InferenceClient
 	producer stream.SamplePoster
 	builder  *api.SampleBuilder
+	// sampleSteps is the length of a batch cut mid-episode: the agent's
+	// own, since agents of different policies may be batched differently.
+	sampleSteps int
+
+	// steps and sent count the agent's recorded steps and the batches its
+	// producer accepted, for the actor's per-policy statistics.
+	steps, sent int64
 
 	obs     []float32    // the observation of the pending request, owned
 	pending stream.ReqID // valid while posted
@@ -35,14 +42,17 @@ type Agent struct {
 }
 
 // newAgent returns an agent that asks client for its actions and sends
-// the batches of builder through producer. builder's Policy, ActorID and
-// AgentID label the batches.
-func newAgent(id string, client stream.InferenceClient, producer stream.SamplePoster, builder *api.SampleBuilder) *Agent {
-	return &Agent{id: id, client: client, producer: producer, builder: builder}
+// the batches of builder, cut every sampleSteps steps mid-episode, through
+// producer. builder's Policy, ActorID and AgentID label the batches.
+func newAgent(id string, client stream.InferenceClient, producer stream.SamplePoster, builder *api.SampleBuilder, sampleSteps int) *Agent {
+	return &Agent{id: id, client: client, producer: producer, builder: builder, sampleSteps: sampleSteps}
 }
 
 // ID returns the agent's id in its environment.
 func (a *Agent) ID() string { return a.id }
+
+// Policy returns the policy the agent acts for, which labels its batches.
+func (a *Agent) Policy() string { return a.builder.Policy }
 
 // Ready reports whether the agent's action is available: its result was
 // taken already, or its pending request has a result or a failure.
@@ -110,7 +120,7 @@ func (a *Agent) action() api.Action {
 // record appends the step taken with the current result and cuts the batch
 // as the bootstrap rules say. It returns the episodes that ended in the
 // batch it cut, if it cut one.
-func (a *Agent) record(reward float32, terminated, truncated bool, sampleSteps int) ([]api.EpisodeStat, error) {
+func (a *Agent) record(reward float32, terminated, truncated bool) ([]api.EpisodeStat, error) {
 	err := a.builder.Append(api.StepRecord{
 		Obs: a.obs, Action: a.action(), Reward: reward,
 		Terminated: terminated, Truncated: truncated,
@@ -120,7 +130,8 @@ func (a *Agent) record(reward float32, terminated, truncated bool, sampleSteps i
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: record step: %w", a.id, err)
 	}
-	switch batchEndAfter(terminated, truncated, a.builder.Len(), sampleSteps) {
+	a.steps++
+	switch batchEndAfter(terminated, truncated, a.builder.Len(), a.sampleSteps) {
 	case sendNow:
 		b := a.builder.Build(0)
 		a.outbox = append(a.outbox, &b)
@@ -163,6 +174,7 @@ func (a *Agent) send() (sent int, refused bool, err error) {
 		a.builder.Recycle(*a.outbox[0])
 		a.outbox = slices.Delete(a.outbox, 0, 1)
 		sent++
+		a.sent++
 	}
 	return sent, false, nil
 }

@@ -80,6 +80,24 @@
 // the worker's index. Runs with equal configuration and equal policy
 // answers are therefore reproducible step for step.
 //
+// # Agents and policies
+//
+// Without the agents key every agent acts for one policy. With it (a list
+// of [AgentMapping]s) each mapping takes the agents it matches, by a
+// regexp of the whole agent id or by their positions in the environment's
+// agent list, the first mapping that matches an agent taking it, to a
+// policy with its own inference client, sample stream or replay, batch
+// length, epsilon and inference mode; every agent must be taken, and every
+// mapping must take one, or the configuration is refused before anything
+// starts (CheckConfig). One policy is the one-mapping case of the same
+// code: a route per mapping, one inference client per policy, shared by
+// its mappings so that its agents' requests travel together, and one
+// producer per stream. The worker polls, flushes, waits on and closes all
+// of them; a target steps once every agent has its action, whichever
+// policy answers it, so several remote policies are waited for together
+// and the ring grows (ring_max unset) only while every policy is remote
+// and reached over the network.
+//
 // # Statistics
 //
 // The "stats" reply adds env_steps (calls of Env.Step), agent_steps
@@ -91,7 +109,10 @@
 // poll), inference_failures, backpressure (batches refused and kept),
 // ring_size, version_last (the newest policy version among the results
 // taken) and, with remote inference, inference_messages and
-// inference_bytes (request messages sent and their bytes).
+// inference_bytes (request messages sent and their bytes), over all its
+// policies. With several policies it adds policies: per policy,
+// agent_steps, batches_sent, episodes and mean_return (the mean over its
+// agents of their returns, over its last 20 episodes).
 //
 // # Configuration
 //

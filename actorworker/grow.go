@@ -46,6 +46,13 @@ type growth struct {
 }
 
 // ringMax is the most environments the ring may have now (see RingMax).
+//
+// With several policies (the agents key) the ring grows only while every
+// one of them is remote and reached over the network: a target steps once
+// all its agents have their actions, so one slow remote policy would make
+// the actor wait, but an inline policy or a policy worker over shared
+// memory computes on this node's cores, which more environments would
+// take from it (the reason a single local policy does not grow the ring).
 func (w *Worker) ringMax() int {
 	if w.ring == nil {
 		return 0
@@ -53,10 +60,14 @@ func (w *Worker) ringMax() int {
 	if w.cfg.RingMax > 0 {
 		return w.cfg.RingMax
 	}
-	c, ok := w.remoteClient()
-	// Only a client that has had replies, and none over shared memory,
-	// knows that its round trip is the network's.
-	if !ok || c.SharedMemoryServers() > 0 || c.Stats().RoundTrip == 0 {
+	remote := w.remoteClients()
+	grow := len(remote) > 0 && len(remote) == len(w.clients)
+	for _, c := range remote {
+		// Only a client that has had replies, and none over shared
+		// memory, knows that its round trip is the network's.
+		grow = grow && c.SharedMemoryServers() == 0 && c.Stats().RoundTrip > 0
+	}
+	if !grow {
 		return max(w.cfg.RingSize, w.ring.Len())
 	}
 	return max(AutoRingGrowth*w.cfg.RingSize, w.ring.Len())
@@ -122,19 +133,37 @@ type remoteClient interface {
 	SharedMemoryServers() int
 }
 
-// remoteClient is the actor's inference client if it is remote; false
-// with inline inference.
-func (w *Worker) remoteClient() (remoteClient, bool) {
-	c, ok := w.baseClient().(remoteClient)
-	return c, ok
+// remoteClients are the actor's remote inference clients (none with
+// inline inference).
+func (w *Worker) remoteClients() []remoteClient {
+	var out []remoteClient
+	for _, c := range w.clients {
+		if c, ok := c.(remoteClient); ok {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
-// inferenceStats are the remote inference client's statistics; false with
-// inline inference.
+// inferenceStats are the remote inference clients' statistics, summed
+// over the policies, except RoundTrip, the longest: the round trip a
+// target, which waits for all its agents, waits for. False with inline
+// inference only.
 func (w *Worker) inferenceStats() (stream.InferenceClientStats, bool) {
-	c, ok := w.remoteClient()
-	if !ok {
-		return stream.InferenceClientStats{}, false
+	remote := w.remoteClients()
+	var s stream.InferenceClientStats
+	for _, c := range remote {
+		cs := c.Stats()
+		s.Posted += cs.Posted
+		s.Messages += cs.Messages
+		s.Bytes += cs.Bytes
+		s.SharedMemory += cs.SharedMemory
+		s.Replies += cs.Replies
+		s.RoundTrip = max(s.RoundTrip, cs.RoundTrip)
+		s.Failed += cs.Failed
+		s.Late += cs.Late
+		s.Malformed += cs.Malformed
+		s.Refused += cs.Refused
 	}
-	return c.Stats(), true
+	return s, len(remote) > 0
 }

@@ -1,9 +1,11 @@
 package actorworker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/stream"
@@ -23,21 +25,44 @@ func EnvSeed(seed int64, target, episode int) int64 {
 
 // TargetConfig configures an EnvTarget.
 type TargetConfig struct {
-	// Client answers every agent's inference requests.
+	// Client answers every agent's inference requests, unless Route says
+	// otherwise.
 	Client stream.InferenceClient
-	// Producer sends every agent's sample batches.
+	// Producer sends every agent's sample batches, unless Route says
+	// otherwise.
 	Producer stream.SamplePoster
-	// Policy and ActorID label the batches.
+	// Policy and ActorID label the batches (Policy unless Route says
+	// otherwise).
 	Policy, ActorID string
 	// SampleSteps is the length of a batch cut mid-episode; 0 means
 	// DefaultSampleSteps.
 	SampleSteps int
+	// Route, if set, gives each agent (by its index in the environment's
+	// agent list, and its id) the policy it acts for: its own client,
+	// producer, policy label and batch length, in place of Client,
+	// Producer, Policy and SampleSteps (a zero SampleSteps in the route
+	// means SampleSteps).
+	Route func(agent int, id string) AgentRoute
 	// Seed is the actor's seed, from which episode seeds derive (EnvSeed).
 	Seed int64
 	// OnEpisode, if set, is called with the statistics of every finished
 	// episode as the first agent saw them (for a shared-reward environment
 	// such as simple_spread, every agent sees the same).
 	OnEpisode func(api.EpisodeStat)
+	// OnPolicyEpisode, if set, is called for every finished episode once
+	// per policy that has agents in the environment, with the mean over
+	// those agents of their episode returns.
+	OnPolicyEpisode func(policy string, ret float64)
+}
+
+// AgentRoute is the policy side of one agent: who answers its inference
+// requests, where its batches go, what labels them, and how long they are
+// (0: TargetConfig.SampleSteps).
+type AgentRoute struct {
+	Client      stream.InferenceClient
+	Producer    stream.SamplePoster
+	Policy      string
+	SampleSteps int
 }
 
 // TargetStats are an EnvTarget's counters.
@@ -73,14 +98,23 @@ const (
 // the outcome), so that out-of-process environments cost one message per
 // ring rather than one per environment.
 type EnvTarget struct {
-	batch       api.EnvBatch
-	env         int  // index in batch
-	ownsBatch   bool // Close closes batch
-	index       int
-	seed        int64
-	sampleSteps int
-	onEpisode   func(api.EpisodeStat)
-	agents      []*Agent
+	batch     api.EnvBatch
+	env       int  // index in batch
+	ownsBatch bool // Close closes batch
+	index     int
+	seed      int64
+	onEpisode func(api.EpisodeStat)
+	agents    []*Agent
+
+	// onPolicyEpisode, policies (the distinct policies of the agents, in
+	// agent order) and policyOf (each agent's, an index in policies); the
+	// returns of an ended episode are summed per policy in epSum and
+	// epCount.
+	onPolicyEpisode func(policy string, ret float64)
+	policies        []string
+	policyOf        []int
+	epSum           []float64
+	epCount         []int
 
 	phase    phase
 	draining bool
@@ -119,7 +153,7 @@ func NewEnvTarget(env api.Env, index int, cfg TargetConfig) (*EnvTarget, error) 
 // NewBatchTarget is environment env of batch as target index of its ring.
 // The batch stays the caller's to close.
 func NewBatchTarget(batch api.EnvBatch, env, index int, cfg TargetConfig) (*EnvTarget, error) {
-	if cfg.Client == nil || cfg.Producer == nil {
+	if cfg.Route == nil && (cfg.Client == nil || cfg.Producer == nil) {
 		return nil, errors.New("actorworker: NewEnvTarget: Client and Producer are required")
 	}
 	if env < 0 || env >= batch.Len() {
@@ -135,14 +169,22 @@ func NewBatchTarget(batch api.EnvBatch, env, index int, cfg TargetConfig) (*EnvT
 		actDim = as.Size()
 	}
 	t := &EnvTarget{
-		batch: batch, env: env, index: index, seed: cfg.Seed, sampleSteps: cfg.SampleSteps, onEpisode: cfg.OnEpisode,
+		batch: batch, env: env, index: index, seed: cfg.Seed, onEpisode: cfg.OnEpisode, onPolicyEpisode: cfg.OnPolicyEpisode,
 	}
-	for _, id := range batch.Agents() {
-		b, err := api.NewSampleBuilder(obsDim, actDim, cfg.SampleSteps)
+	for i, id := range batch.Agents() {
+		r := AgentRoute{Client: cfg.Client, Producer: cfg.Producer, Policy: cfg.Policy}
+		if cfg.Route != nil {
+			r = cfg.Route(i, id)
+		}
+		if r.Client == nil || r.Producer == nil {
+			return nil, fmt.Errorf("actorworker: target %d agent %s: no inference client or sample producer", index, id)
+		}
+		r.SampleSteps = cmp.Or(max(r.SampleSteps, 0), cfg.SampleSteps)
+		b, err := api.NewSampleBuilder(obsDim, actDim, r.SampleSteps)
 		if err != nil {
 			return nil, fmt.Errorf("actorworker: target %d agent %s: %w", index, id, err)
 		}
-		b.Policy, b.ActorID, b.AgentID = cfg.Policy, cfg.ActorID, id
+		b.Policy, b.ActorID, b.AgentID = r.Policy, cfg.ActorID, id
 		// An image observation ([H, W, C]) keeps its shape in the batches,
 		// so that a learner or replay can tell its frames' layout.
 		if obsSpace.Kind == api.Box && len(obsSpace.Shape) > 1 {
@@ -150,12 +192,19 @@ func NewBatchTarget(batch api.EnvBatch, env, index int, cfg TargetConfig) (*EnvT
 				return nil, fmt.Errorf("actorworker: target %d agent %s: %w", index, id, err)
 			}
 		}
-		t.agents = append(t.agents, newAgent(id, cfg.Client, cfg.Producer, b))
+		t.agents = append(t.agents, newAgent(id, r.Client, r.Producer, b, r.SampleSteps))
+		p := slices.Index(t.policies, r.Policy)
+		if p < 0 {
+			p = len(t.policies)
+			t.policies = append(t.policies, r.Policy)
+		}
+		t.policyOf = append(t.policyOf, p)
 	}
 	if len(t.agents) == 0 {
 		return nil, fmt.Errorf("actorworker: target %d: the environment has no agents", index)
 	}
 	t.actions = make([]api.Action, len(t.agents))
+	t.epSum, t.epCount = make([]float64, len(t.policies)), make([]int, len(t.policies))
 	return t, nil
 }
 
@@ -335,7 +384,7 @@ func (t *EnvTarget) completeStep(s api.Step) (int, error) {
 		// The episode ends for every agent when it ends for one; an agent
 		// the environment did not flag was cut short.
 		trunc := !term && (s.Truncated[i] || done)
-		episodes, err := a.record(s.Rewards[i], term, trunc, t.sampleSteps)
+		episodes, err := a.record(s.Rewards[i], term, trunc)
 		if err != nil {
 			return 0, fmt.Errorf("actorworker: target %d: %w", t.index, err)
 		}
@@ -343,6 +392,10 @@ func (t *EnvTarget) completeStep(s api.Step) (int, error) {
 			for _, e := range episodes {
 				t.onEpisode(e)
 			}
+		}
+		for _, e := range episodes {
+			t.epSum[t.policyOf[i]] += float64(e.Return)
+			t.epCount[t.policyOf[i]]++
 		}
 		// The next request is for the observation after the step: the
 		// next action, or, after a truncation, only the bootstrap value.
@@ -355,6 +408,7 @@ func (t *EnvTarget) completeStep(s api.Step) (int, error) {
 	}
 	if done {
 		t.stats.Episodes++
+		t.policyEpisodes()
 		if bootstrap {
 			t.phase = phaseBootstrapping
 		} else {
@@ -362,6 +416,17 @@ func (t *EnvTarget) completeStep(s api.Step) (int, error) {
 		}
 	}
 	return n, t.send()
+}
+
+// policyEpisodes reports the returns of the episode that just ended, per
+// policy (the mean over that policy's agents), and clears the sums.
+func (t *EnvTarget) policyEpisodes() {
+	for p, n := range t.epCount {
+		if n > 0 && t.onPolicyEpisode != nil {
+			t.onPolicyEpisode(t.policies[p], t.epSum[p]/float64(n))
+		}
+		t.epSum[p], t.epCount[p] = 0, 0
+	}
 }
 
 // finishEpisode makes the next episode's reset due once the bootstrap

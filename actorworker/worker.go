@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +17,6 @@ import (
 	"github.com/distrl/distrl/internal/duty"
 	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nn"
-	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/telemetry"
@@ -71,7 +71,7 @@ type Config struct {
 	Env       string         `msgpack:"env"`        // registered environment; default CartPole-v1
 	EnvConfig map[string]any `msgpack:"env_config"` // passed to the environment's factory
 	RingSize  int            `msgpack:"ring_size"`  // environments per actor; default 2
-	Policy    string         `msgpack:"policy"`     // policy name; default "default"
+	Policy    string         `msgpack:"policy"`     // policy name; default "default" (without agents)
 	// Inference is "remote" (a policy worker; the default) or "inline".
 	Inference string `msgpack:"inference"`
 	// InferenceTimeoutMs bounds a remote request; 0 means the stream's
@@ -85,6 +85,7 @@ type Config struct {
 	SharedTrunk   bool           `msgpack:"shared_trunk"`
 	Deterministic bool           `msgpack:"deterministic"`
 	// SampleStream is the sample stream's name; "null" discards batches.
+	// Default "default" (without agents).
 	SampleStream string `msgpack:"sample_stream"`
 	SampleSteps  int    `msgpack:"sample_steps"` // steps per batch; default 200
 	// SampleQueue is how many sample messages may wait in the actor for
@@ -136,21 +137,44 @@ type Config struct {
 	// values they bootstrap from arrive, sends them, and completes. 0 means
 	// unbounded.
 	MaxEnvSteps int64 `msgpack:"max_env_steps"`
+	// Agents maps the environment's agents to policies, each with its own
+	// inference client, sample stream (or replay) and settings; the first
+	// mapping that matches an agent takes it, and every agent must be
+	// taken. Unset, every agent acts for Policy. With Agents, Policy,
+	// SampleStream, ReplayStream and ReplayTable go in the mappings.
+	Agents AgentMappings `msgpack:"agents"`
+	// routes are the mappings resolved (parseConfig): Agents, or the one
+	// mapping of every agent to the actor-level policy.
+	routes []routeSpec
 }
 
 // parseConfig decodes and checks the kwargs of "configure". A bad
 // configuration is a bad_arguments *rpc.Error, which leaves the worker as
-// it was; for inline inference it also builds the policy, so that a bad
-// policy configuration is caught here too.
-func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
+// it was. It resolves the agents mappings against a throwaway environment's
+// agents and builds the inline policies, so that a mapping that leaves an
+// agent out, or a bad policy configuration, is caught here too.
+func parseConfig(args rpc.Args, index int) (Config, error) {
 	var cfg Config
 	if err := worker.DecodeConfig(args, "actor config", &cfg); err != nil {
-		return cfg, nil, err
+		return cfg, err
+	}
+	if len(cfg.Agents) > 0 {
+		// No actor-level defaults under mappings: a policy or stream given
+		// twice would leave the reader guessing which one holds.
+		for _, k := range []struct{ key, val string }{
+			{"policy", cfg.Policy}, {"sample_stream", cfg.SampleStream},
+			{"replay_stream", cfg.ReplayStream}, {"replay_table", cfg.ReplayTable},
+		} {
+			if k.val != "" {
+				return cfg, badConfig("%s %q given with agents: put it in each agents mapping", k.key, k.val)
+			}
+		}
+	} else {
+		cfg.Policy = cmp.Or(cfg.Policy, DefaultPolicy)
+		cfg.SampleStream = cmp.Or(cfg.SampleStream, DefaultStream)
 	}
 	cfg.Env = cmp.Or(cfg.Env, DefaultEnv)
-	cfg.Policy = cmp.Or(cfg.Policy, DefaultPolicy)
 	cfg.Inference = cmp.Or(cfg.Inference, InferenceRemote)
-	cfg.SampleStream = cmp.Or(cfg.SampleStream, DefaultStream)
 	cfg.RingSize = cmp.Or(cfg.RingSize, DefaultRingSize)
 	cfg.SampleSteps = cmp.Or(cfg.SampleSteps, DefaultSampleSteps)
 	cfg.SampleQueue = cmp.Or(cfg.SampleQueue, DefaultSampleQueue)
@@ -167,54 +191,41 @@ func parseConfig(args rpc.Args, index int) (Config, api.Policy, error) {
 	}
 	switch {
 	case cfg.Inference != InferenceRemote && cfg.Inference != InferenceInline:
-		return cfg, nil, badConfig("inference %q, want %q or %q", cfg.Inference, InferenceRemote, InferenceInline)
+		return cfg, badConfig("inference %q, want %q or %q", cfg.Inference, InferenceRemote, InferenceInline)
 	case cfg.RingSize < 1:
-		return cfg, nil, badConfig("ring_size %d, want >= 1", cfg.RingSize)
+		return cfg, badConfig("ring_size %d, want >= 1", cfg.RingSize)
 	case cfg.SampleSteps < 1:
-		return cfg, nil, badConfig("sample_steps %d, want >= 1", cfg.SampleSteps)
+		return cfg, badConfig("sample_steps %d, want >= 1", cfg.SampleSteps)
 	case cfg.SampleQueue < 1:
-		return cfg, nil, badConfig("sample_queue %d, want >= 1", cfg.SampleQueue)
+		return cfg, badConfig("sample_queue %d, want >= 1", cfg.SampleQueue)
 	case cfg.MaxPollSteps < 1:
-		return cfg, nil, badConfig("max_poll_steps %d, want >= 1", cfg.MaxPollSteps)
+		return cfg, badConfig("max_poll_steps %d, want >= 1", cfg.MaxPollSteps)
 	case cfg.RingMax != 0 && cfg.RingMax < cfg.RingSize:
-		return cfg, nil, badConfig("ring_max %d, want ring_size (%d) or more, or 0 to let the actor choose", cfg.RingMax, cfg.RingSize)
+		return cfg, badConfig("ring_max %d, want ring_size (%d) or more, or 0 to let the actor choose", cfg.RingMax, cfg.RingSize)
 	case cfg.RingSlots < 0 || cfg.RingSlots > cfg.RingSize:
-		return cfg, nil, badConfig("ring_slots %d, want 1 to ring_size (%d), or 0 to let the actor choose", cfg.RingSlots, cfg.RingSize)
+		return cfg, badConfig("ring_slots %d, want 1 to ring_size (%d), or 0 to let the actor choose", cfg.RingSlots, cfg.RingSize)
 	case cfg.MaxEnvSteps < 0:
-		return cfg, nil, badConfig("max_env_steps %d, want >= 0", cfg.MaxEnvSteps)
+		return cfg, badConfig("max_env_steps %d, want >= 0", cfg.MaxEnvSteps)
 	case !(cfg.Epsilon >= 0 && cfg.Epsilon <= 1) || cfg.ApexActors < 0:
-		return cfg, nil, badConfig("epsilon %v, apex_actors %d: want epsilon in [0, 1] and apex_actors >= 0", cfg.Epsilon, cfg.ApexActors)
+		return cfg, badConfig("epsilon %v, apex_actors %d: want epsilon in [0, 1] and apex_actors >= 0", cfg.Epsilon, cfg.ApexActors)
 	case cfg.ApexActors > 0 && index >= cfg.ApexActors:
-		return cfg, nil, badConfig("apex_actors %d, but this actor's index is %d", cfg.ApexActors, index)
+		return cfg, badConfig("apex_actors %d, but this actor's index is %d", cfg.ApexActors, index)
 	case !(cfg.Gamma >= 0 && cfg.Gamma <= 1) || cfg.NStep < 0:
-		return cfg, nil, badConfig("gamma %v, n_step %d: want gamma in [0, 1], n_step >= 0", cfg.Gamma, cfg.NStep)
+		return cfg, badConfig("gamma %v, n_step %d: want gamma in [0, 1], n_step >= 0", cfg.Gamma, cfg.NStep)
 	case cfg.InferenceTimeoutMs < 0:
-		return cfg, nil, badConfig("inference_timeout_ms %d, want >= 0", cfg.InferenceTimeoutMs)
+		return cfg, badConfig("inference_timeout_ms %d, want >= 0", cfg.InferenceTimeoutMs)
 	}
 	// A throwaway environment checks the name and env_config now, while
-	// the previous configuration is still intact.
+	// the previous configuration is still intact, and names the agents the
+	// mappings must cover.
 	e, err := api.NewEnv(cfg.Env, cfg.EnvConfig)
 	if err != nil {
-		return cfg, nil, badConfig("%v", err)
+		return cfg, badConfig("%v", err)
 	}
+	ids := slices.Clone(e.Agents())
 	_ = e.Close()
-	if cfg.Inference != InferenceInline {
-		return cfg, nil, nil
-	}
-	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
-	if err != nil {
-		return cfg, nil, badConfig("inline policy: %v", err)
-	}
-	pc.Seed, pc.Deterministic, pc.SharedTrunk = *cfg.Seed, cfg.Deterministic, cfg.SharedTrunk
-	pc = pc.WithShape(cfg.Hidden, cfg.Activation).WithConv(cfg.Conv)
-	if err := pc.Validate(); err != nil {
-		return cfg, nil, badConfig("inline policy: %v", err)
-	}
-	p, err := policy.New(pc)
-	if err != nil {
-		return cfg, nil, badConfig("inline policy: %v", err)
-	}
-	return cfg, p, nil
+	cfg.routes, err = routeSpecs(cfg, ids)
+	return cfg, err
 }
 
 func badConfig(format string, args ...any) error {
@@ -226,13 +237,19 @@ type Worker struct {
 	info worker.Info
 	log  *slog.Logger
 
-	cfg      Config
-	client   stream.InferenceClient
-	producer stream.SamplePoster
-	explore  *exploring          // epsilon-greedy, if configured
-	replay   *localreplay.Poster // the producer, when sending to a replay
-	batch    api.EnvBatch        // the ring's environments
-	ring     *EnvRing
+	cfg Config
+	// routes are the mappings of agents to policies (one without the
+	// agents key), agentRoute each agent's, by its index in the
+	// environment. clients are the policies' inference clients, one per
+	// policy, and producers the streams', one per stream: what the worker
+	// polls, flushes, waits on and closes.
+	routes      []*route
+	agentRoute  []*route
+	clients     []stream.InferenceClient
+	producers   []stream.SamplePoster
+	policyStats map[string]*policyStat
+	batch       api.EnvBatch // the ring's environments
+	ring        *EnvRing
 
 	// The environment calls of one turn of the ring, reused.
 	resetCalls   []api.EnvReset
@@ -327,7 +344,7 @@ func Type() worker.Type {
 // CheckConfig checks actor index's configure kwargs as Configure does,
 // opening nothing but a throwaway environment (worker.Type.Check).
 func CheckConfig(args rpc.Args, index int) error {
-	_, _, err := parseConfig(args, index)
+	_, err := parseConfig(args, index)
 	return err
 }
 
@@ -335,26 +352,27 @@ func CheckConfig(args rpc.Args, index int) error {
 // producer. A worker configured again drops what it had; a bad
 // configuration is rejected before that, leaving the worker as it was.
 func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
-	cfg, inline, err := parseConfig(args, w.info.Index)
+	cfg, err := parseConfig(args, w.info.Index)
 	if err != nil {
 		return err
 	}
 	if err := w.Close(); err != nil {
 		w.log.Warn("actor: releasing the previous configuration", "err", err)
 	}
-	if err := w.build(ctx, cfg, inline); err != nil {
+	if err := w.build(ctx, cfg); err != nil {
 		_ = w.Close()
 		return fmt.Errorf("actor: configure: %w", err)
 	}
 	w.cfg = cfg
 	w.log.Info("actor configured", "env", cfg.Env, "ring_size", cfg.RingSize, "inference", cfg.Inference,
-		"policy", cfg.Policy, "sample_stream", cfg.SampleStream, "seed", *cfg.Seed)
+		"agents", w.mappings(cfg), "seed", *cfg.Seed)
 	return nil
 }
 
-// build creates everything cfg describes; on error the caller closes what
-// was made. inline is the policy for inline inference, nil for remote.
-func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error {
+// build creates everything cfg describes: the environments, and a route
+// for each of cfg.routes, with one inference client per policy and one
+// producer per stream. On error the caller closes what was made.
+func (w *Worker) build(ctx context.Context, cfg Config) error {
 	batch, err := api.NewEnvBatch(ctx, cfg.Env, cfg.EnvConfig, cfg.RingSize, w.log)
 	if err != nil {
 		return err
@@ -362,47 +380,54 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 	w.batch = batch
 	obsDim := batch.ObservationSpace().Size()
 
-	if inline != nil {
-		w.client = stream.NewInlineInferenceClient(inline, obsDim)
-	} else {
-		c, err := stream.NewRemoteInferenceClient(ctx, stream.RemoteInferenceOptions{
-			Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Policy: cfg.Policy, ObsDim: obsDim,
-			Timeout: time.Duration(cfg.InferenceTimeoutMs) * time.Millisecond, Logger: w.log,
-		})
-		if err != nil {
-			return fmt.Errorf("inference for policy %q: %w", cfg.Policy, err)
+	clients := map[string]stream.InferenceClient{}
+	producers := map[string]stream.SamplePoster{}
+	w.policyStats = map[string]*policyStat{}
+	for i := range cfg.routes {
+		spec := &cfg.routes[i]
+		client, ok := clients[spec.policy]
+		if !ok {
+			if client, err = w.newClient(ctx, cfg, spec, obsDim); err != nil {
+				return err
+			}
+			clients[spec.policy] = client
+			w.clients = append(w.clients, client)
+			w.policyStats[spec.policy] = &policyStat{}
 		}
-		w.client = c
+		r := &route{policy: spec.policy, client: client, sampleSteps: spec.sampleSteps}
+		if spec.epsilon > 0 {
+			as := batch.ActionSpace()
+			if as.Kind != api.Discrete {
+				return fmt.Errorf("%sepsilon %v needs discrete actions, the environment's are %v", spec.where, spec.epsilon, as.Kind)
+			}
+			// Exploration wraps the policy's client for this mapping's
+			// agents only; the worker polls and flushes the client itself.
+			r.explore = &exploring{InferenceClient: client, eps: spec.epsilon, nActions: as.N,
+				rng: rand.New(rand.NewPCG(uint64(spec.seed), 0xe95))}
+			r.client = r.explore
+		}
+		key := spec.streamKey()
+		if r.producer = producers[key]; r.producer == nil {
+			if r.producer, err = w.newProducer(ctx, cfg, spec); err != nil {
+				return err
+			}
+			producers[key] = r.producer
+			w.producers = append(w.producers, r.producer)
+		}
+		w.routes = append(w.routes, r)
 	}
-	if cfg.Epsilon > 0 {
-		as := batch.ActionSpace()
-		if as.Kind != api.Discrete {
-			return fmt.Errorf("epsilon %v needs discrete actions, the environment's are %v", cfg.Epsilon, as.Kind)
-		}
-		w.explore = &exploring{InferenceClient: w.client, eps: cfg.Epsilon, nActions: as.N,
-			rng: rand.New(rand.NewPCG(uint64(*cfg.Seed), 0xe95))}
-		w.client = w.explore
+	// The batch's agents are the throwaway environment's that parseConfig
+	// checked the mappings against (unless an environment changed its
+	// agents in between, which this refuses).
+	ids := batch.Agents()
+	assign, err := assignAgents(cfg.routes, ids)
+	if err != nil {
+		return err
 	}
-	switch {
-	case cfg.ReplayStream != "":
-		p, err := localreplay.NewPoster(ctx, localreplay.PosterOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
-			Stream: cfg.ReplayStream, Table: cfg.ReplayTable, Gamma: cfg.Gamma, NStep: cfg.NStep})
-		if err != nil {
-			return fmt.Errorf("replay stream %q: %w", cfg.ReplayStream, err)
-		}
-		w.producer, w.replay = p, p
-	case cfg.SampleStream == NullStream:
-		w.producer = &stream.NullSampleProducer{}
-	default:
-		p, err := stream.NewSampleProducer(ctx, stream.SampleProducerOptions{
-			Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Stream: cfg.SampleStream, Logger: w.log,
-			SendHWM: cfg.SampleQueue,
-			Gather:  true, // a turn's batches go as one message, at the turn's Flush
-		})
-		if err != nil {
-			return fmt.Errorf("sample stream %q: %w", cfg.SampleStream, err)
-		}
-		w.producer = p
+	w.agentRoute = make([]*route, len(ids))
+	for i, k := range assign {
+		w.agentRoute[i] = w.routes[k]
+		w.routes[k].agents = append(w.routes[k].agents, ids[i])
 	}
 
 	targets, err := w.newTargets(batch, cfg, 0)
@@ -413,14 +438,59 @@ func (w *Worker) build(ctx context.Context, cfg Config, inline api.Policy) error
 	return nil
 }
 
+// newClient is the inference client of spec's policy: its inline network,
+// or a remote client of its policy workers.
+func (w *Worker) newClient(ctx context.Context, cfg Config, spec *routeSpec, obsDim int) (stream.InferenceClient, error) {
+	if spec.inline != nil {
+		return stream.NewInlineInferenceClient(spec.inline, obsDim), nil
+	}
+	c, err := stream.NewRemoteInferenceClient(ctx, stream.RemoteInferenceOptions{
+		Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Policy: spec.policy, ObsDim: obsDim,
+		Timeout: time.Duration(cfg.InferenceTimeoutMs) * time.Millisecond, Logger: w.log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inference for policy %q: %w", spec.policy, err)
+	}
+	return c, nil
+}
+
+// newProducer is the producer of spec's stream: a replay poster, the null
+// stream, or a sample stream.
+func (w *Worker) newProducer(ctx context.Context, cfg Config, spec *routeSpec) (stream.SamplePoster, error) {
+	switch {
+	case spec.replayStream != "":
+		p, err := localreplay.NewPoster(ctx, localreplay.PosterOptions{Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial,
+			Stream: spec.replayStream, Table: spec.replayTable, Gamma: cfg.Gamma, NStep: cfg.NStep})
+		if err != nil {
+			return nil, fmt.Errorf("replay stream %q: %w", spec.replayStream, err)
+		}
+		return p, nil
+	case spec.sampleStream == NullStream:
+		return &stream.NullSampleProducer{}, nil
+	}
+	p, err := stream.NewSampleProducer(ctx, stream.SampleProducerOptions{
+		Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Stream: spec.sampleStream, Logger: w.log,
+		SendHWM: cfg.SampleQueue,
+		Gather:  true, // a turn's batches go as one message, at the turn's Flush
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sample stream %q: %w", spec.sampleStream, err)
+	}
+	return p, nil
+}
+
 // newTargets makes targets of batch's environments from first on, each
-// target index its environment's.
+// target index its environment's, each agent on its route.
 func (w *Worker) newTargets(batch api.EnvBatch, cfg Config, first int) ([]*EnvTarget, error) {
 	targets := make([]*EnvTarget, batch.Len()-first)
 	for i := range targets {
 		t, err := NewBatchTarget(batch, first+i, first+i, TargetConfig{
-			Client: w.client, Producer: w.producer, Policy: cfg.Policy, ActorID: w.info.Name,
-			SampleSteps: cfg.SampleSteps, Seed: *cfg.Seed, OnEpisode: w.addEpisode,
+			ActorID: w.info.Name, SampleSteps: cfg.SampleSteps, Seed: *cfg.Seed,
+			Route: func(agent int, _ string) AgentRoute {
+				r := w.agentRoute[agent]
+				return AgentRoute{Client: r.client, Producer: r.producer, Policy: r.policy, SampleSteps: r.sampleSteps}
+			},
+			OnEpisode: w.addEpisode, OnPolicyEpisode: w.addPolicyEpisode,
 		})
 		if err != nil {
 			return nil, err
@@ -428,6 +498,38 @@ func (w *Worker) newTargets(batch api.EnvBatch, cfg Config, first int) ([]*EnvTa
 		targets[i] = t
 	}
 	return targets, nil
+}
+
+// pollInference takes in the replies of every policy's client.
+func (w *Worker) pollInference() error {
+	for _, c := range w.clients {
+		if err := c.Poll(); err != nil {
+			return fmt.Errorf("actor: inference poll: %w", err)
+		}
+	}
+	return nil
+}
+
+// flushInference sends (remote) or answers (inline) the requests posted to
+// every policy's client.
+func (w *Worker) flushInference(ctx context.Context) error {
+	for _, c := range w.clients {
+		if err := c.Flush(ctx); err != nil {
+			return fmt.Errorf("actor: inference flush: %w", err)
+		}
+	}
+	return nil
+}
+
+// remoteInference reports whether a policy is served by policy workers,
+// whose replies the actor waits for: then the ring is stepped in slots.
+func (w *Worker) remoteInference() bool {
+	for _, c := range w.clients {
+		if c.Socket() != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Poll takes in the replies that arrived and steps the targets that are
@@ -455,8 +557,8 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if err := w.maybeGrow(ctx, w.polledAt); err != nil {
 		return worker.PollResult{}, err
 	}
-	if err := w.client.Poll(); err != nil {
-		return worker.PollResult{}, fmt.Errorf("actor: inference poll: %w", err)
+	if err := w.pollInference(); err != nil {
+		return worker.PollResult{}, err
 	}
 	// Batches gathered or refused by a full queue, the replay's replies.
 	w.flushSamples(time.Now())
@@ -471,7 +573,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	var samples int64
 	budget := w.cfg.MaxPollSteps
 	slot := w.ring.Len()
-	if w.client.Socket() != nil {
+	if w.remoteInference() {
 		slots := w.ringSlots()
 		slot = (w.ring.Len() + slots - 1) / slots
 	}
@@ -484,8 +586,8 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		w.noteTurn(time.Since(began), steps)
 		samples += n
 		budget -= visits
-		if err := w.client.Flush(ctx); err != nil {
-			return worker.PollResult{}, fmt.Errorf("actor: inference flush: %w", err)
+		if err := w.flushInference(ctx); err != nil {
+			return worker.PollResult{}, err
 		}
 		w.flushSamples(time.Now())
 		// The next slot steps while this one's request is out; inline
@@ -638,10 +740,7 @@ func (w *Worker) startTargets(ctx context.Context, targets []*EnvTarget) error {
 			return err
 		}
 	}
-	if err := w.client.Flush(ctx); err != nil {
-		return fmt.Errorf("actor: inference flush: %w", err)
-	}
-	return nil
+	return w.flushInference(ctx)
 }
 
 // flushSamples sends the gathered sample batches once SampleFlushEvery has
@@ -650,11 +749,15 @@ func (w *Worker) startTargets(ctx context.Context, targets []*EnvTarget) error {
 // acknowledgements, which free its outbox (an actor whose outbox is full
 // cannot step until they are in).
 func (w *Worker) flushSamples(now time.Time) {
-	if w.replay == nil && !w.draining && now.Sub(w.samplesFlushed) < SampleFlushEvery {
-		return
+	due := w.draining || now.Sub(w.samplesFlushed) >= SampleFlushEvery
+	if due {
+		w.samplesFlushed = now
 	}
-	w.samplesFlushed = now
-	w.producer.Flush()
+	for _, p := range w.producers {
+		if _, replay := p.(*localreplay.Poster); replay || due {
+			p.Flush()
+		}
+	}
 }
 
 func (w *Worker) drain() {
@@ -674,7 +777,12 @@ func (w *Worker) allDone() bool {
 			return false
 		}
 	}
-	return w.producer.Buffered() == 0
+	for _, p := range w.producers {
+		if p.Buffered() != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // totals sums the targets' counters; Version is the newest.
@@ -759,10 +867,14 @@ func (w *Worker) recentMeans() (ret, length float64) {
 	return ret / float64(w.recentLen), length / float64(w.recentLen)
 }
 
-// Stats reports the actor's counters. mean_return and mean_length are over
-// the last 20 finished episodes as the first agent of each environment saw
-// them (the same for every agent of a shared-reward environment);
-// steps_per_s is environment steps per second since the first poll.
+// Stats reports the actor's counters, totals over its policies. mean_return
+// and mean_length are over the last 20 finished episodes as the first
+// agent of each environment saw them (the same for every agent of a
+// shared-reward environment); steps_per_s is environment steps per second
+// since the first poll. An actor whose agents act for several policies
+// adds policies: per policy, its agents' agent_steps and batches_sent, the
+// episodes they took part in, and mean_return, over its last 20 episodes,
+// an episode's return being the mean of its agents' returns in it.
 func (w *Worker) Stats() map[string]any {
 	s := w.totals()
 	ret, length := w.recentMeans()
@@ -800,15 +912,36 @@ func (w *Worker) Stats() map[string]any {
 		out["inference_rtt_us"] = float64(cs.RoundTrip) / 1e3
 		out["inference_shm_messages"] = cs.SharedMemory
 	}
-	if w.explore != nil {
-		out["epsilon"], out["random_actions"] = w.explore.eps, w.explore.random
+	// Over several mappings: epsilon is the first exploring one's, the
+	// counts are totals.
+	var random int64
+	for _, r := range w.routes {
+		if r.explore == nil {
+			continue
+		}
+		if _, ok := out["epsilon"]; !ok {
+			out["epsilon"] = r.explore.eps
+		}
+		random += r.explore.random
+		out["random_actions"] = random
 	}
-	if p, ok := w.producer.(*stream.SampleProducer); ok {
-		out["sample_messages"] = p.Stats().Messages
+	var messages int64
+	for _, p := range w.producers {
+		if p, ok := p.(*stream.SampleProducer); ok {
+			messages += p.Stats().Messages
+			out["sample_messages"] = messages
+		}
 	}
-	if w.replay != nil {
-		st := w.replay.Stats()
+	if replays := w.replays(); len(replays) > 0 {
+		var st localreplay.PosterStats
+		for _, r := range replays {
+			s := r.Stats()
+			st.Inserted, st.Dropped, st.Failed, st.Outbox = st.Inserted+s.Inserted, st.Dropped+s.Dropped, st.Failed+s.Failed, st.Outbox+s.Outbox
+		}
 		out["replay_inserted"], out["replay_dropped"], out["replay_failed"], out["replay_outbox"] = st.Inserted, st.Dropped, st.Failed, st.Outbox
+	}
+	if len(w.policyStats) > 1 {
+		out["policies"] = w.policiesStat()
 	}
 	if b, ok := w.batch.(infoReporter); ok {
 		for k, v := range b.InfoMeans() {
@@ -828,65 +961,68 @@ type infoReporter interface {
 	InfoMeans() map[string]float64
 }
 
-// Sockets is the inference client's socket, so an idle actor wakes as soon
-// as a reply arrives. Inline inference has none.
+// Sockets are the policies' inference clients' sockets, so an idle actor
+// wakes as soon as a reply arrives. Inline inference has none.
 func (w *Worker) Sockets() []*zmq.Socket {
-	if w.client == nil {
-		return nil
+	var socks []*zmq.Socket
+	for _, c := range w.clients {
+		if s := c.Socket(); s != nil {
+			socks = append(socks, s)
+		}
 	}
-	if s := w.client.Socket(); s != nil {
-		return []*zmq.Socket{s}
-	}
-	return nil
+	return socks
 }
 
-// baseClient is the inference client under exploration, if any.
-func (w *Worker) baseClient() stream.InferenceClient {
-	if w.explore != nil {
-		return w.explore.InferenceClient
-	}
-	return w.client
-}
-
-// WaitFds is the inference client's shared-memory doorbell, so an idle actor
-// also wakes when a policy worker on this node replies (worker.FdWaiter).
+// WaitFds are the inference clients' shared-memory doorbells, so an idle
+// actor also wakes when a policy worker on this node replies
+// (worker.FdWaiter).
 func (w *Worker) WaitFds() []int {
-	if c, ok := w.baseClient().(worker.FdWaiter); ok {
-		return c.WaitFds()
+	var fds []int
+	for _, c := range w.clients {
+		if c, ok := c.(worker.FdWaiter); ok {
+			fds = append(fds, c.WaitFds()...)
+		}
 	}
-	return nil
+	return fds
 }
 
 // PrepareWait tells same-node policy workers the actor is about to sleep;
-// false when replies are already waiting.
+// false when replies are already waiting. Every client is told, even once
+// one has replies: the loop may still sleep on the others' doorbells.
 func (w *Worker) PrepareWait() bool {
-	if c, ok := w.baseClient().(worker.FdWaiter); ok {
-		return c.PrepareWait()
+	sleep := true
+	for _, c := range w.clients {
+		if c, ok := c.(worker.FdWaiter); ok {
+			sleep = c.PrepareWait() && sleep
+		}
 	}
-	return true
+	return sleep
 }
 
 // InputReady reports whether a reply waits in shared memory, so that the
 // loop finds it without sleeping (worker.MemoryWaiter).
 func (w *Worker) InputReady() (ready, peers bool) {
-	if c, ok := w.baseClient().(worker.MemoryWaiter); ok {
-		return c.InputReady()
+	for _, c := range w.clients {
+		if c, ok := c.(worker.MemoryWaiter); ok {
+			r, p := c.InputReady()
+			ready, peers = ready || r, peers || p
+		}
 	}
-	return false, false
+	return ready, peers
 }
 
-// Warning merges the inference client's and the sample producer's
-// warnings: an actor whose policy worker or trainer is missing keeps
-// retrying, and says so.
+// Warning merges the inference clients' and the sample producers'
+// warnings (each names its policy or stream): an actor whose policy worker
+// or trainer is missing keeps retrying, and says so.
 func (w *Worker) Warning() string {
 	var msgs []string
-	if w.client != nil {
-		if m := w.client.Warning(); m != "" {
+	for _, c := range w.clients {
+		if m := c.Warning(); m != "" {
 			msgs = append(msgs, "inference: "+m)
 		}
 	}
-	if w.producer != nil {
-		if m := w.producer.Warning(); m != "" {
+	for _, p := range w.producers {
+		if m := p.Warning(); m != "" {
 			msgs = append(msgs, "samples: "+m)
 		}
 	}
@@ -907,7 +1043,7 @@ func (w *Worker) Note() string {
 	var notes []string
 	if sh := share(w.pressure); w.pressureBound.at(sh) {
 		bound := "consumer-bound"
-		if w.replay != nil {
+		if len(w.replays()) == len(w.producers) {
 			bound = "replay-bound"
 		}
 		notes = append(notes, fmt.Sprintf("%s: back-pressured %.0f%% of the last minute", bound, sh*100))
@@ -942,13 +1078,14 @@ func (w *Worker) Close() error {
 	if w.batch != nil {
 		errs = append(errs, w.batch.Close())
 	}
-	if w.client != nil {
-		errs = append(errs, w.client.Close())
+	for _, c := range w.clients {
+		errs = append(errs, c.Close())
 	}
-	if w.producer != nil {
-		errs = append(errs, w.producer.Close())
+	for _, p := range w.producers {
+		errs = append(errs, p.Close())
 	}
-	w.batch, w.ring, w.client, w.producer, w.explore, w.replay = nil, nil, nil, nil, nil, nil
+	w.batch, w.ring, w.clients, w.producers = nil, nil, nil, nil
+	w.routes, w.agentRoute, w.policyStats = nil, nil, nil
 	w.started, w.draining = false, false
 	w.stepCost, w.slots = 0, 0
 	w.recentLen, w.recentNext = 0, 0

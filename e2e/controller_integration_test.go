@@ -372,6 +372,12 @@ func TestStartRejectsBadConfig(t *testing.T) {
 		{"bad duration", []string{"cartpole-sink", "x", "--set", "stop.wall_time=soon"}, "stop.wall_time", false},
 		{"unknown field", []string{"cartpole-sink", "x", "--set", "stop.env_stepz=1"}, "stop.env_stepz", false},
 		{"unknown experiment", []string{"no-such-experiment", "x"}, "no-such-experiment", false},
+		{"a policy no trainer trains", []string{"spread-teams-ppo", "x", "--set", "workers.trainer-red.count=0"},
+			`workers.actor.config.agents.0.policy: "red": want a policy a trainer group trains (blue)`, false},
+		{"a policy no policy worker serves", []string{"spread-teams-ppo", "x", "--set", "workers.policy-blue.config.policy=green"},
+			`workers.actor.config.agents.1.policy: "blue": want a policy a policy worker group serves (green, red)`, false},
+		{"an agent no mapping takes", []string{"spread-teams-ppo", "x", "--set", "workers.actor.config.agents.1.match=agent_1"},
+			"agent_2", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

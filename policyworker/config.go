@@ -1,10 +1,13 @@
 package policyworker
 
 import (
+	"cmp"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
@@ -57,7 +60,29 @@ type Config struct {
 	// share published parameters through; "" is
 	// paramstream.DefaultCacheDir.
 	ParamCacheDir string `msgpack:"param_cache_dir"`
+	// ParamsPolicy is the policy whose parameters the worker serves;
+	// default Policy. A worker serving past versions of "red" to the
+	// opponents of a self-play trial answers as another policy
+	// ("red-pool") so that actors can ask for either.
+	ParamsPolicy string `msgpack:"params_policy"`
+	// Version is what the worker serves of ParamsPolicy: "latest" (the
+	// default: the newest published version, followed as it changes), a
+	// kept version's number, or a tag (the newest kept version carrying
+	// it, followed as the tag moves). Kept versions: paramstream.Versions.
+	Version string `msgpack:"version"`
+	// Pool, instead of Version, serves a version drawn from a pool of kept
+	// versions, drawn anew every every_ms (default 5000).
+	Pool *PoolConfig `msgpack:"pool"`
+	// VersionTimeoutMs bounds how long configure waits for a kept version
+	// that Version or Pool names (a trainer keeps its first after some
+	// updates); past it configure fails, naming what it waited for.
+	// Default 30000.
+	VersionTimeoutMs int `msgpack:"version_timeout_ms"`
 }
+
+// servesKept reports whether the worker serves kept versions rather than
+// the newest published one.
+func (c Config) servesKept() bool { return c.Pool != nil || c.Version != paramstream.Latest }
 
 // parseConfig decodes and checks the kwargs of "configure". Every error is
 // a bad_arguments *rpc.Error except a failure to register the built-in
@@ -71,6 +96,9 @@ func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 	}
 	if cfg.Policy == "" {
 		cfg.Policy = DefaultPolicy
+	}
+	if err := cfg.checkKept(); err != nil {
+		return cfg, policy.Config{}, err
 	}
 	switch {
 	case cfg.MaxBatch == 0:
@@ -118,4 +146,40 @@ func parseConfig(args rpc.Args) (Config, policy.Config, error) {
 		return cfg, pcfg, rpc.Errorf(rpc.ErrTypeBadArguments, "%v", err)
 	}
 	return cfg, pcfg, nil
+}
+
+// checkKept fills in and checks the keys that choose the version served.
+func (c *Config) checkKept() error {
+	c.ParamsPolicy = cmp.Or(c.ParamsPolicy, c.Policy)
+	c.Version = cmp.Or(c.Version, paramstream.Latest)
+	c.VersionTimeoutMs = cmp.Or(c.VersionTimeoutMs, DefaultVersionTimeoutMs)
+	bad := func(format string, args ...any) error { return rpc.Errorf(rpc.ErrTypeBadArguments, format, args...) }
+	if c.VersionTimeoutMs < 0 {
+		return bad("version_timeout_ms %d: want > 0", c.VersionTimeoutMs)
+	}
+	if c.Pool != nil {
+		c.Pool.Tag = cmp.Or(c.Pool.Tag, "pool")
+		c.Pool.EveryMs = cmp.Or(c.Pool.EveryMs, DefaultPoolEveryMs)
+		switch {
+		case c.Version != paramstream.Latest:
+			return bad("version %q and pool: give one", c.Version)
+		case c.Pool.Last < 1 || c.Pool.EveryMs < 1:
+			return bad("pool: last %d, every_ms %d: want both >= 1", c.Pool.Last, c.Pool.EveryMs)
+		}
+		if err := paramstream.CheckTag(c.Pool.Tag); err != nil {
+			return bad("pool: %v", err)
+		}
+	} else if c.Version != paramstream.Latest {
+		if n, err := strconv.ParseInt(c.Version, 10, 64); err == nil {
+			if n < 0 {
+				return bad("version %d: want >= 0", n)
+			}
+		} else if err := paramstream.CheckTag(c.Version); err != nil {
+			return bad("version: want %q, a version number or a tag: %v", paramstream.Latest, err)
+		}
+	}
+	if c.servesKept() && !c.FollowParams {
+		return bad("follow_params false with version %q or a pool: kept versions are followed as they change", c.Version)
+	}
+	return nil
 }

@@ -127,6 +127,9 @@ func (w *Worker) Stats() map[string]any {
 			out["rows_per_s"] = float64(rows) / span
 		}
 	}
+	if w.kept != nil {
+		w.kept.stats(out)
+	}
 	if w.policy != nil {
 		out[member.StatVersion] = w.policy.Version()
 		out["num_params"] = w.policy.NumParams()

@@ -32,6 +32,7 @@ type Worker struct {
 	policy *policy.ActorCritic
 	server *stream.InferenceServer
 	params *paramstream.Subscriber // nil unless following published parameters
+	kept   *kept                   // nil unless serving kept versions
 
 	// Reused across polls so that serving does not allocate per batch.
 	batch stream.InferenceBatch
@@ -135,28 +136,51 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		w.closePolicy(p)
 		return fmt.Errorf("policy worker: inference server: %w", err)
 	}
+	abandon := func() {
+		if cerr := srv.Close(); cerr != nil {
+			w.log.Warn("close the inference server", "err", cerr)
+		}
+		w.closePolicy(p)
+	}
 	var sub *paramstream.Subscriber
-	if cfg.FollowParams {
+	var kv *kept
+	switch {
+	case cfg.servesKept():
+		if kv, err = w.newKept(ctx, cfg); err != nil {
+			abandon()
+			return err
+		}
+		v, data, err := kv.first(ctx, time.Duration(cfg.VersionTimeoutMs)*time.Millisecond)
+		if err == nil {
+			err = p.SetParams(v.Version, data)
+		}
+		if err != nil {
+			_ = kv.close()
+			abandon()
+			return err
+		}
+	case cfg.FollowParams:
 		sub, err = paramstream.NewSubscriber(ctx, paramstream.SubscriberOptions{
-			Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Policy: cfg.Policy,
+			Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Policy: cfg.ParamsPolicy,
 			CacheDir: cfg.ParamCacheDir, Logger: w.log,
 		})
 		if err != nil {
-			if cerr := srv.Close(); cerr != nil {
-				w.log.Warn("close the inference server", "err", cerr)
-			}
-			w.closePolicy(p)
+			abandon()
 			return fmt.Errorf("policy worker: parameter subscriber: %w", err)
 		}
 	}
-	w.cfg, w.policy, w.server, w.params = cfg, p, srv, sub
+	w.cfg, w.policy, w.server, w.params, w.kept = cfg, p, srv, sub, kv
 	w.stats, w.queue = counters{}, queueClock{}
 	w.metrics.Version.Set(float64(p.Version()))
 	w.warning, w.paramWarning = "", ""
 	if sub != nil {
 		w.loadNewest(ctx)
 	}
-	w.log.Info("configured", "policy", cfg.Policy, "addr", srv.Addr(),
+	serving := "the newest version of " + cfg.ParamsPolicy
+	if kv != nil {
+		serving = fmt.Sprintf("%s of %s (version %d)", kv.describe(), cfg.ParamsPolicy, p.Version())
+	}
+	w.log.Info("configured", "policy", cfg.Policy, "serving", serving, "addr", srv.Addr(),
 		"obs_dim", pcfg.ObsDim, "action_dim", pcfg.ActionDim, "head", pcfg.Head,
 		"params", p.NumParams(), "max_batch", cfg.MaxBatch, "device", cfg.Device, "threads", pcfg.Threads)
 	return nil
@@ -189,6 +213,15 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		}
 		if p != nil {
 			w.applyParams(p)
+		}
+	}
+	if w.kept != nil {
+		v, data, err := w.kept.poll(now)
+		switch {
+		case err != nil:
+			w.paramWarning = fmt.Sprintf("kept version %d of %s not loaded: %v", v.Version, w.cfg.ParamsPolicy, err)
+		case data != nil:
+			w.applyParams(&paramstream.Params{Version: v.Version, Data: data})
 		}
 	}
 	rows, err := w.server.Poll(w.cfg.MaxBatch, &w.batch)
@@ -313,6 +346,12 @@ func (w *Worker) closeStreams() error {
 			errs = append(errs, fmt.Errorf("policy worker: close parameter subscriber: %w", err))
 		}
 		w.params = nil
+	}
+	if w.kept != nil {
+		if err := w.kept.close(); err != nil {
+			errs = append(errs, fmt.Errorf("policy worker: close the kept versions' mirror: %w", err))
+		}
+		w.kept = nil
 	}
 	return errors.Join(errs...)
 }

@@ -88,6 +88,8 @@ type Config struct {
 	// GroupConfig (group_size, ...) makes this trainer a member of its
 	// policy's data-parallel group.
 	GroupConfig `msgpack:",inline"`
+	// KeepConfig (keep_every, ...) sets versions aside with a tag.
+	KeepConfig `msgpack:",inline"`
 }
 
 // settings are a parsed configuration: the Config with its defaults in
@@ -145,6 +147,9 @@ func parseConfig(args rpc.Args, index int) (settings, error) {
 		return s, badConfig("max_updates %d, want >= 0", cfg.MaxUpdates)
 	}
 	if err := cfg.GroupConfig.check(index); err != nil {
+		return s, err
+	}
+	if err := cfg.KeepConfig.check(cfg.CheckpointDir); err != nil {
 		return s, err
 	}
 	if _, _, err := worker.ParseDevice(cfg.Device); err != nil {

@@ -71,6 +71,8 @@ type DQNConfig struct {
 	// policy's data-parallel group: each member samples its share of
 	// batch_size, and the members take every step together.
 	GroupConfig `msgpack:",inline"`
+	// KeepConfig (keep_every, ...) sets versions aside with a tag.
+	KeepConfig `msgpack:",inline"`
 }
 
 const (
@@ -100,6 +102,7 @@ type dqnTrainer struct {
 	learner *dqn.Learner
 	client  *replaystream.Client
 	pub     *paramstream.Publisher // rank 0's (or a trainer alone's)
+	keeper  *keeper                // nil: keeps no versions
 	evalEnv api.Env
 	grp     *groupMember // nil: learning alone
 	// pending are sampled batches waiting for the group's barrier.
@@ -163,6 +166,9 @@ func parseDQNConfig(args rpc.Args, index int) (DQNConfig, dqn.Config, policy.Con
 			cfg.InFlight, cfg.SampleTimeoutMs, cfg.PublishEvery, cfg.EvalEvery, cfg.CheckpointEvery, cfg.MaxUpdates)
 	}
 	if err := cfg.GroupConfig.check(index); err != nil {
+		return cfg, dcfg, pc, err
+	}
+	if err := cfg.KeepConfig.check(cfg.CheckpointDir); err != nil {
 		return cfg, dcfg, pc, err
 	}
 	if _, _, err := worker.ParseDevice(cfg.Device); err != nil {
@@ -240,6 +246,7 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 			w.close()
 			return fmt.Errorf("trainer: parameter publisher: %w", err)
 		}
+		w.keeper = newKeeper(w.info, cfg.KeepConfig, cfg.Policy, cfg.CheckpointDir)
 		if err := w.publish(ctx); err != nil {
 			w.close()
 			return err
@@ -321,6 +328,7 @@ func (w *dqnTrainer) publish(ctx context.Context) error {
 	switch {
 	case err == nil:
 		delete(w.warnings, "publish")
+		w.keeper.afterPublish(ctx, w.version, w.pub.Epoch(), w.learner.Online().Params(), w.warnings)
 	case errors.Is(err, paramstream.ErrStaleVersion) || errors.Is(err, paramstream.ErrClosed):
 		return fmt.Errorf("trainer: publish: %w", err)
 	default:
@@ -647,6 +655,7 @@ func (w *dqnTrainer) Stats() map[string]any {
 	if w.client != nil {
 		out["replay_shards"] = len(w.client.Shards())
 	}
+	w.keeper.stats(out)
 	if w.returns.count > 0 {
 		out[member.StatMeanReturn] = w.returns.mean()
 	}

@@ -204,6 +204,7 @@ func (w *ppoTrainer) Stats() map[string]any {
 		"max_staleness":       w.set.staleness,
 		"agents":              s.agents.list(),
 	}
+	w.keeper.stats(out)
 	if s.returns.count > 0 {
 		out[member.StatMeanReturn] = s.returns.mean()
 	}

@@ -61,6 +61,7 @@ type ppoTrainer struct {
 	learner *ppo.Learner
 	cons    *stream.SampleConsumer
 	pub     *paramstream.Publisher
+	keeper  *keeper      // nil: keeps no versions
 	grp     *groupMember // nil: learning alone
 
 	// version is the version of the learner's parameters: the number of
@@ -165,6 +166,7 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 			w.abandon()
 			return fmt.Errorf("trainer: parameter publisher: %w", err)
 		}
+		w.keeper = newKeeper(w.info, s.cfg.KeepConfig, s.cfg.Policy, s.cfg.CheckpointDir)
 		if err := w.publish(ctx); err != nil {
 			w.abandon()
 			return err
@@ -477,6 +479,7 @@ func (w *ppoTrainer) publish(ctx context.Context) error {
 	switch {
 	case err == nil:
 		delete(w.warnings, "publish")
+		w.keeper.afterPublish(ctx, w.version, w.pub.Epoch(), w.learner.Params(), w.warnings)
 	case errors.Is(err, paramstream.ErrStaleVersion) || errors.Is(err, paramstream.ErrClosed):
 		return fmt.Errorf("trainer: publish: %w", err)
 	default:

@@ -57,6 +57,10 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 		{"cuda on a binary without it", map[string]any{"device": "cuda:0"}},
 		{"dqn: cuda on a binary without it", map[string]any{"algorithm": "dqn", "device": "cuda"}},
 		{"dqn: bad device", map[string]any{"algorithm": "dqn", "device": "cuda:x"}},
+		{"keep_every without checkpoint_dir", map[string]any{"keep_every": 5}},
+		{"dqn: keep_every without checkpoint_dir", map[string]any{"algorithm": "dqn", "keep_every": 5}},
+		{"numeric keep_tag", map[string]any{"keep_every": 5, "checkpoint_dir": "/tmp/x", "keep_tag": "12"}},
+		{"negative keep_last", map[string]any{"keep_last": -1}},
 		{"dqn: conv of stride 0", map[string]any{"algorithm": "dqn", "env": "minatar-breakout", "conv": []map[string]any{{"filters": 4, "kernel": 3}}}},
 	}
 	c := newCluster(t)

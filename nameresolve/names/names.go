@@ -71,6 +71,14 @@ func (t Trial) Group(group string, rank int) string {
 // Params is the key of the newest parameter version of a policy.
 func (t Trial) Params(policy string) string { return t.Prefix() + "params/" + policy }
 
+// VersionsPrefix is the subtree of every policy's kept parameter versions
+// (package paramstream's Versions).
+func (t Trial) VersionsPrefix() string { return t.Prefix() + "versions/" }
+
+// Versions is the subtree of one policy's kept parameter versions: a
+// record per version, and its tags and metadata below it.
+func (t Trial) Versions(policy string) string { return t.VersionsPrefix() + policy + "/" }
+
 // WorkerName is "{type}/{index}".
 func WorkerName(workerType string, index int) string {
 	return workerType + "/" + strconv.Itoa(index)

@@ -81,7 +81,7 @@ func TestAgentsConfigRejects(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := actorworker.CheckConfig(rawArgs(t, c.cfg), 0)
+			err := actorworker.CheckConfig(workertest.Args(t, c.cfg), 0)
 			var re *rpc.Error
 			if !errors.As(err, &re) || re.Type != rpc.ErrTypeBadArguments {
 				t.Fatalf("CheckConfig: %v, want a %s error", err, rpc.ErrTypeBadArguments)
@@ -103,7 +103,7 @@ func TestAgentsConfigRejects(t *testing.T) {
 		spreadActor(red, with(blue, "match", "agent_1"), map[string]any{"match": "agent_2", "policy": "blue", "epsilon": 0.3}),
 		spreadActor(red, with(blue, "replay_stream", "r", "replay_table", "t")),
 	} {
-		if err := actorworker.CheckConfig(rawArgs(t, cfg), 0); err != nil {
+		if err := actorworker.CheckConfig(workertest.Args(t, cfg), 0); err != nil {
 			t.Errorf("CheckConfig(%v): %v", cfg["agents"], err)
 		}
 	}
@@ -273,7 +273,7 @@ func TestAgentsSockets(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer impl.Close()
-			if err := impl.Configure(ctxT(t), rawArgs(t, c.cfg)); err != nil {
+			if err := impl.Configure(ctxT(t), workertest.Args(t, c.cfg)); err != nil {
 				t.Fatal(err)
 			}
 			socks := impl.(worker.SocketOwner).Sockets()

@@ -36,7 +36,7 @@ func BenchmarkActorInline(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer impl.Close()
-			if err := impl.Configure(b.Context(), rawArgs(b, cfg)); err != nil {
+			if err := impl.Configure(b.Context(), workertest.Args(b, cfg)); err != nil {
 				b.Fatal(err)
 			}
 			var steps int64

@@ -114,7 +114,7 @@ func TestMetricsOverReconfigure(t *testing.T) {
 	var st map[string]any
 	for _, maxSteps := range []int{300, 200} {
 		cfg := map[string]any{"inference": "inline", "sample_stream": "null", "ring_size": 2, "max_env_steps": maxSteps}
-		if err := impl.Configure(t.Context(), rawArgs(t, cfg)); err != nil {
+		if err := impl.Configure(t.Context(), workertest.Args(t, cfg)); err != nil {
 			t.Fatal(err)
 		}
 		for done := false; !done; {

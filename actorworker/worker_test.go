@@ -31,7 +31,6 @@ import (
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
 	"github.com/distrl/distrl/worker/panel"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // testTypes are the worker types these tests run.
@@ -277,7 +276,7 @@ func TestConfigureRejects(t *testing.T) {
 			}
 		})
 	}
-	err := actorworker.CheckConfig(rawArgs(t, map[string]any{"inference": "inline", "env": "minatar-breakout",
+	err := actorworker.CheckConfig(workertest.Args(t, map[string]any{"inference": "inline", "env": "minatar-breakout",
 		"conv": []map[string]any{{"filters": 4, "kernel": 3, "stride": 0}}}), 0)
 	if !errors.Is(err, rpc.ErrBadArguments) || !strings.Contains(err.Error(), "conv") {
 		t.Errorf("CheckConfig of a conv of stride 0: %v, want bad_arguments naming conv", err)
@@ -513,7 +512,7 @@ func TestSockets(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer impl.Close()
-			if err := impl.Configure(ctxT(t), rawArgs(t, map[string]any{"inference": c.inference, "sample_stream": "null"})); err != nil {
+			if err := impl.Configure(ctxT(t), workertest.Args(t, map[string]any{"inference": c.inference, "sample_stream": "null"})); err != nil {
 				t.Fatal(err)
 			}
 			socks := impl.(worker.SocketOwner).Sockets()
@@ -522,15 +521,6 @@ func TestSockets(t *testing.T) {
 			}
 		})
 	}
-}
-
-func rawArgs(t testing.TB, kwargs map[string]any) rpc.Args {
-	t.Helper()
-	raw, err := msgpack.Marshal(kwargs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rpc.RawArgs(raw)
 }
 
 func TestPollBeforeConfigure(t *testing.T) {

@@ -359,5 +359,8 @@ func (c *Controller) stopCondition(m *Metrics) string {
 	if t := stop.TargetReturn; t != nil && m.MeanReturn != nil && m.ReturnEpisodes >= member.ReturnWindow && *m.MeanReturn >= *t {
 		return fmt.Sprintf("mean return %.1f reached the target %g", *m.MeanReturn, *t)
 	}
+	if t := stop.EvalReturn; t != nil && m.BestReturn != nil && *m.BestReturn >= *t {
+		return fmt.Sprintf("version %d evaluated at a mean return of %.1f, reaching the target %g", *m.BestVersion, *m.BestReturn, *t)
+	}
 	return ""
 }

@@ -37,6 +37,10 @@ type Metrics struct {
 	// replay workers.
 	ReplaySize       *int64   `json:"replay_size,omitempty"`
 	SamplesPerInsert *float64 `json:"samples_per_insert,omitempty"`
+	// BestReturn is the best mean return an evaluator measured of a kept
+	// version, BestVersion that version; absent without evaluations.
+	BestReturn  *float64 `json:"best_return,omitempty"`
+	BestVersion *int64   `json:"best_version,omitempty"`
 	Restarts         int      `json:"restarts"`
 	// Workers maps each worker to its state and key statistics.
 	Workers map[string]map[string]any `json:"workers"`
@@ -56,6 +60,8 @@ var keyStats = map[string][]string{
 	member.TypeEcho: {"echoes"},
 	member.TypeReplay: {"size", "inserts", "samples", "inserts_per_s", "samples_per_s", "samples_per_insert",
 		"evictions", "priority_updates", "limiter_waits", "limiter_timeouts"},
+	member.TypeEval: {"evaluated", "pending", "evaluating", member.StatEvalVersion, member.StatEvalReturn, "eval_stderr",
+		member.StatBestVersion, member.StatBestReturn, "best_stderr"},
 }
 
 // KeyStats picks the statistics of a worker of type typ worth showing.
@@ -209,6 +215,13 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 			if v, ok := Number(s.stats[member.StatVersion]); ok && (policyVersion == nil || int64(v) > *policyVersion) {
 				vi := int64(v)
 				policyVersion = &vi
+			}
+		case member.TypeEval:
+			r, ok1 := Number(s.stats[member.StatBestReturn])
+			v, ok2 := Number(s.stats[member.StatBestVersion])
+			if ok1 && ok2 && (m.BestReturn == nil || r > *m.BestReturn) {
+				vi := int64(v)
+				m.BestReturn, m.BestVersion = &r, &vi
 			}
 		}
 	}

@@ -177,7 +177,7 @@ func (c *Controller) clearStaleRecords(ctx context.Context) error {
 	if len(alive) > 0 {
 		return &WorkersAliveError{Prefix: c.trial.Prefix(), Workers: alive}
 	}
-	if err := c.repo.ClearSubtree(ctx, c.trial.Prefix()); err != nil {
+	if err := ClearRecords(ctx, c.repo, c.trial); err != nil {
 		return fmt.Errorf("controller: clear the records of an earlier run: %w", err)
 	}
 	c.owner = true

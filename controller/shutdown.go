@@ -2,10 +2,15 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
 
 	"github.com/distrl/distrl/worker/member"
 )
@@ -37,7 +42,7 @@ func (c *Controller) shutdown(outcome Outcome, reason string) Result {
 	}
 	if c.repo != nil && c.owner {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		if err := c.repo.ClearSubtree(ctx, c.trial.Prefix()); err != nil {
+		if err := ClearRecords(ctx, c.repo, c.trial); err != nil {
 			c.log.Warn("the trial's records were not cleared", "prefix", c.trial.Prefix(), "err", err)
 		}
 		cancel()
@@ -132,4 +137,33 @@ func (c *Controller) summary(r Result) {
 		c.out.event("%s", line)
 	}
 	c.out.event("  trial directory %s", c.dir)
+}
+
+// ClearRecords removes a trial's records from name resolve, except its
+// kept parameter versions (trial.VersionsPrefix()): they are the trial's
+// results, like its checkpoints, and a trial run again (or resumed) finds
+// them. It clears each subtree of the trial's prefix on its own, so that
+// no range delete reaches the versions.
+func ClearRecords(ctx context.Context, repo nameresolve.Repository, trial names.Trial) error {
+	entries, err := repo.Find(ctx, trial.Prefix())
+	if err != nil {
+		return err
+	}
+	keep := strings.TrimSuffix(strings.TrimPrefix(trial.VersionsPrefix(), trial.Prefix()), "/")
+	seen := map[string]bool{}
+	var errs []error
+	for _, e := range entries {
+		seg, _, sub := strings.Cut(strings.TrimPrefix(e.Key, trial.Prefix()), "/")
+		if seg == keep || seen[seg] {
+			continue
+		}
+		seen[seg] = true
+		if sub {
+			errs = append(errs, repo.ClearSubtree(ctx, trial.Prefix()+seg+"/"))
+		}
+		if err := repo.Delete(ctx, trial.Prefix()+seg); err != nil && !errors.Is(err, nameresolve.ErrNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

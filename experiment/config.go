@@ -28,7 +28,7 @@ const (
 // none: consumers before producers, so that the first samples and inference
 // requests find someone to take them. Groups of types not listed start
 // last, sorted by name.
-var DefaultStartOrder = []string{"replay", "trainer", "policy", "sink", "actor", "echo"}
+var DefaultStartOrder = []string{"replay", "trainer", "policy", "sink", "actor", "evaluator", "echo"}
 
 // IndexPlaceholder in a string value of a group's config is replaced by the
 // worker's index ("/data/shard-{index}").
@@ -191,6 +191,10 @@ type Stop struct {
 	// TargetReturn ends the trial once the mean return of the last 20
 	// episodes reaches it.
 	TargetReturn *float64 `json:"target_return,omitempty"`
+	// EvalReturn ends the trial once an evaluator has measured a kept
+	// version's mean return at it or above (that version is the trial's
+	// best, tagged so).
+	EvalReturn *float64 `json:"eval_return,omitempty"`
 	// MaxRestarts is how often one worker may be restarted before the trial
 	// fails; DefaultMaxRestarts if nil.
 	MaxRestarts *int `json:"max_restarts,omitempty"`

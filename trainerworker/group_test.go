@@ -9,11 +9,9 @@ import (
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
-	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/trainerworker"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // groupStats are the figures of a trainer group's member the tests read.
@@ -216,22 +214,13 @@ func TestGroupConfigChecked(t *testing.T) {
 		{"dqn: rank past the group", 3, map[string]any{"algorithm": "dqn", "group_size": 2}, "trainer 3 of a group of 2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			err := trainerworker.CheckConfig(rawArgs(t, tt.cfg), tt.index)
+			err := trainerworker.CheckConfig(workertest.Args(t, tt.cfg), tt.index)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("CheckConfig: %v, want an error saying %q", err, tt.want)
 			}
 		})
 	}
-	if err := trainerworker.CheckConfig(rawArgs(t, map[string]any{"group_size": 4}), 3); err != nil {
+	if err := trainerworker.CheckConfig(workertest.Args(t, map[string]any{"group_size": 4}), 3); err != nil {
 		t.Fatalf("rank 3 of 4: %v", err)
 	}
-}
-
-func rawArgs(t *testing.T, m map[string]any) rpc.Args {
-	t.Helper()
-	raw, err := msgpack.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rpc.RawArgs(raw)
 }

@@ -116,21 +116,46 @@ func dashboardConnector(c *cli.Context, dir controller.TrialDir, trial names.Tri
 // too), else that of --nameresolve.
 func trialSession(ctx context.Context, c *cli.Context, dir controller.TrialDir, trial names.Trial, log *slog.Logger) (*session, error) {
 	rec, recErr := dir.ReadRecord()
-	ep, embedded := trialNameResolve(c, rec, recErr)
-	cfg, err := etcdConfig(c, ep, embedded)
-	if err != nil {
-		return nil, err
-	}
-	cfg.DialTimeout, cfg.Logger = 2*time.Second, log
 	curve, err := curveKeys(c)
 	if err != nil {
 		return nil, err
 	}
+	repo, err := openTrialRepo(ctx, c, rec, recErr, log)
+	if err != nil {
+		return nil, err
+	}
+	return &session{log: log, trial: trial, repo: repo, curve: curve}, nil
+}
+
+// trialEtcdConfig is the etcd client configuration for a trial's name
+// server (trialNameResolve), given its controller's record (recErr: none).
+func trialEtcdConfig(c *cli.Context, rec *controller.Record, recErr error) (etcd.Config, error) {
+	ep, embedded := trialNameResolve(c, rec, recErr)
+	cfg, err := etcdConfig(c, ep, embedded)
+	cfg.DialTimeout = 2 * time.Second
+	return cfg, err
+}
+
+// openTrialRepo connects to a trial's name server (trialEtcdConfig); a
+// failure is rlctl's exit (nameResolveExit).
+func openTrialRepo(ctx context.Context, c *cli.Context, rec *controller.Record, recErr error, log *slog.Logger) (*etcd.Repository, error) {
+	cfg, err := trialEtcdConfig(c, rec, recErr)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = log
 	repo, err := etcd.Open(ctx, cfg)
 	if err != nil {
 		return nil, nameResolveExit(err)
 	}
-	return &session{log: log, trial: trial, repo: repo, curve: curve}, nil
+	return repo, nil
+}
+
+// embeddedGone reports whether a trial's name server was its controller's
+// embedded etcd and that controller no longer runs: the etcd, and every
+// record in it, went with it.
+func embeddedGone(rec *controller.Record, recErr error) bool {
+	return recErr == nil && rec.EmbeddedEtcd && !rec.Alive()
 }
 
 // trialNameResolve is the name server of a trial: the one its

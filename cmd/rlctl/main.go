@@ -59,6 +59,7 @@ func newApp() *cli.App {
 		Flags: globalFlags(),
 		Commands: []*cli.Command{
 			startCommand(), stopCommand(), statusCommand(), dashboardCommand(), sdCommand(), plotCommand(), experimentsCommand(),
+			versionsCommand(), tagCommand(),
 			workerCommand(), requestCommand(), lsCommand(), nameserverCommand(), keygenCommand(), devicesCommand(),
 		},
 		EnableBashCompletion: true,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -112,8 +113,11 @@ func printJSON(raw msgpack.RawMessage) error {
 	return writeJSON(jsonable(v))
 }
 
-func writeJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
+func writeJSON(v any) error { return encodeJSON(os.Stdout, v) }
+
+// encodeJSON writes v to w as indented JSON.
+func encodeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }

@@ -35,7 +35,6 @@ func runStatus(c *cli.Context, args []string) error {
 		return err
 	}
 	rec, recErr := dir.ReadRecord()
-	ep, embedded := trialNameResolve(c, rec, recErr)
 	if recErr == nil {
 		alive := "not running"
 		if rec.Alive() {
@@ -49,9 +48,6 @@ func runStatus(c *cli.Context, args []string) error {
 		if rec.Scheduler == "slurm" {
 			fmt.Printf("slurm: scripts in %s, job ids in %s\n", dir.Path(slurm.Dir), dir.Path(slurm.Dir, slurm.JobsFile))
 		}
-		if rec.EmbeddedEtcd && !rec.Alive() {
-			ep = "" // the embedded etcd went with its controller
-		}
 	} else {
 		fmt.Printf("no controller record in %s\n", dir)
 	}
@@ -63,14 +59,13 @@ func runStatus(c *cli.Context, args []string) error {
 		}
 		fmt.Printf(", %d restarts\n", m.Restarts)
 	}
-	if ep == "" {
+	if embeddedGone(rec, recErr) {
 		return nil
 	}
-	cfg, err := etcdConfig(c, ep, embedded)
+	cfg, err := trialEtcdConfig(c, rec, recErr)
 	if err != nil {
 		return err
 	}
-	cfg.DialTimeout = 2 * time.Second
 	trial := names.NewTrial(experimentName(args[0]), args[1])
 	return workerTable(c.Context, cfg, trial)
 }

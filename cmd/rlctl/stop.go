@@ -109,7 +109,7 @@ func runStop(c *cli.Context, args []string) error {
 	}
 	if repo != nil {
 		// Nobody else will: the controller that owned the records is gone.
-		if err := repo.ClearSubtree(c.Context, trial.Prefix()); err != nil {
+		if err := controller.ClearRecords(c.Context, repo, trial); err != nil {
 			return cli.Exit(fmt.Sprintf("clear the records of %s: %v", trial.Prefix(), err), exitFailed)
 		}
 		fmt.Printf("cleared the records of %s\n", trial.Prefix())

@@ -14,6 +14,7 @@ import (
 	"github.com/distrl/distrl/actorworker"
 	"github.com/distrl/distrl/controller"
 	"github.com/distrl/distrl/echoworker"
+	"github.com/distrl/distrl/evalworker"
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/internal/webserve"
 	"github.com/distrl/distrl/nameresolve"
@@ -42,6 +43,7 @@ func builtinTypes() (*worker.Registry, error) {
 		actorworker.Type(),
 		trainerworker.NewType(accel.trainer),
 		replayworker.Type(),
+		evalworker.Type(),
 	} {
 		if err := reg.Add(t); err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ const (
 	TypeSink    = "sink"
 	TypeEcho    = "echo"
 	TypeReplay  = "replay"
+	TypeEval    = "evaluator"
 )
 
 // Keys of the "stats" reply read outside the worker type.
@@ -31,6 +32,18 @@ const (
 	// StatPolicyLag (trainer): mean versions between the parameters a
 	// batch was collected with and the trainer's.
 	StatPolicyLag = "policy_lag"
+)
+
+// Keys of the evaluator's "stats" reply read outside the worker type.
+const (
+	// StatEvalReturn (evaluator): the mean return of the version last
+	// evaluated, StatEvalVersion that version.
+	StatEvalReturn  = "eval_return"
+	StatEvalVersion = "eval_version"
+	// StatBestReturn (evaluator): the best mean return of a version it
+	// evaluated, StatBestVersion that version.
+	StatBestReturn  = "best_return"
+	StatBestVersion = "best_version"
 )
 
 // ReturnWindow is how many recent episodes a mean return covers (the

@@ -11,8 +11,10 @@ import (
 
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/panel"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/worker/member"
@@ -188,4 +190,15 @@ func Main(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Exit(m.Run())
+}
+
+// Args encodes kwargs as a command's arguments, as a control panel sends
+// them: for calling a type's Configure or Check directly.
+func Args(t testing.TB, kwargs map[string]any) rpc.Args {
+	t.Helper()
+	raw, err := msgpack.Marshal(kwargs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rpc.RawArgs(raw)
 }

@@ -1,0 +1,455 @@
+package evalworker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/paramstream"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+)
+
+// TypeName is the worker type ("evaluator/0", ...).
+const TypeName = member.TypeEval
+
+// Defaults of Config.
+const (
+	DefaultPolicy       = "default"
+	DefaultTag          = "pool"
+	DefaultBestTag      = "best"
+	DefaultEpisodes     = 20
+	DefaultStepsPerPoll = 256
+	// recordTimeout bounds the name-resolve writes of one evaluation.
+	recordTimeout = 5 * time.Second
+)
+
+// Metadata keys an evaluation writes into its version.
+const (
+	MetaReturn   = "eval_return"
+	MetaStderr   = "eval_stderr"
+	MetaEpisodes = "eval_episodes"
+	MetaMs       = "eval_ms"
+)
+
+// Config is the configure kwargs.
+type Config struct {
+	Env           string         `msgpack:"env"`
+	EnvConfig     map[string]any `msgpack:"env_config"`
+	Policy        string         `msgpack:"policy"`
+	Tag           string         `msgpack:"tag"`
+	Episodes      int            `msgpack:"episodes"`
+	Deterministic *bool          `msgpack:"deterministic"`
+	BestTag       *string        `msgpack:"best_tag"`
+	Hidden        []int          `msgpack:"hidden"`
+	Activation    nn.Activation  `msgpack:"activation"`
+	Conv          []nn.ConvLayer `msgpack:"conv"`
+	SharedTrunk   bool           `msgpack:"shared_trunk"`
+	StepsPerPoll  int            `msgpack:"steps_per_poll"`
+	Seed          *int64         `msgpack:"seed"`
+}
+
+func badConfig(format string, args ...any) error {
+	return rpc.Errorf(rpc.ErrTypeBadArguments, "evaluator config: "+format, args...)
+}
+
+// parseConfig decodes and checks the kwargs, and returns the network's
+// configuration.
+func parseConfig(args rpc.Args, index int) (Config, policy.Config, error) {
+	var cfg Config
+	if err := worker.DecodeConfig(args, "evaluator config", &cfg); err != nil {
+		return cfg, policy.Config{}, err
+	}
+	cfg.Policy = cmp.Or(cfg.Policy, DefaultPolicy)
+	cfg.Tag = cmp.Or(cfg.Tag, DefaultTag)
+	cfg.Episodes = cmp.Or(cfg.Episodes, DefaultEpisodes)
+	cfg.StepsPerPoll = cmp.Or(cfg.StepsPerPoll, DefaultStepsPerPoll)
+	if cfg.Deterministic == nil {
+		t := true
+		cfg.Deterministic = &t
+	}
+	if cfg.BestTag == nil {
+		b := DefaultBestTag
+		cfg.BestTag = &b
+	}
+	if cfg.Seed == nil {
+		s := int64(index)
+		cfg.Seed = &s
+	}
+	switch {
+	case cfg.Env == "":
+		return cfg, policy.Config{}, badConfig("env is required: the environment the versions are played in")
+	case cfg.Episodes < 1 || cfg.StepsPerPoll < 1:
+		return cfg, policy.Config{}, badConfig("episodes %d, steps_per_poll %d: want >= 1", cfg.Episodes, cfg.StepsPerPoll)
+	}
+	if err := paramstream.CheckTag(cfg.Tag); err != nil {
+		return cfg, policy.Config{}, badConfig("tag: %v", err)
+	}
+	if *cfg.BestTag != "" {
+		if err := paramstream.CheckTag(*cfg.BestTag); err != nil {
+			return cfg, policy.Config{}, badConfig("best_tag: %v", err)
+		}
+	}
+	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
+	if err != nil {
+		return cfg, pc, badConfig("%v", err)
+	}
+	pc = pc.WithShape(cfg.Hidden, cfg.Activation).WithConv(cfg.Conv)
+	pc.Seed, pc.Deterministic, pc.SharedTrunk = *cfg.Seed, *cfg.Deterministic, cfg.SharedTrunk
+	if err := pc.Validate(); err != nil {
+		return cfg, pc, badConfig("%v", err)
+	}
+	return cfg, pc, nil
+}
+
+// CheckConfig checks evaluator index's configure kwargs as Configure does
+// (worker.Type.Check).
+func CheckConfig(args rpc.Args, index int) error {
+	_, _, err := parseConfig(args, index)
+	return err
+}
+
+// Type is the evaluator worker type, for a worker.Registry.
+func Type() worker.Type {
+	return worker.Type{Name: TypeName, New: New, Spec: member.Spec{Check: CheckConfig}}
+}
+
+// New is the worker.Factory of the evaluator type.
+func New(info worker.Info) (worker.Impl, error) {
+	return &Worker{info: info, log: info.Log()}, nil
+}
+
+// Worker is the evaluator. Like every worker type, it is used only from
+// its worker's loop goroutine.
+type Worker struct {
+	info   worker.Info
+	log    *slog.Logger
+	cfg    Config
+	store  *paramstream.Versions
+	mirror nameresolve.Mirror
+	prefix string
+	env    api.Env
+	policy *policy.ActorCritic
+
+	cur  *run // the evaluation under way, nil between them
+	done map[keptID]bool
+	// Figures of the stats.
+	evaluated          int64
+	last, best         result
+	pending            int
+	envSteps, episodes int64
+	warning            string
+	// The network's input and output, and the actions, reused.
+	obsBuf  api.Tensor[float32]
+	out     api.Inference
+	actions []api.Action
+	// seedCount numbers the episodes played, for their seeds.
+	seedCount uint64
+}
+
+// keptID is one kept version of one publisher's epoch.
+type keptID struct {
+	version int64
+	epoch   uint64
+}
+
+// result is one version's evaluation.
+type result struct {
+	version      int64
+	mean, stderr float64
+	episodes     int
+	ok           bool
+}
+
+// run is an evaluation in progress: the version, the episodes' returns so
+// far, and the episode being played.
+type run struct {
+	v       paramstream.Version
+	returns []float64
+	ret     float64
+	obs     [][]float32
+	began   time.Time
+}
+
+// Configure opens the mirror of the policy's kept versions and makes the
+// environment and the network.
+func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
+	cfg, pc, err := parseConfig(args, w.info.Index)
+	if err != nil {
+		return err
+	}
+	p, err := policy.New(pc)
+	if err != nil {
+		return badConfig("%v", err)
+	}
+	e, err := api.NewEnv(cfg.Env, cfg.EnvConfig)
+	if err != nil {
+		return badConfig("%v", err)
+	}
+	prefix := w.info.Trial.Versions(cfg.Policy)
+	m, err := w.info.Repo.Mirror(ctx, prefix)
+	if err != nil {
+		_ = e.Close()
+		return fmt.Errorf("evaluator: follow the kept versions of %s: %w", cfg.Policy, err)
+	}
+	if err := w.Close(); err != nil {
+		w.log.Warn("evaluator: releasing the previous configuration", "err", err)
+	}
+	w.cfg, w.policy, w.env, w.mirror, w.prefix = cfg, p, e, m, prefix
+	w.store = paramstream.NewVersions(w.info.Repo, w.info.Trial)
+	w.done, w.cur = map[keptID]bool{}, nil
+	w.obsBuf = api.NewTensor[float32](len(e.Agents()), pc.ObsDim)
+	w.actions = make([]api.Action, len(e.Agents()))
+	w.log.Info("evaluator configured", "policy", cfg.Policy, "tag", cfg.Tag, "episodes", cfg.Episodes,
+		"deterministic", *cfg.Deterministic, "best_tag", *cfg.BestTag, "env", cfg.Env)
+	return nil
+}
+
+// versions are the policy's kept versions as the mirror has them.
+func (w *Worker) versions() []paramstream.Version {
+	return paramstream.ParseVersions(w.cfg.Policy, w.prefix, w.mirror.Entries())
+}
+
+// next picks the oldest version with the tag and no evaluation, and notes
+// the best evaluation recorded so far (a restarted evaluator's).
+func (w *Worker) next() (paramstream.Version, bool) {
+	var pick paramstream.Version
+	found := false
+	w.pending = 0
+	for _, v := range w.versions() {
+		if r, ok := recorded(v); ok {
+			if !w.best.ok || r.mean > w.best.mean {
+				w.best = r
+			}
+			continue
+		}
+		if !v.HasTag(w.cfg.Tag) || w.done[keptID{v.Version, v.Epoch}] {
+			continue
+		}
+		w.pending++
+		if !found {
+			pick, found = v, true
+		}
+	}
+	return pick, found
+}
+
+// recorded is the evaluation in a version's metadata, if it has one.
+func recorded(v paramstream.Version) (result, bool) {
+	mean, ok1 := v.Metadata[MetaReturn].(float64)
+	se, _ := v.Metadata[MetaStderr].(float64)
+	n, ok2 := v.Metadata[MetaEpisodes].(float64)
+	if !ok1 || !ok2 {
+		return result{}, false
+	}
+	return result{version: v.Version, mean: mean, stderr: se, episodes: int(n), ok: true}, true
+}
+
+// Poll plays up to steps_per_poll environment steps of the evaluation
+// under way, starting the next when none is.
+func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
+	if w.env == nil {
+		return worker.PollResult{}, errors.New("evaluator: polled before configure")
+	}
+	if w.cur == nil {
+		v, ok := w.next()
+		if !ok {
+			return worker.PollResult{}, nil
+		}
+		if err := w.begin(v); err != nil {
+			w.warning = fmt.Sprintf("version %d not evaluated: %v", v.Version, err)
+			w.done[keptID{v.Version, v.Epoch}] = true
+			return worker.PollResult{}, nil
+		}
+	}
+	steps := 0
+	for steps < w.cfg.StepsPerPoll && w.cur != nil {
+		if err := w.step(); err != nil {
+			return worker.PollResult{}, err
+		}
+		steps++
+		if len(w.cur.returns) == w.cfg.Episodes {
+			w.finish(ctx)
+		}
+	}
+	return worker.PollResult{Samples: int64(steps)}, nil
+}
+
+// begin loads v and starts its first episode.
+func (w *Worker) begin(v paramstream.Version) error {
+	data, err := paramstream.Load(v)
+	if err != nil {
+		return err
+	}
+	if err := w.policy.SetParams(v.Version, data); err != nil {
+		return err
+	}
+	w.cur = &run{v: v, began: time.Now()}
+	return w.reset()
+}
+
+// reset starts an episode, seeded apart from every other the evaluator
+// played, so that versions are compared on fresh episodes.
+func (w *Worker) reset() error {
+	w.seedCount++
+	obs, err := w.env.Reset(*w.cfg.Seed*1_000_003 + int64(w.seedCount))
+	if err != nil {
+		return fmt.Errorf("evaluator: reset: %w", err)
+	}
+	w.cur.obs, w.cur.ret = obs, 0
+	return nil
+}
+
+// step acts for every agent and steps the environment once.
+func (w *Worker) step() error {
+	dim := w.obsBuf.Shape[1]
+	for i, o := range w.cur.obs {
+		copy(w.obsBuf.Data[i*dim:(i+1)*dim], o)
+	}
+	if err := w.policy.Infer(w.obsBuf, &w.out); err != nil {
+		return fmt.Errorf("evaluator: infer: %w", err)
+	}
+	for i := range w.actions {
+		w.actions[i] = api.Action{Discrete: w.out.Actions.Data[i]}
+		if !w.out.ContActions.IsZero() {
+			d := w.out.ContActions.Shape[1]
+			w.actions[i].Continuous = w.out.ContActions.Data[i*d : (i+1)*d]
+		}
+	}
+	s, err := w.env.Step(w.actions)
+	if err != nil {
+		return fmt.Errorf("evaluator: step: %w", err)
+	}
+	w.envSteps++
+	w.cur.ret += float64(s.Rewards[0])
+	w.cur.obs = s.Obs
+	if s.Done() {
+		w.episodes++
+		w.cur.returns = append(w.cur.returns, w.cur.ret)
+		if len(w.cur.returns) < w.cfg.Episodes {
+			return w.reset()
+		}
+	}
+	return nil
+}
+
+// finish records the evaluation in the version's metadata and moves the
+// best tag. A version collected meanwhile is dropped, not an error.
+func (w *Worker) finish(ctx context.Context) {
+	c := w.cur
+	w.cur = nil
+	id := keptID{c.v.Version, c.v.Epoch}
+	w.done[id] = true
+	mean, se := meanStderr(c.returns)
+	r := result{version: c.v.Version, mean: mean, stderr: se, episodes: len(c.returns), ok: true}
+	w.last = r
+	w.evaluated++
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	err := w.store.SetMetadata(ctx, w.cfg.Policy, c.v.Version, map[string]any{
+		MetaReturn: mean, MetaStderr: se, MetaEpisodes: len(c.returns), MetaMs: time.Since(c.began).Milliseconds(),
+	})
+	if errors.Is(err, paramstream.ErrNoVersion) {
+		w.log.Info("evaluator: version collected while evaluated", "version", c.v.Version)
+		return
+	}
+	if err != nil {
+		w.warning = fmt.Sprintf("evaluation of version %d not recorded: %v", c.v.Version, err)
+		return
+	}
+	w.log.Info("evaluator: version evaluated", "policy", w.cfg.Policy, "version", c.v.Version,
+		"mean_return", mean, "stderr", se, "episodes", len(c.returns))
+	if w.best.ok && mean <= w.best.mean {
+		w.warning = ""
+		return
+	}
+	prev := w.best
+	w.best = r
+	if *w.cfg.BestTag == "" {
+		w.warning = ""
+		return
+	}
+	// Tag the new best before untagging the old, so that a worker serving
+	// the tag always finds a version.
+	if err := w.store.Tag(ctx, w.cfg.Policy, c.v.Version, *w.cfg.BestTag); err != nil {
+		w.warning = fmt.Sprintf("version %d not tagged %s: %v", c.v.Version, *w.cfg.BestTag, err)
+		return
+	}
+	if prev.ok && prev.version != c.v.Version {
+		if err := w.store.Untag(ctx, w.cfg.Policy, prev.version, *w.cfg.BestTag); err != nil {
+			w.warning = fmt.Sprintf("version %d still tagged %s: %v", prev.version, *w.cfg.BestTag, err)
+			return
+		}
+	}
+	w.warning = ""
+}
+
+// meanStderr is the mean of xs and its standard error (the sample
+// standard deviation over the root of the count; 0 for one value).
+func meanStderr(xs []float64) (mean, stderr float64) {
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))
+}
+
+// Stats reports what the evaluator has done: the last version evaluated
+// and the best, how many are waiting.
+func (w *Worker) Stats() map[string]any {
+	out := map[string]any{
+		"policy": w.cfg.Policy, "evaluated": w.evaluated, "pending": w.pending,
+		"env_steps": w.envSteps, member.StatEpisodes: w.episodes,
+	}
+	if w.last.ok {
+		out[member.StatEvalVersion] = w.last.version
+		out[member.StatEvalReturn] = w.last.mean
+		out["eval_stderr"] = w.last.stderr
+	}
+	if w.best.ok {
+		out[member.StatBestVersion] = w.best.version
+		out[member.StatBestReturn] = w.best.mean
+		out["best_stderr"] = w.best.stderr
+	}
+	if w.cur != nil {
+		out["evaluating"] = w.cur.v.Version
+	}
+	return out
+}
+
+// Warning says an evaluation that could not be recorded or tagged.
+func (w *Worker) Warning() string { return w.warning }
+
+// Close releases the environment and the mirror.
+func (w *Worker) Close() error {
+	var errs []error
+	if w.env != nil {
+		errs = append(errs, w.env.Close())
+		w.env = nil
+	}
+	if w.mirror != nil {
+		errs = append(errs, w.mirror.Close())
+		w.mirror = nil
+	}
+	if w.policy != nil {
+		errs = append(errs, w.policy.Close())
+		w.policy = nil
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,178 @@
+package evalworker_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/evalworker"
+	"github.com/distrl/distrl/internal/testsupport/etcdtest"
+	"github.com/distrl/distrl/internal/testsupport/eventually"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nameresolve/names"
+	"github.com/distrl/distrl/paramstream"
+	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/rpc"
+	"github.com/distrl/distrl/worker"
+	"github.com/distrl/distrl/worker/member"
+)
+
+var testTypes = workertest.Registry(map[string]worker.Factory{evalworker.TypeName: evalworker.New})
+
+func TestMain(m *testing.M) {
+	if err := env.Register(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	etcdtest.Stop()
+	os.Exit(code)
+}
+
+// randomVersion is a CartPole network's parameters drawn from seed.
+func randomVersion(t *testing.T, seed uint64) []float32 {
+	t.Helper()
+	pc, err := policy.ConfigForEnv(env.CartPoleName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.New(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, params := p.Params()
+	rng := rand.New(rand.NewPCG(seed, 3))
+	for i := range params {
+		params[i] = float32(rng.NormFloat64())
+	}
+	return params
+}
+
+type evalFixture struct {
+	repo  nameresolve.Repository
+	trial names.Trial
+	name  string
+	run   *workertest.Running
+}
+
+func startEvaluator(t *testing.T, repo nameresolve.Repository, trial names.Trial, index int, cfg map[string]any) *evalFixture {
+	t.Helper()
+	r := workertest.StartChecked(t, worker.Options{Trial: trial, Registry: testTypes, Type: evalworker.TypeName, Index: index,
+		Host: "127.0.0.1", Repo: repo, IdleWait: 5 * time.Millisecond, Logger: workertest.Logger(t, slog.LevelInfo)})
+	f := &evalFixture{repo: repo, trial: trial, name: r.Name(), run: r}
+	p := workertest.Panel(t, repo, trial)
+	ctx := workertest.Ctx(t, 10*time.Second)
+	if err := p.Request(ctx, f.name, member.CmdConfigure, cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Request(ctx, f.name, member.CmdStart, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *evalFixture) stats(t *testing.T) map[string]any {
+	t.Helper()
+	var st map[string]any
+	if err := workertest.Panel(t, f.repo, f.trial).Request(workertest.Ctx(t, 10*time.Second), f.name, member.CmdStats, nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// The evaluator plays each version tagged pool for its episodes, records
+// mean and standard error in the version's metadata, tags the best
+// "best", evaluates a version kept later, and a restarted evaluator does
+// not play again what is recorded.
+func TestEvaluatesKeptVersions(t *testing.T) {
+	repo := etcdtest.Repo(t)
+	trial := names.NewTrial("unit", t.Name())
+	vs := paramstream.NewVersions(repo, trial)
+	ctx := workertest.Ctx(t, 30*time.Second)
+	dir := t.TempDir()
+	for v := int64(1); v <= 3; v++ {
+		if _, err := vs.Keep(ctx, "default", v, 5, dir, randomVersion(t, uint64(v)), "pool"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := map[string]any{"env": env.CartPoleName, "episodes": 8}
+	f := startEvaluator(t, repo, trial, 0, cfg)
+	evaluated := func(want int) []paramstream.Version {
+		t.Helper()
+		var list []paramstream.Version
+		eventually.NoError(t, 30*time.Second, fmt.Sprintf("%d versions evaluated", want), func() error {
+			var err error
+			if list, err = vs.List(ctx, "default"); err != nil {
+				return err
+			}
+			n := 0
+			for _, v := range list {
+				if _, ok := v.Metadata[evalworker.MetaReturn]; ok {
+					n++
+				}
+			}
+			if n < want {
+				return fmt.Errorf("%d evaluated", n)
+			}
+			return nil
+		})
+		return list
+	}
+	list := evaluated(3)
+	var best paramstream.Version
+	for _, v := range list {
+		ret, se, n := v.Metadata[evalworker.MetaReturn].(float64), v.Metadata[evalworker.MetaStderr].(float64), v.Metadata[evalworker.MetaEpisodes]
+		if n != 8.0 || ret < 8 || ret > 500 || se < 0 {
+			t.Errorf("version %d: return %v stderr %v over %v episodes, want 8 episodes of CartPole", v.Version, ret, se, n)
+		}
+		if best.Metadata == nil || ret > best.Metadata[evalworker.MetaReturn].(float64) {
+			best = v
+		}
+	}
+	tagged, err := paramstream.Select(list, evalworker.DefaultBestTag)
+	if err != nil || tagged.Version != best.Version {
+		t.Errorf("best tag on %d (%v), want version %d, the best mean return", tagged.Version, err, best.Version)
+	}
+	st := f.stats(t)
+	if fmt.Sprint(st[member.StatBestVersion]) != fmt.Sprint(best.Version) || fmt.Sprint(st["evaluated"]) != "3" {
+		t.Errorf("stats %v, want best_version %d and 3 evaluated", st, best.Version)
+	}
+
+	// A version kept later is evaluated as it comes.
+	if _, err := vs.Keep(ctx, "default", 4, 5, dir, randomVersion(t, 4), "pool"); err != nil {
+		t.Fatal(err)
+	}
+	evaluated(4)
+
+	// A second evaluator (a restarted one) finds the four recorded and
+	// plays nothing, but knows the best.
+	again := startEvaluator(t, repo, trial, 1, cfg)
+	time.Sleep(300 * time.Millisecond)
+	st = again.stats(t)
+	if fmt.Sprint(st["evaluated"], st["env_steps"]) != "0 0" || st[member.StatBestVersion] == nil {
+		t.Errorf("restarted evaluator: stats %v, want nothing played and a best version", st)
+	}
+}
+
+func TestConfigRefused(t *testing.T) {
+	for _, cfg := range []map[string]any{
+		{},
+		{"env": env.CartPoleName, "episodes": -1},
+		{"env": env.CartPoleName, "tag": "7"},
+		{"env": env.CartPoleName, "best_tag": "latest"},
+		{"env": "NoSuchEnv"},
+		{"env": env.CartPoleName, "epsiodes": 3},
+	} {
+		err := evalworker.CheckConfig(workertest.Args(t, cfg), 0)
+		var re *rpc.Error
+		if !errors.As(err, &re) || re.Type != rpc.ErrTypeBadArguments {
+			t.Errorf("CheckConfig(%v) = %v, want bad_arguments", cfg, err)
+		}
+	}
+}

@@ -41,7 +41,7 @@ type Metrics struct {
 	// version, BestVersion that version; absent without evaluations.
 	BestReturn  *float64 `json:"best_return,omitempty"`
 	BestVersion *int64   `json:"best_version,omitempty"`
-	Restarts         int      `json:"restarts"`
+	Restarts    int      `json:"restarts"`
 	// Workers maps each worker to its state and key statistics.
 	Workers map[string]map[string]any `json:"workers"`
 }
@@ -61,7 +61,7 @@ var keyStats = map[string][]string{
 	member.TypeReplay: {"size", "inserts", "samples", "inserts_per_s", "samples_per_s", "samples_per_insert",
 		"evictions", "priority_updates", "limiter_waits", "limiter_timeouts"},
 	member.TypeEval: {"evaluated", "pending", "evaluating", member.StatEvalVersion, member.StatEvalReturn, "eval_stderr",
-		member.StatBestVersion, member.StatBestReturn, "best_stderr"},
+		"eval_win_rate", member.StatBestVersion, member.StatBestReturn, "best_stderr", "best_win_rate"},
 }
 
 // KeyStats picks the statistics of a worker of type typ worth showing.
@@ -217,9 +217,12 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 				policyVersion = &vi
 			}
 		case member.TypeEval:
+			// The trial's best is what an evaluator that tags the best
+			// says: one against a weak opponent (best_tag "") may score
+			// higher and name another version.
 			r, ok1 := Number(s.stats[member.StatBestReturn])
 			v, ok2 := Number(s.stats[member.StatBestVersion])
-			if ok1 && ok2 && (m.BestReturn == nil || r > *m.BestReturn) {
+			if tag, _ := s.stats["best_tag"].(string); ok1 && ok2 && tag != "" && (m.BestReturn == nil || r > *m.BestReturn) {
 				vi := int64(v)
 				m.BestReturn, m.BestVersion = &r, &vi
 			}

@@ -125,6 +125,9 @@ func TestStopCondition(t *testing.T) {
 		{"target below", experiment.Stop{TargetReturn: f(10)}, Metrics{MeanReturn: f(9), ReturnEpisodes: 40}, ""},
 		{"target reached", experiment.Stop{TargetReturn: f(10)}, Metrics{MeanReturn: f(10), ReturnEpisodes: 20}, "target"},
 		{"target, no return yet", experiment.Stop{TargetReturn: f(10)}, Metrics{}, ""},
+		{"evaluation below", experiment.Stop{EvalReturn: f(0.5)}, Metrics{BestReturn: f(0.4), BestVersion: new(int64(30))}, ""},
+		{"evaluation reached", experiment.Stop{EvalReturn: f(0.5)}, Metrics{BestReturn: f(0.5), BestVersion: new(int64(30))}, "version 30 evaluated"},
+		{"evaluation, none yet", experiment.Stop{EvalReturn: f(0.5)}, Metrics{MeanReturn: f(1), ReturnEpisodes: 40}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,5 +164,36 @@ func TestStatusLine(t *testing.T) {
 		if !strings.Contains(line, want) {
 			t.Errorf("%q lacks %q", line, want)
 		}
+	}
+}
+
+// The trial's best version is the one an evaluator that tags the best
+// names (the best of them): an evaluator against a weak opponent, with no
+// best tag, scores higher and is not it.
+func TestAggregateBestFromTaggingEvaluators(t *testing.T) {
+	eval := func(name, tag string, version int64, ret float64) sample {
+		return sample{name: name, typ: "evaluator", state: "RUNNING",
+			stats: map[string]any{"best_tag": tag, "best_version": version, "best_return": ret}}
+	}
+	for _, tt := range []struct {
+		name    string
+		samples []sample
+		version int64 // -1: none
+		ret     float64
+	}{
+		{"no evaluator", nil, -1, 0},
+		{"weak opponent only", []sample{eval("eval-random/0", "", 30, 0.9)}, -1, 0},
+		{"the tagging one", []sample{eval("eval-random/0", "", 30, 0.9), eval("eval-scripted/0", "best", 20, -0.2)}, 20, -0.2},
+		{"the best of two tagging", []sample{eval("a/0", "best", 20, 1), eval("b/0", "top", 40, 3)}, 40, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := aggregate(time.Unix(1000, 0), time.Second, tt.samples, nil, 0)
+			switch {
+			case tt.version < 0 && (m.BestVersion != nil || m.BestReturn != nil):
+				t.Errorf("best version %v return %v, want none", m.BestVersion, m.BestReturn)
+			case tt.version >= 0 && (m.BestVersion == nil || *m.BestVersion != tt.version || *m.BestReturn != tt.ret):
+				t.Errorf("best version %v return %v, want %d %v", m.BestVersion, m.BestReturn, tt.version, tt.ret)
+			}
+		})
 	}
 }

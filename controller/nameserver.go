@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,8 +10,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/etcd"
 	"github.com/distrl/distrl/nameresolve/etcdserver"
+	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/worker/panel"
 )
 
@@ -181,7 +184,62 @@ func (c *Controller) clearStaleRecords(ctx context.Context) error {
 		return fmt.Errorf("controller: clear the records of an earlier run: %w", err)
 	}
 	c.owner = true
+	if n, err := restoreVersions(ctx, c.repo, c.trial, c.dir.Path(VersionsFile)); err != nil {
+		c.log.Warn("the kept versions of an earlier run were not restored", "file", c.dir.Path(VersionsFile), "err", err)
+	} else if n > 0 {
+		c.out.event("restored %d records of kept versions from %s", n, c.dir.Path(VersionsFile))
+	}
 	return nil
+}
+
+// saveVersions writes the trial's kept versions' records to path (none:
+// no file), for a later run on a fresh name server.
+func saveVersions(ctx context.Context, repo nameresolve.Repository, trial names.Trial, path string) error {
+	entries, err := repo.Find(ctx, trial.VersionsPrefix())
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	b, err := json.MarshalIndent(entries, "", " ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// restoreVersions puts the records of path back where the name server has
+// no kept versions of the trial (a fresh embedded etcd); a name server
+// that kept them is left as it is. It returns how many it restored.
+func restoreVersions(ctx context.Context, repo nameresolve.Repository, trial names.Trial, path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var entries []nameresolve.Entry
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	have, err := repo.Find(ctx, trial.VersionsPrefix())
+	if err != nil || len(have) > 0 {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Key, trial.VersionsPrefix()) {
+			continue // another trial's file copied here: not ours to write
+		}
+		if err := repo.Add(ctx, e.Key, e.Value, nameresolve.AddOptions{Replace: true}); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 func (c *Controller) panelOptions() panel.Options {

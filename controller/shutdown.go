@@ -42,6 +42,9 @@ func (c *Controller) shutdown(outcome Outcome, reason string) Result {
 	}
 	if c.repo != nil && c.owner {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		if err := saveVersions(ctx, c.repo, c.trial, c.dir.Path(VersionsFile)); err != nil {
+			c.log.Warn("the kept versions' records were not saved", "file", c.dir.Path(VersionsFile), "err", err)
+		}
 		if err := ClearRecords(ctx, c.repo, c.trial); err != nil {
 			c.log.Warn("the trial's records were not cleared", "prefix", c.trial.Prefix(), "err", err)
 		}

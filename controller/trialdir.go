@@ -20,6 +20,10 @@ const (
 	LogsDir        = "logs"
 	CheckpointsDir = "checkpoints"
 	EtcdDir        = "etcd"
+	// VersionsFile holds the trial's kept versions' records at the end of
+	// a run, for a run of the trial on a fresh name server (an embedded
+	// etcd) to restore.
+	VersionsFile = "versions.json"
 )
 
 // DefaultWorkdir is where trial directories go: ~/.distrl/trials.

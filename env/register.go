@@ -21,6 +21,9 @@ var registerOnce = sync.OnceValue(func() error {
 	if err := api.RegisterEnv(SimpleSpreadName, newSimpleSpreadEnv); err != nil {
 		return err
 	}
+	if err := api.RegisterEnv(Connect4Name, newConnect4Env); err != nil {
+		return err
+	}
 	for _, g := range minatar.Games() {
 		if err := api.RegisterEnv(minatar.EnvName(g), minatar.Factory(g)); err != nil {
 			return err
@@ -30,7 +33,7 @@ var registerOnce = sync.OnceValue(func() error {
 })
 
 // Register adds the built-in environments to the api registry under
-// [CartPoleName] and [SimpleSpreadName], the MinAtar games under
+// [CartPoleName], [SimpleSpreadName] and [Connect4Name], the MinAtar games under
 // minatar-<game> (minatar-breakout, ...; package minatar), and Python
 // environments under pyenv.Name ("python"). Calling it again is a no-op that
 // returns the first call's result.

@@ -24,6 +24,13 @@
 //	                      the network, as the trainer's
 //	steps_per_poll        environment steps between requests (256)
 //	seed                  seeds the episodes (the worker's index)
+//	label                 names the evaluation in the metadata: eval_{label}_return, ...
+//	                      (several evaluators of one policy, against different opponents)
+//
+// Besides the mean return and its standard error an evaluation records
+// the win rate, the share of episodes whose return is positive: against a
+// built-in opponent of a game (connect4's env_config {opponent: ...}), the
+// games won.
 //
 // Every agent of the environment plays the version; a multi-agent
 // environment's return is its first agent's (the team's, for a shared

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/distrl/distrl/api"
@@ -33,13 +34,25 @@ const (
 	recordTimeout = 5 * time.Second
 )
 
-// Metadata keys an evaluation writes into its version.
+// Metadata keys an evaluation writes into its version; an evaluator with
+// a label writes eval_{label}_return, ... instead, so that evaluations
+// against different opponents sit side by side.
 const (
 	MetaReturn   = "eval_return"
 	MetaStderr   = "eval_stderr"
+	MetaWinRate  = "eval_win_rate"
 	MetaEpisodes = "eval_episodes"
 	MetaMs       = "eval_ms"
 )
+
+// MetaKey is the metadata key of an evaluation labelled label: key itself
+// without a label, else key with the label after "eval_".
+func MetaKey(key, label string) string {
+	if label == "" {
+		return key
+	}
+	return "eval_" + label + "_" + strings.TrimPrefix(key, "eval_")
+}
 
 // Config is the configure kwargs.
 type Config struct {
@@ -56,6 +69,10 @@ type Config struct {
 	SharedTrunk   bool           `msgpack:"shared_trunk"`
 	StepsPerPoll  int            `msgpack:"steps_per_poll"`
 	Seed          *int64         `msgpack:"seed"`
+	// Label names the evaluation in the version's metadata
+	// (eval_{label}_return, ...), for evaluators of one policy against
+	// different opponents; "": eval_return, ...
+	Label string `msgpack:"label"`
 }
 
 func badConfig(format string, args ...any) error {
@@ -93,6 +110,11 @@ func parseConfig(args rpc.Args, index int) (Config, policy.Config, error) {
 	}
 	if err := paramstream.CheckTag(cfg.Tag); err != nil {
 		return cfg, policy.Config{}, badConfig("tag: %v", err)
+	}
+	if cfg.Label != "" {
+		if err := paramstream.CheckTag(cfg.Label); err != nil {
+			return cfg, policy.Config{}, badConfig("label: %v", err)
+		}
 	}
 	if *cfg.BestTag != "" {
 		if err := paramstream.CheckTag(*cfg.BestTag); err != nil {
@@ -166,6 +188,7 @@ type keptID struct {
 type result struct {
 	version      int64
 	mean, stderr float64
+	winRate      float64 // share of episodes of a positive return
 	episodes     int
 	ok           bool
 }
@@ -226,7 +249,7 @@ func (w *Worker) next() (paramstream.Version, bool) {
 	found := false
 	w.pending = 0
 	for _, v := range w.versions() {
-		if r, ok := recorded(v); ok {
+		if r, ok := recorded(v, w.cfg.Label); ok {
 			if !w.best.ok || r.mean > w.best.mean {
 				w.best = r
 			}
@@ -243,15 +266,17 @@ func (w *Worker) next() (paramstream.Version, bool) {
 	return pick, found
 }
 
-// recorded is the evaluation in a version's metadata, if it has one.
-func recorded(v paramstream.Version) (result, bool) {
-	mean, ok1 := v.Metadata[MetaReturn].(float64)
-	se, _ := v.Metadata[MetaStderr].(float64)
-	n, ok2 := v.Metadata[MetaEpisodes].(float64)
+// recorded is the evaluation labelled label in a version's metadata, if
+// it has one.
+func recorded(v paramstream.Version, label string) (result, bool) {
+	mean, ok1 := v.Metadata[MetaKey(MetaReturn, label)].(float64)
+	se, _ := v.Metadata[MetaKey(MetaStderr, label)].(float64)
+	wr, _ := v.Metadata[MetaKey(MetaWinRate, label)].(float64)
+	n, ok2 := v.Metadata[MetaKey(MetaEpisodes, label)].(float64)
 	if !ok1 || !ok2 {
 		return result{}, false
 	}
-	return result{version: v.Version, mean: mean, stderr: se, episodes: int(n), ok: true}, true
+	return result{version: v.Version, mean: mean, stderr: se, winRate: wr, episodes: int(n), ok: true}, true
 }
 
 // Poll plays up to steps_per_poll environment steps of the evaluation
@@ -350,13 +375,22 @@ func (w *Worker) finish(ctx context.Context) {
 	id := keptID{c.v.Version, c.v.Epoch}
 	w.done[id] = true
 	mean, se := meanStderr(c.returns)
-	r := result{version: c.v.Version, mean: mean, stderr: se, episodes: len(c.returns), ok: true}
+	wins := 0
+	for _, x := range c.returns {
+		if x > 0 {
+			wins++
+		}
+	}
+	r := result{version: c.v.Version, mean: mean, stderr: se, winRate: float64(wins) / float64(len(c.returns)),
+		episodes: len(c.returns), ok: true}
 	w.last = r
 	w.evaluated++
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
+	l := w.cfg.Label
 	err := w.store.SetMetadata(ctx, w.cfg.Policy, c.v.Version, map[string]any{
-		MetaReturn: mean, MetaStderr: se, MetaEpisodes: len(c.returns), MetaMs: time.Since(c.began).Milliseconds(),
+		MetaKey(MetaReturn, l): mean, MetaKey(MetaStderr, l): se, MetaKey(MetaWinRate, l): r.winRate,
+		MetaKey(MetaEpisodes, l): len(c.returns), MetaKey(MetaMs, l): time.Since(c.began).Milliseconds(),
 	})
 	if errors.Is(err, paramstream.ErrNoVersion) {
 		w.log.Info("evaluator: version collected while evaluated", "version", c.v.Version)
@@ -366,8 +400,8 @@ func (w *Worker) finish(ctx context.Context) {
 		w.warning = fmt.Sprintf("evaluation of version %d not recorded: %v", c.v.Version, err)
 		return
 	}
-	w.log.Info("evaluator: version evaluated", "policy", w.cfg.Policy, "version", c.v.Version,
-		"mean_return", mean, "stderr", se, "episodes", len(c.returns))
+	w.log.Info("evaluator: version evaluated", "policy", w.cfg.Policy, "label", w.cfg.Label, "version", c.v.Version,
+		"mean_return", mean, "stderr", se, "win_rate", r.winRate, "episodes", len(c.returns))
 	if w.best.ok && mean <= w.best.mean {
 		w.warning = ""
 		return
@@ -414,18 +448,20 @@ func meanStderr(xs []float64) (mean, stderr float64) {
 // and the best, how many are waiting.
 func (w *Worker) Stats() map[string]any {
 	out := map[string]any{
-		"policy": w.cfg.Policy, "evaluated": w.evaluated, "pending": w.pending,
+		"policy": w.cfg.Policy, "label": w.cfg.Label, "best_tag": *w.cfg.BestTag, "evaluated": w.evaluated, "pending": w.pending,
 		"env_steps": w.envSteps, member.StatEpisodes: w.episodes,
 	}
 	if w.last.ok {
 		out[member.StatEvalVersion] = w.last.version
 		out[member.StatEvalReturn] = w.last.mean
 		out["eval_stderr"] = w.last.stderr
+		out["eval_win_rate"] = w.last.winRate
 	}
 	if w.best.ok {
 		out[member.StatBestVersion] = w.best.version
 		out[member.StatBestReturn] = w.best.mean
 		out["best_stderr"] = w.best.stderr
+		out["best_win_rate"] = w.best.winRate
 	}
 	if w.cur != nil {
 		out["evaluating"] = w.cur.v.Version

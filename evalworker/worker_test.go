@@ -176,3 +176,45 @@ func TestConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// Two evaluators of one policy against the two opponents of connect4, each
+// labelled: each records its own win rate in the version's metadata.
+func TestLabelledEvaluations(t *testing.T) {
+	repo := etcdtest.Repo(t)
+	trial := names.NewTrial("unit", t.Name())
+	vs := paramstream.NewVersions(repo, trial)
+	ctx := workertest.Ctx(t, 30*time.Second)
+	pc, err := policy.ConfigForEnv(env.Connect4Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.New(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, params := p.Params()
+	if _, err := vs.Keep(ctx, "c4", 0, 5, t.TempDir(), params, "pool"); err != nil {
+		t.Fatal(err)
+	}
+	for i, label := range []string{env.Connect4Random, env.Connect4Scripted} {
+		startEvaluator(t, repo, trial, i, map[string]any{"env": env.Connect4Name, "env_config": map[string]any{"opponent": label},
+			"policy": "c4", "episodes": 50, "label": label})
+	}
+	eventually.NoError(t, 30*time.Second, "both evaluations", func() error {
+		list, err := vs.List(ctx, "c4")
+		if err != nil || len(list) != 1 {
+			return fmt.Errorf("%v %v", list, err)
+		}
+		md := list[0].Metadata
+		for _, label := range []string{env.Connect4Random, env.Connect4Scripted} {
+			wr, ok := md[evalworker.MetaKey(evalworker.MetaWinRate, label)].(float64)
+			if !ok || wr < 0 || wr > 1 || md[evalworker.MetaKey(evalworker.MetaEpisodes, label)] != 50.0 {
+				return fmt.Errorf("metadata %v", md)
+			}
+		}
+		if _, ok := md[evalworker.MetaReturn]; ok {
+			return fmt.Errorf("an unlabelled evaluation in %v", md)
+		}
+		return nil
+	})
+}

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-var allTypes = []string{"actor", "echo", "policy", "replay", "sink", "trainer"}
+var allTypes = []string{"actor", "echo", "evaluator", "policy", "replay", "sink", "trainer"}
 
 const minimal = `
 name: t
@@ -32,7 +32,7 @@ func parse(t *testing.T, y string) *Config {
 
 func TestBuiltinsValidate(t *testing.T) {
 	names := Names()
-	for _, want := range []string{"cartpole-apex", "cartpole-ppo", "cartpole-sink", "echo-64", "pycartpole-ppo", "pyspread-ppo", "spread-ppo", "spread-sink", "spread-teams-ppo",
+	for _, want := range []string{"cartpole-apex", "cartpole-ppo", "cartpole-sink", "echo-64", "pycartpole-ppo", "pyspread-ppo", "spread-ppo", "spread-sink", "spread-teams-ppo", "connect4-selfplay-ppo",
 		// One per MinAtar game, and both algorithms on Breakout and Seaquest: the
 		// learning-curve benchmark (e2e, make bench-minatar) runs them by name.
 		"minatar-asterix-ppo", "minatar-breakout-apex", "minatar-breakout-ppo", "minatar-freeway-apex", "minatar-seaquest-apex", "minatar-seaquest-ppo", "minatar-space_invaders-ppo"} {

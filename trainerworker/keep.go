@@ -74,9 +74,11 @@ func newKeeper(info worker.Info, cfg KeepConfig, policy, checkpointDir string) *
 		store: paramstream.NewVersions(info.Repo, info.Trial), last: -1}
 }
 
-// due reports whether a version just published is one to keep.
+// due reports whether a version just published is one to keep. Version 0
+// is: a self-play trial's opponents are drawn from the kept versions,
+// and the untrained start is the first of them.
 func (k *keeper) due(version int64) bool {
-	return k != nil && version > 0 && version%int64(k.cfg.KeepEvery) == 0
+	return k != nil && version%int64(k.cfg.KeepEvery) == 0
 }
 
 // keep sets version (of the publisher's epoch) aside and collects what

@@ -13,7 +13,8 @@ import (
 	"github.com/distrl/distrl/trainerworker"
 )
 
-// With keep_every 2 a trainer keeps every second version tagged pool in
+// With keep_every 2 a trainer keeps every second version (0 included)
+// tagged pool in
 // its checkpoint directory's versions/, the newest keep_last of them: an
 // older one loses the tag and, with no tag left, goes, file and all. A
 // kept version's parameters are those it published.
@@ -58,7 +59,7 @@ func TestKeepsVersions(t *testing.T) {
 	}
 	var st map[string]any
 	c.request(t, tr.Name(), "stats", nil, &st)
-	if got := fmt.Sprint(st["kept_version"], st["versions_kept"], st["versions_collected"]); got != "6 3 1" {
-		t.Errorf("stats kept_version %v versions_kept %v versions_collected %v, want 6, 3, 1", st["kept_version"], st["versions_kept"], st["versions_collected"])
+	if got := fmt.Sprint(st["kept_version"], st["versions_kept"], st["versions_collected"]); got != "6 4 2" {
+		t.Errorf("stats kept_version %v versions_kept %v versions_collected %v, want 6, 4 (0, 2, 4, 6), 2", st["kept_version"], st["versions_kept"], st["versions_collected"])
 	}
 }

@@ -1,0 +1,158 @@
+package env
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/distrl/distrl/api"
+)
+
+// play drops discs into cols in turn from a game whose seat 0 moves first.
+func play(t *testing.T, g *Connect4, cols ...int) (winner int) {
+	t.Helper()
+	for _, c := range cols {
+		mover := g.turn
+		if g.drop(c) {
+			return mover
+		}
+	}
+	return -1
+}
+
+func newBoard(t *testing.T) *Connect4 {
+	t.Helper()
+	g, err := NewConnect4("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.live = true
+	return g
+}
+
+func TestConnect4Fours(t *testing.T) {
+	tests := []struct {
+		name   string
+		cols   []int
+		winner int
+	}{
+		{"row", []int{0, 0, 1, 1, 2, 2, 3}, 0},
+		{"column", []int{0, 1, 0, 1, 0, 1, 0}, 0},
+		{"diagonal up", []int{0, 1, 1, 2, 2, 3, 2, 3, 3, 6, 3}, 0},
+		{"diagonal down", []int{6, 5, 5, 4, 4, 3, 4, 3, 3, 0, 3}, 0},
+		{"second player", []int{6, 0, 6, 1, 5, 2, 6, 3}, 1},
+		{"three only", []int{0, 6, 1, 6, 2}, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := play(t, newBoard(t), tt.cols...); got != tt.winner {
+				t.Errorf("winner %d, want %d", got, tt.winner)
+			}
+		})
+	}
+}
+
+// Two agents: only the mover's action counts, both see the board from
+// their side with the turn flag, a disc for a full column goes into
+// another, and the game ends for both with opposite rewards.
+func TestConnect4TwoAgents(t *testing.T) {
+	g, _ := NewConnect4("")
+	obs, err := g.Reset(1)
+	if err != nil || len(obs) != 2 {
+		t.Fatal(obs, err)
+	}
+	first := g.turn
+	if obs[first][2*c4Cells] != 1 || obs[1-first][2*c4Cells] != 0 {
+		t.Fatalf("turn flags %v %v, seat %d moves", obs[0][2*c4Cells], obs[1][2*c4Cells], first)
+	}
+	acts := make([]api.Action, 2)
+	acts[first], acts[1-first] = api.Action{Discrete: 3}, api.Action{Discrete: 5}
+	s, err := g.Step(acts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The mover's disc is in column 3 bottom row, from each side.
+	bottom3 := (c4Rows-1)*c4Cols + 3
+	if s.Obs[first][bottom3] != 1 || s.Obs[1-first][c4Cells+bottom3] != 1 || g.height[5] != 0 {
+		t.Errorf("after the first move: own %v, opponent's view %v, column 5 height %d", s.Obs[first][bottom3], s.Obs[1-first][c4Cells+bottom3], g.height[5])
+	}
+	// Fill column 0 and drop into it again: the disc lands elsewhere.
+	for range c4Rows {
+		if _, err := g.Step([]api.Action{{Discrete: 0}, {Discrete: 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := g.moves
+	if s, err = g.Step([]api.Action{{Discrete: 0}, {Discrete: 0}}); err != nil || s.Terminated[0] {
+		t.Fatal(s, err)
+	}
+	if g.moves != before+1 || g.height[0] != c4Rows {
+		t.Errorf("a disc for the full column 0: %d moves after %d, column 0 holds %d", g.moves, before, g.height[0])
+	}
+	// Play column after column until someone wins: opposite rewards, the
+	// game over for both.
+	for col := 1; ; col = col%6 + 1 {
+		mover := g.turn
+		s, err = g.Step([]api.Action{{Discrete: int32(col)}, {Discrete: int32(col)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Terminated[0] {
+			if !s.Terminated[1] || s.Rewards[mover]+s.Rewards[1-mover] != 0 || s.Rewards[mover] == -1 {
+				t.Errorf("end: %+v, mover %d", s, mover)
+			}
+			break
+		}
+	}
+	if _, err := g.Step(acts); !errors.Is(err, api.ErrNeedsReset) {
+		t.Errorf("step after the end: %v", err)
+	}
+}
+
+// The scripted opponent takes a win, blocks one, and beats a random
+// player far more often than it loses.
+func TestConnect4Scripted(t *testing.T) {
+	g := newBoard(t)
+	g.opponent = Connect4Scripted
+	play(t, g, 0, 6, 1, 6, 2) // seat 0 threatens column 3; seat 1 to move
+	if c := g.opponentMove(); c != 3 {
+		t.Errorf("block: column %d, want 3", c)
+	}
+	g = newBoard(t)
+	g.opponent = Connect4Scripted
+	play(t, g, 0, 6, 1, 6, 2, 6) // seat 0 to move, can win at 3
+	if c := g.opponentMove(); c != 3 {
+		t.Errorf("win: column %d, want 3", c)
+	}
+
+	for _, tt := range []struct {
+		opponent string
+		min, max float64 // the random agent's share of wins
+	}{{Connect4Scripted, 0, 0.15}, {Connect4Random, 0.35, 0.65}} {
+		g, _ := NewConnect4(tt.opponent)
+		agent, _ := NewConnect4(Connect4Random) // a source of random legal moves
+		wins, games := 0, 400
+		for i := range games {
+			if _, err := g.Reset(int64(i)); err != nil {
+				t.Fatal(err)
+			}
+			agent.rng = g.rng
+			for {
+				agent.board, agent.height, agent.turn = g.board, g.height, g.turn
+				s, err := g.Step([]api.Action{{Discrete: int32(agent.opponentMove())}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Terminated[0] {
+					if s.Rewards[0] > 0 {
+						wins++
+					}
+					break
+				}
+			}
+		}
+		share := float64(wins) / float64(games)
+		if share < tt.min || share > tt.max {
+			t.Errorf("a random player wins %.2f of %d games against %s, want %.2f to %.2f", share, games, tt.opponent, tt.min, tt.max)
+		}
+	}
+}

@@ -324,7 +324,7 @@ func TestTrialMetrics(t *testing.T) {
 		`distrl_trial_workers{experiment="unit",state="LOST",trial="t1"} 1`,
 		`distrl_trial_workers{experiment="unit",state="RUNNING",trial="t1"} 1`,
 		`distrl_trial_workers{experiment="unit",state="ERROR",trial="t1"} 0`,
-		`distrl_trial_worker_restarts_total{experiment="unit",index="1",trial="t1",type="actor"} 2`,
+		`distrl_trial_worker_restarts_total{experiment="unit",group="actor",index="1",trial="t1",type="actor"} 2`,
 		`distrl_trial_restarts_total{experiment="unit",trial="t1"} 2`,
 		"# TYPE distrl_trial_env_steps_per_second gauge",
 		"process_resident_memory_bytes",

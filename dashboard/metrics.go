@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker/member"
@@ -23,9 +24,9 @@ var trialStates = []string{
 // workers by state and their restarts. Every series carries the labels
 // experiment and trial.
 type trialCollector struct {
-	h                                                    *Handler
-	envSteps, episodes, rate, ret, lag, version, elapsed *prometheus.Desc
-	workers, restarts, workerRestarts                    *prometheus.Desc
+	h                                                          *Handler
+	envSteps, episodes, rate, ret, lag, version, elapsed       *prometheus.Desc
+	workers, restarts, workerRestarts, bestReturn, bestVersion *prometheus.Desc
 }
 
 func newTrialCollector(h *Handler) *trialCollector {
@@ -46,13 +47,15 @@ func newTrialCollector(h *Handler) *trialCollector {
 		workers:  desc("workers", "Workers of the trial by state (HUNG and LOST as the control panel concludes them).", "state"),
 		restarts: desc("restarts_total", "Restarts of the trial's worker processes."),
 		workerRestarts: desc("worker_restarts_total", "Restarts of the process that runs the worker.",
-			"type", "index"),
+			"type", "index", "group"),
+		bestReturn:  desc("best_return", "The best mean return an evaluator measured of a kept version (one that tags the best)."),
+		bestVersion: desc("best_version", "The kept version of that return."),
 	}
 }
 
 func (c *trialCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.envSteps, c.episodes, c.rate, c.ret, c.lag, c.version, c.elapsed,
-		c.workers, c.restarts, c.workerRestarts} {
+		c.workers, c.restarts, c.workerRestarts, c.bestReturn, c.bestVersion} {
 		ch <- d
 	}
 }
@@ -79,12 +82,17 @@ func (c *trialCollector) Collect(ch chan<- prometheus.Metric) {
 		if p.Version != nil {
 			ch <- prometheus.MustNewConstMetric(c.version, prometheus.GaugeValue, float64(*p.Version))
 		}
+		if p.BestReturn != nil && p.BestVersion != nil {
+			ch <- prometheus.MustNewConstMetric(c.bestReturn, prometheus.GaugeValue, *p.BestReturn)
+			ch <- prometheus.MustNewConstMetric(c.bestVersion, prometheus.GaugeValue, float64(*p.BestVersion))
+		}
 	}
 	byState := map[string]int{}
 	for _, w := range snap.Workers {
 		byState[w.State]++
+		group, _, _ := strings.Cut(w.Name, "/")
 		ch <- prometheus.MustNewConstMetric(c.workerRestarts, prometheus.CounterValue, float64(w.Restarts),
-			w.Type, strconv.Itoa(w.Index))
+			w.Type, strconv.Itoa(w.Index), group)
 	}
 	for _, s := range trialStates {
 		ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(byState[s]), s)

@@ -101,6 +101,9 @@ type Point struct {
 	MeanReturn *float64 `json:"mean_return"`
 	PolicyLag  *float64 `json:"policy_lag"`
 	Version    *int64   `json:"version"`
+	// BestReturn and BestVersion are the evaluators' best (Metrics).
+	BestReturn  *float64 `json:"best_return,omitempty"`
+	BestVersion *int64   `json:"best_version,omitempty"`
 }
 
 // History is the reply of /api/history.

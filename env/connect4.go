@@ -15,8 +15,9 @@ import (
 // take turns; who moves first is drawn per episode from the reset seed.
 // Every step takes an action of each agent and applies the one whose turn
 // it is; the other's is ignored. Both observe the board from their own
-// side: 42 cells of their discs, 42 of the opponent's (row-major, top row
-// first), and a last value that is 1 when it is their turn. Rewards come
+// side as an image of 6 rows (top first), 7 columns and 3 channels: their
+// discs, the opponent's, and a plane of ones when it is their turn (zeros
+// otherwise), so that a convolution sees lines of discs. Rewards come
 // at the end: +1 the winner, -1 the loser, 0 both for a draw. A disc for a
 // full column goes into a legal column drawn uniformly instead, as if the
 // policy's illegal actions were masked: were an illegal move a loss,
@@ -36,7 +37,8 @@ const (
 	c4Cols       = 7
 	c4Rows       = 6
 	c4Cells      = c4Cols * c4Rows
-	c4ObsDim     = 2*c4Cells + 1
+	c4Planes     = 3 // own discs, the opponent's, my turn
+	c4ObsDim     = c4Planes * c4Cells
 	c4pcgStream  = 0xc4c4
 )
 
@@ -281,25 +283,27 @@ func (g *Connect4) scripted(legal []int, me, them int) int {
 	return safe[len(safe)-1]
 }
 
-// observe is the board from seat's side.
+// observe is the board from seat's side, [row][col][plane].
 func (g *Connect4) observe(seat int) []float32 {
 	obs := make([]float32, c4ObsDim)
+	turn := float32(0)
+	if g.live && g.turn == seat {
+		turn = 1
+	}
 	for i, v := range g.board {
 		switch int(v) - 1 {
 		case seat:
-			obs[i] = 1
+			obs[c4Planes*i] = 1
 		case 1 - seat:
-			obs[c4Cells+i] = 1
+			obs[c4Planes*i+1] = 1
 		}
-	}
-	if g.live && g.turn == seat {
-		obs[2*c4Cells] = 1
+		obs[c4Planes*i+2] = turn
 	}
 	return obs
 }
 
-// ObservationSpace is 85 values in [0, 1].
-func (g *Connect4) ObservationSpace() api.Space { return api.NewBox(0, 1, c4ObsDim) }
+// ObservationSpace is the [6, 7, 3] image of the board, values in [0, 1].
+func (g *Connect4) ObservationSpace() api.Space { return api.NewBox(0, 1, c4Rows, c4Cols, c4Planes) }
 
 // ActionSpace is the 7 columns.
 func (g *Connect4) ActionSpace() api.Space { return api.NewDiscrete(c4Cols) }

@@ -61,8 +61,8 @@ func TestConnect4TwoAgents(t *testing.T) {
 		t.Fatal(obs, err)
 	}
 	first := g.turn
-	if obs[first][2*c4Cells] != 1 || obs[1-first][2*c4Cells] != 0 {
-		t.Fatalf("turn flags %v %v, seat %d moves", obs[0][2*c4Cells], obs[1][2*c4Cells], first)
+	if obs[first][2] != 1 || obs[first][c4ObsDim-1] != 1 || obs[1-first][2] != 0 {
+		t.Fatalf("turn planes %v %v, seat %d moves", obs[0][2], obs[1][2], first)
 	}
 	acts := make([]api.Action, 2)
 	acts[first], acts[1-first] = api.Action{Discrete: 3}, api.Action{Discrete: 5}
@@ -71,9 +71,12 @@ func TestConnect4TwoAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The mover's disc is in column 3 bottom row, from each side.
-	bottom3 := (c4Rows-1)*c4Cols + 3
-	if s.Obs[first][bottom3] != 1 || s.Obs[1-first][c4Cells+bottom3] != 1 || g.height[5] != 0 {
-		t.Errorf("after the first move: own %v, opponent's view %v, column 5 height %d", s.Obs[first][bottom3], s.Obs[1-first][c4Cells+bottom3], g.height[5])
+	bottom3 := c4Planes * ((c4Rows-1)*c4Cols + 3)
+	if s.Obs[first][bottom3] != 1 || s.Obs[1-first][bottom3+1] != 1 || s.Obs[1-first][bottom3] != 0 || g.height[5] != 0 {
+		t.Errorf("after the first move: own %v, opponent's view %v, column 5 height %d", s.Obs[first][bottom3], s.Obs[1-first][bottom3+1], g.height[5])
+	}
+	if s.Obs[first][2] != 0 || s.Obs[1-first][2] != 1 {
+		t.Errorf("the turn did not pass: planes %v %v", s.Obs[first][2], s.Obs[1-first][2])
 	}
 	// Fill column 0 and drop into it again: the disc lands elsewhere.
 	for range c4Rows {

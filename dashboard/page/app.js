@@ -59,6 +59,8 @@
     $('k-return').textContent = num(last.mean_return, 1);
     $('k-episodes').textContent = num(last.episodes);
     $('k-version').textContent = num(last.version);
+    $('c-best').hidden = last.best_version === undefined;
+    $('k-best').textContent = num(last.best_version) + ' (' + num(last.best_return, 2) + ')';
     $('k-elapsed').textContent = dur(last.elapsed_s);
     $('k-restarts').textContent = String(t.controller.restarts || 0);
     renderWorkers(t.workers || []);

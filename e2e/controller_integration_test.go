@@ -47,9 +47,11 @@ type metricsLine struct {
 	ReturnEpisodes int64 `json:"return_episodes"`
 	Version        int64 `json:"version"`
 	// ReplaySize and SamplesPerInsert: the replay workers' (cartpole-apex).
-	ReplaySize       int64                     `json:"replay_size"`
-	SamplesPerInsert float64                   `json:"samples_per_insert"`
-	Workers          map[string]map[string]any `json:"workers"`
+	ReplaySize       int64   `json:"replay_size"`
+	SamplesPerInsert float64 `json:"samples_per_insert"`
+	// BestVersion: the evaluators' best (connect4-selfplay-ppo).
+	BestVersion *int64                    `json:"best_version"`
+	Workers     map[string]map[string]any `json:"workers"`
 }
 
 func readRecord(t testing.TB, dir string) controllerRecord {

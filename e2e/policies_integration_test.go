@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +99,76 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
+}
+
+// connect4-selfplay-ppo end to end, briefly: the trainer keeps versions
+// tagged pool, the pool's policy worker serves them to player_1, both
+// evaluators record their win rates in the versions' metadata, the
+// scripted one tags the best, which metrics.jsonl names; the kept
+// versions outlive the run (versions.json) and `rlctl versions` lists
+// them.
+func TestStartConnect4SelfPlay(t *testing.T) {
+	work := t.TempDir()
+	p := start(t, "rlctl-start", noNameServer, "start", "connect4-selfplay-ppo", "t9", "--workdir", work,
+		"--set", "stop.wall_time=5m", "--set", "metrics_interval=500ms",
+		"--set", "workers.eval-random.config.episodes=20", "--set", "workers.eval-scripted.config.episodes=20",
+		"--set", "workers.trainer.config.batch_steps=1024", "--set", "workers.policy-pool.config.pool.every_ms=200")
+	waitOutput(t, p, regexp.MustCompile(`all 7 workers running`), 60*time.Second)
+	dir := filepath.Join(work, "connect4-selfplay-ppo", "t9")
+	var last metricsLine
+	eventually.NoError(t, 3*time.Minute, "3 versions evaluated against both opponents, a best one", func() error {
+		lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl"))
+		if len(lines) == 0 {
+			return fmt.Errorf("no metrics")
+		}
+		last = lines[len(lines)-1]
+		for _, e := range []string{"eval-random/0", "eval-scripted/0"} {
+			if n, _ := last.Workers[e]["evaluated"].(float64); n < 3 {
+				return fmt.Errorf("%s evaluated %v", e, last.Workers[e]["evaluated"])
+			}
+		}
+		if last.Workers["eval-scripted/0"]["best_version"] == nil {
+			return fmt.Errorf("no best version")
+		}
+		return nil
+	})
+	rec := readRecord(t, dir)
+	env := []string{"RLCTL_NAMERESOLVE=" + rec.NameResolve, "RLCTL_EXPERIMENT=connect4-selfplay-ppo", "RLCTL_TRIAL=t9"}
+	out, code := runRlctl(t, env, "request", "policy-pool/0", "stats")
+	if code != 0 {
+		t.Fatalf("policy-pool/0 stats: %d %s", code, out)
+	}
+	var pool struct {
+		Draws   int64            `json:"pool_draws"`
+		Version map[string]int64 `json:"pool_draws_by_version"`
+	}
+	if err := json.Unmarshal([]byte(out), &pool); err != nil || pool.Draws < 2 || len(pool.Version) < 2 {
+		t.Errorf("the pool's policy worker drew %d times from %v (%v), want two versions or more", pool.Draws, pool.Version, err)
+	}
+	if out, code := runRlctl(t, env, "request", "ctl", "exit"); code != 0 {
+		t.Fatalf("rlctl request ctl exit: %d %s", code, out)
+	}
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("rlctl start exited with %d:\n%s", code, readFile(t, p.log))
+	}
+	// The records outlived the run in versions.json; the metadata of the
+	// versions evaluated holds both evaluations, the best one its tag.
+	var saved []struct{ Key, Value string }
+	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "versions.json"))), &saved); err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, e := range saved {
+		for _, suffix := range []string{"/meta/eval_random_win_rate", "/meta/eval_scripted_win_rate", "/tag/best", "/tag/pool"} {
+			if strings.HasSuffix(e.Key, suffix) {
+				have[suffix] = true
+			}
+		}
+	}
+	if len(have) != 4 {
+		t.Errorf("versions.json has %v of the win rates and tags, want all four kinds:\n%v", have, saved)
+	}
+	if last.BestVersion == nil {
+		t.Errorf("metrics.jsonl names no best version: %+v", last)
+	}
 }

@@ -210,20 +210,31 @@ func saveVersions(ctx context.Context, repo nameresolve.Repository, trial names.
 	return os.Rename(tmp, path)
 }
 
+// LoadSavedVersions reads the records a run saved in its trial
+// directory's VersionsFile (an error wrapping os.ErrNotExist if there is
+// none).
+func LoadSavedVersions(path string) ([]nameresolve.Entry, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var entries []nameresolve.Entry
+	if err := json.Unmarshal(b, &entries); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return entries, nil
+}
+
 // restoreVersions puts the records of path back where the name server has
 // no kept versions of the trial (a fresh embedded etcd); a name server
 // that kept them is left as it is. It returns how many it restored.
 func restoreVersions(ctx context.Context, repo nameresolve.Repository, trial names.Trial, path string) (int, error) {
-	b, err := os.ReadFile(path)
+	entries, err := LoadSavedVersions(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
-	}
-	var entries []nameresolve.Entry
-	if err := json.Unmarshal(b, &entries); err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
 	}
 	have, err := repo.Find(ctx, trial.VersionsPrefix())
 	if err != nil || len(have) > 0 {

@@ -35,10 +35,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// randomVersion is a CartPole network's parameters drawn from seed.
-func randomVersion(t *testing.T, seed uint64) []float32 {
+// initialParams are the parameters of a new default network for envName.
+func initialParams(t *testing.T, envName string) []float32 {
 	t.Helper()
-	pc, err := policy.ConfigForEnv(env.CartPoleName, nil)
+	pc, err := policy.ConfigForEnv(envName, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,13 @@ func randomVersion(t *testing.T, seed uint64) []float32 {
 		t.Fatal(err)
 	}
 	_, params := p.Params()
+	return params
+}
+
+// randomVersion is a CartPole network's parameters drawn from seed.
+func randomVersion(t *testing.T, seed uint64) []float32 {
+	t.Helper()
+	params := initialParams(t, env.CartPoleName)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	for i := range params {
 		params[i] = float32(rng.NormFloat64())
@@ -184,16 +191,7 @@ func TestLabelledEvaluations(t *testing.T) {
 	trial := names.NewTrial("unit", t.Name())
 	vs := paramstream.NewVersions(repo, trial)
 	ctx := workertest.Ctx(t, 30*time.Second)
-	pc, err := policy.ConfigForEnv(env.Connect4Name, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.New(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, params := p.Params()
-	if _, err := vs.Keep(ctx, "c4", 0, 5, t.TempDir(), params, "pool"); err != nil {
+	if _, err := vs.Keep(ctx, "c4", 0, 5, t.TempDir(), initialParams(t, env.Connect4Name), "pool"); err != nil {
 		t.Fatal(err)
 	}
 	for i, label := range []string{env.Connect4Random, env.Connect4Scripted} {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/controller"
-	"github.com/distrl/distrl/nameresolve/etcd"
+	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/urfave/cli/v2"
@@ -142,6 +142,10 @@ func runTag(c *cli.Context, args []string) error {
 		return err
 	}
 	defer s.Close()
+	if s.saved {
+		return cli.Exit(fmt.Sprintf("trial %s has no live name server: its kept versions are read from %s; tag them while a run of the trial is live",
+			s.name(), s.endpoint), exitFailed)
+	}
 	v, err := s.find(ctx, policy, id)
 	if err != nil {
 		return err
@@ -187,8 +191,11 @@ type versionsSession struct {
 	dir      controller.TrialDir
 	trial    names.Trial
 	endpoint string
-	repo     *etcd.Repository
+	repo     nameresolve.Repository
 	versions *paramstream.Versions
+	// saved: the trial's name server is gone and the records are those
+	// its last run saved (controller.VersionsFile), to read, not change.
+	saved bool
 }
 
 // openVersions reaches the kept versions of the trial EXPERIMENT TRIAL
@@ -206,8 +213,7 @@ func openVersions(ctx context.Context, c *cli.Context, expArg, trialArg string) 
 	trial := names.NewTrial(expName, trialArg)
 	rec, recErr := dir.ReadRecord()
 	if embeddedGone(rec, recErr) {
-		return nil, cli.Exit(fmt.Sprintf("the controller of trial %s/%s (pid %d) is gone, and with it the embedded name server that held its kept versions",
-			expName, trialArg, rec.PID), exitFailed)
+		return openSaved(ctx, dir, trial, rec)
 	}
 	repo, err := openTrialRepo(ctx, c, rec, recErr, log)
 	if err != nil {
@@ -216,6 +222,26 @@ func openVersions(ctx context.Context, c *cli.Context, expArg, trialArg string) 
 	ep, _ := trialNameResolve(c, rec, recErr)
 	return &versionsSession{dir: dir, trial: trial, endpoint: ep, repo: repo,
 		versions: paramstream.NewVersions(repo, trial)}, nil
+}
+
+// openSaved reads the kept versions a finished run of the trial saved in
+// its directory, its embedded name server gone with its controller.
+func openSaved(ctx context.Context, dir controller.TrialDir, trial names.Trial, rec *controller.Record) (*versionsSession, error) {
+	path := dir.Path(controller.VersionsFile)
+	entries, err := controller.LoadSavedVersions(path)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("the controller of trial %s/%s (pid %d) is gone, and with it the embedded name server that held its kept versions; none saved (%v)",
+			trial.Experiment, trial.Trial, rec.PID, err), exitFailed)
+	}
+	repo := nameresolve.NewMemory()
+	for _, e := range entries {
+		if err := repo.Add(ctx, e.Key, e.Value, nameresolve.AddOptions{Replace: true}); err != nil {
+			_ = repo.Close()
+			return nil, cli.Exit(err.Error(), exitFailed)
+		}
+	}
+	return &versionsSession{dir: dir, trial: trial, endpoint: path, repo: repo,
+		versions: paramstream.NewVersions(repo, trial), saved: true}, nil
 }
 
 func (s *versionsSession) Close() error { return s.repo.Close() }

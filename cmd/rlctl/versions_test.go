@@ -117,6 +117,12 @@ func TestVersionsCommand(t *testing.T) {
 	goneWorkdir := t.TempDir()
 	writeRecord(t, goneWorkdir, "gone", controller.Record{PID: os.Getpid(), State: controller.StateCompleted,
 		NameResolve: ep, EmbeddedEtcd: true})
+	// A finished run whose embedded etcd is gone, its kept versions saved
+	// in the trial directory: they are read from there.
+	savedWorkdir, savedTrial := versionsFixture(t, "saved")
+	writeRecord(t, savedWorkdir, "saved", controller.Record{PID: os.Getpid(), State: controller.StateCompleted,
+		NameResolve: "127.0.0.1:1", EmbeddedEtcd: true})
+	saveFixture(t, savedWorkdir, savedTrial)
 
 	global := func(wd string) []string { return []string{"--nameresolve", ep, "--workdir", wd} }
 	red3 := []string{"red", "3", "best,pool", "10", `note="vs v2" win_rate=0.75`}
@@ -145,6 +151,8 @@ func TestVersionsCommand(t *testing.T) {
 			wantCode: exitFailed, wantMsg: "unknown trial rlctl-versions-test/nosuch"},
 		{name: "embedded etcd gone with its controller", args: append(global(goneWorkdir), versionsExperiment, "gone"),
 			wantCode: exitFailed, wantMsg: "is gone"},
+		{name: "embedded etcd gone, versions saved", args: []string{"--workdir", savedWorkdir, versionsExperiment, "saved", "red"},
+			wantRows: [][]string{{"red", "1", "pool", "10", "-"}, {"red", "2", "pool", "10", "-"}, red3}},
 		{name: "name server unreachable", args: []string{"--nameresolve", "127.0.0.1:1", "--workdir", workdir, versionsExperiment, "list"},
 			wantCode: exitFailed, wantMsg: "rlctl nameserver"},
 		{name: "missing trial", args: append(global(workdir), versionsExperiment),
@@ -311,3 +319,33 @@ func TestTagCommand(t *testing.T) {
 }
 
 func fmtInt(n int64) string { return strconv.FormatInt(n, 10) }
+
+// saveFixture writes the trial's kept versions' records to its directory
+// as a run's end does (controller.VersionsFile).
+func saveFixture(t *testing.T, workdir string, trial names.Trial) {
+	t.Helper()
+	entries, err := etcdtest.Repo(t).Find(context.Background(), trial.VersionsPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := controller.NewTrialDir(workdir, trial.Experiment, trial.Trial)
+	if err := os.WriteFile(dir.Path(controller.VersionsFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A finished run's saved versions are listed, not changed.
+func TestTagRefusedOnSavedVersions(t *testing.T) {
+	workdir, trial := versionsFixture(t, "saved-tag")
+	writeRecord(t, workdir, "saved-tag", controller.Record{PID: os.Getpid(), State: controller.StateCompleted,
+		NameResolve: "127.0.0.1:1", EmbeddedEtcd: true})
+	saveFixture(t, workdir, trial)
+	_, code, msg := runApp(t, "tag", "--workdir", workdir, versionsExperiment, "saved-tag", "red", "2", "best")
+	if code != exitFailed || !strings.Contains(msg, "no live name server") {
+		t.Errorf("tag on saved versions: exit %d %q", code, msg)
+	}
+}

@@ -43,6 +43,9 @@ type AgentMapping struct {
 	Inference string `msgpack:"inference"`
 	// Deterministic (inline only), unset, is the actor's.
 	Deterministic *bool `msgpack:"deterministic"`
+	// Pool makes the agents play kept versions of a policy, one drawn per
+	// agent per episode, inline (self-play's opponents).
+	Pool *PoolMapping `msgpack:"pool"`
 }
 
 // AgentMappings is the agents key. It decodes each mapping on its own, so
@@ -53,7 +56,7 @@ type AgentMappings []AgentMapping
 var mappingKeys = map[string]string{
 	"match": "a string", "indices": "a list of integers", "policy": "a string", "sample_stream": "a string",
 	"replay_stream": "a string", "replay_table": "a string", "sample_steps": "an integer", "epsilon": "a number",
-	"inference": "a string", "deterministic": "true or false",
+	"inference": "a string", "deterministic": "true or false", "pool": "a mapping (policy, tag, last, timeout_ms)",
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
@@ -118,6 +121,7 @@ type routeSpec struct {
 	inference     string
 	deterministic bool
 	seed          int64 // the inline network's and exploration's
+	pool          *PoolMapping
 	match         *regexp.Regexp
 	indices       []int
 	// inline is the policy's network, on the first mapping of an inline
@@ -266,6 +270,19 @@ func (s *routeSpec) resolve(m AgentMapping, cfg Config, index, n int) error {
 	// Two inline mappings get different networks; the first has the
 	// actor's seed, as the actor-level inline policy does.
 	s.seed = *cfg.Seed + int64(index)
+	if m.Pool != nil {
+		switch {
+		case m.Inference == InferenceRemote:
+			return badConfig("%spool: a pool's versions play inline, in the actor; leave inference out", s.where)
+		case s.epsilon > 0:
+			return badConfig("%spool with epsilon %v: a pool's versions play as they were kept", s.where, s.epsilon)
+		}
+		pool := *m.Pool
+		if err := pool.check(s.where, m.Policy); err != nil {
+			return err
+		}
+		s.pool, s.inference = &pool, InferenceInline
+	}
 	return nil
 }
 
@@ -311,7 +328,7 @@ func quoted(ss []string) []string {
 
 // inlinePolicy builds the actor's inline network with seed and
 // deterministic.
-func inlinePolicy(cfg Config, seed int64, deterministic bool) (api.Policy, error) {
+func inlinePolicy(cfg Config, seed int64, deterministic bool) (*policy.ActorCritic, error) {
 	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
 	if err != nil {
 		return nil, err
@@ -332,6 +349,7 @@ type route struct {
 	policy      string
 	agents      []string // ids, for the log
 	client      stream.InferenceClient
+	pool        *poolInference // a pool mapping's: each agent plays through a slot of it
 	explore     *exploring
 	producer    stream.SamplePoster
 	sampleSteps int
@@ -385,11 +403,17 @@ func (w *Worker) policiesStat() map[string]any {
 	}
 	out := make(map[string]any, len(w.policyStats))
 	for name, p := range w.policyStats {
-		out[name] = map[string]any{
+		st := map[string]any{
 			"agent_steps":         steps[name],
 			"batches_sent":        sent[name],
 			member.StatEpisodes:   p.episodes,
 			member.StatMeanReturn: p.meanReturn(),
+		}
+		out[name] = st
+	}
+	for _, r := range w.routes {
+		if r.pool != nil {
+			maps.Copy(out[r.policy].(map[string]any), r.pool.stats())
 		}
 	}
 	return out

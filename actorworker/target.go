@@ -255,6 +255,11 @@ func (t *EnvTarget) completeReset(obs [][]float32) error {
 		return fmt.Errorf("actorworker: target %d: reset returned %d observations for %d agents", t.index, len(obs), len(t.agents))
 	}
 	for i, a := range t.agents {
+		if s, ok := a.client.(episodeStarter); ok {
+			if err := s.startEpisode(); err != nil {
+				return fmt.Errorf("actorworker: target %d agent %s: %w", t.index, a.id, err)
+			}
+		}
 		if err := a.post(obs[i]); err != nil {
 			return fmt.Errorf("actorworker: target %d: %w", t.index, err)
 		}

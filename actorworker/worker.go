@@ -17,6 +17,8 @@ import (
 	"github.com/distrl/distrl/internal/duty"
 	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/paramstream"
+	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/telemetry"
@@ -395,6 +397,7 @@ func (w *Worker) build(ctx context.Context, cfg Config) error {
 			w.policyStats[spec.policy] = &policyStat{}
 		}
 		r := &route{policy: spec.policy, client: client, sampleSteps: spec.sampleSteps}
+		r.pool, _ = client.(*poolInference)
 		if spec.epsilon > 0 {
 			as := batch.ActionSpace()
 			if as.Kind != api.Discrete {
@@ -441,6 +444,20 @@ func (w *Worker) build(ctx context.Context, cfg Config) error {
 // newClient is the inference client of spec's policy: its inline network,
 // or a remote client of its policy workers.
 func (w *Worker) newClient(ctx context.Context, cfg Config, spec *routeSpec, obsDim int) (stream.InferenceClient, error) {
+	if spec.pool != nil {
+		r, err := paramstream.NewKeptReader(ctx, w.info.Repo, w.info.Trial, spec.pool.Policy)
+		if err != nil {
+			return nil, err
+		}
+		p, err := newPoolInference(ctx, r, *spec.pool, spec.seed, obsDim, func() (*policy.ActorCritic, error) {
+			return inlinePolicy(cfg, spec.seed, spec.deterministic)
+		})
+		if err != nil {
+			_ = r.Close()
+			return nil, err
+		}
+		return p, nil
+	}
 	if spec.inline != nil {
 		return stream.NewInlineInferenceClient(spec.inline, obsDim), nil
 	}
@@ -488,7 +505,11 @@ func (w *Worker) newTargets(batch api.EnvBatch, cfg Config, first int) ([]*EnvTa
 			ActorID: w.info.Name, SampleSteps: cfg.SampleSteps, Seed: *cfg.Seed,
 			Route: func(agent int, _ string) AgentRoute {
 				r := w.agentRoute[agent]
-				return AgentRoute{Client: r.client, Producer: r.producer, Policy: r.policy, SampleSteps: r.sampleSteps}
+				client := r.client
+				if r.pool != nil {
+					client = r.pool.slot() // each agent draws its own version per episode
+				}
+				return AgentRoute{Client: client, Producer: r.producer, Policy: r.policy, SampleSteps: r.sampleSteps}
 			},
 			OnEpisode: w.addEpisode, OnPolicyEpisode: w.addPolicyEpisode,
 		})

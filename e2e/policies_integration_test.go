@@ -102,7 +102,7 @@ func mean(xs []float64) float64 {
 }
 
 // connect4-selfplay-ppo end to end, briefly: the trainer keeps versions
-// tagged pool, the pool's policy worker serves them to player_1, both
+// tagged pool, the actors draw player_1's from them per game, both
 // evaluators record their win rates in the versions' metadata, the
 // scripted one tags the best, which metrics.jsonl names; the kept
 // versions outlive the run (versions.json) and `rlctl versions` lists
@@ -112,8 +112,8 @@ func TestStartConnect4SelfPlay(t *testing.T) {
 	p := start(t, "rlctl-start", noNameServer, "start", "connect4-selfplay-ppo", "t9", "--workdir", work,
 		"--set", "stop.wall_time=5m", "--set", "metrics_interval=500ms",
 		"--set", "workers.eval-random.config.episodes=20", "--set", "workers.eval-scripted.config.episodes=20",
-		"--set", "workers.trainer.config.batch_steps=1024", "--set", "workers.policy-pool.config.pool.every_ms=200")
-	waitOutput(t, p, regexp.MustCompile(`all 7 workers running`), 60*time.Second)
+		"--set", "workers.trainer.config.batch_steps=1024", "--set", "workers.trainer.config.keep_every=5")
+	waitOutput(t, p, regexp.MustCompile(`all 6 workers running`), 60*time.Second)
 	dir := filepath.Join(work, "connect4-selfplay-ppo", "t9")
 	var last metricsLine
 	eventually.NoError(t, 3*time.Minute, "3 versions evaluated against both opponents, a best one", func() error {
@@ -134,16 +134,21 @@ func TestStartConnect4SelfPlay(t *testing.T) {
 	})
 	rec := readRecord(t, dir)
 	env := []string{"RLCTL_NAMERESOLVE=" + rec.NameResolve, "RLCTL_EXPERIMENT=connect4-selfplay-ppo", "RLCTL_TRIAL=t9"}
-	out, code := runRlctl(t, env, "request", "policy-pool/0", "stats")
+	out, code := runRlctl(t, env, "request", "actor/0", "stats")
 	if code != 0 {
-		t.Fatalf("policy-pool/0 stats: %d %s", code, out)
+		t.Fatalf("actor/0 stats: %d %s", code, out)
 	}
-	var pool struct {
-		Draws   int64            `json:"pool_draws"`
-		Version map[string]int64 `json:"pool_draws_by_version"`
+	var actor struct {
+		Policies map[string]struct {
+			Draws   int64            `json:"pool_draws"`
+			Version map[string]int64 `json:"pool_draws_by_version"`
+		} `json:"policies"`
 	}
-	if err := json.Unmarshal([]byte(out), &pool); err != nil || pool.Draws < 2 || len(pool.Version) < 2 {
-		t.Errorf("the pool's policy worker drew %d times from %v (%v), want two versions or more", pool.Draws, pool.Version, err)
+	if err := json.Unmarshal([]byte(out), &actor); err != nil {
+		t.Fatal(err)
+	}
+	if pool := actor.Policies["c4-pool"]; pool.Draws < 2 || len(pool.Version) < 2 {
+		t.Errorf("actor/0 drew player_1's version %d times from %v, want two versions or more", pool.Draws, pool.Version)
 	}
 	if out, code := runRlctl(t, env, "request", "ctl", "exit"); code != 0 {
 		t.Fatalf("rlctl request ctl exit: %d %s", code, out)

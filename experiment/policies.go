@@ -20,6 +20,7 @@ const (
 	keyAgents       = "agents"
 	keyStream       = "stream"
 	keyAlgorithm    = "algorithm"
+	keyPool         = "pool"
 
 	defaultName     = "default" // a policy's, a stream's
 	nullStream      = "null"    // an actor's sample_stream that discards
@@ -129,6 +130,9 @@ func actorUses(group, field string, cfg map[string]any) []namedUse {
 		mInline := inline
 		if mode := stringKey(mc, keyInference, ""); mode != "" {
 			mInline = mode == inferenceInline
+		}
+		if _, pool := mc[keyPool]; pool {
+			mInline = true // a pool's versions play in the actor
 		}
 		out = append(out, namedUse{policy: name, PolicyUse: PolicyUse{
 			Group: group, Field: fmt.Sprintf("%s%s.%d.%s", field, keyAgents, i, keyPolicy), Remote: !mInline,

@@ -93,6 +93,27 @@ func TestCheckPolicies(t *testing.T) {
 	}
 }
 
+// A pool's versions play in the actor: no policy worker serves them, and
+// with the opponent's steps discarded no trainer trains them.
+func TestCheckPoliciesPool(t *testing.T) {
+	c := parse(t, `
+name: t
+workers:
+  trainer: {count: 1, config: {policy: c4, sample_stream: c4}}
+  policy: {count: 1, config: {policy: c4}}
+  actor:
+    count: 1
+    config:
+      env: connect4
+      agents:
+        - {match: player_0, policy: c4}
+        - {match: player_1, policy: c4-pool, sample_stream: "null", pool: {policy: c4, last: 5}}
+`)
+	if err := c.Validate(allTypes); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // An experiment without trainers acts with untrained policies (a sink's),
 // and inline inference needs no policy worker.
 func TestCheckPoliciesWithoutTrainers(t *testing.T) {

@@ -349,3 +349,62 @@ func (p PoolSpec) Draw(vs []Version, rng *rand.Rand) (Version, error) {
 	}
 	return m[rng.IntN(len(m))], nil
 }
+
+// keptCached is how many kept versions' parameters a KeptReader holds in
+// memory, so that drawing from a pool again does not read a file.
+const keptCached = 32
+
+// KeptReader follows one policy's kept versions through a mirror of their
+// records (reading them costs no request to the name server) and loads
+// their parameters, holding the latest it loaded. It is for one goroutine
+// (a worker's loop).
+type KeptReader struct {
+	policy, prefix string
+	mirror         nameresolve.Mirror
+	cache          map[keptKey][]float32
+	order          []keptKey // cache's keys, oldest first
+}
+
+// keptKey is one version of one epoch: a version number kept again by a
+// resumed trainer holds other parameters.
+type keptKey struct {
+	version int64
+	epoch   uint64
+}
+
+// NewKeptReader opens the mirror of policy's kept versions in trial.
+func NewKeptReader(ctx context.Context, repo nameresolve.Repository, trial names.Trial, policy string) (*KeptReader, error) {
+	prefix := trial.Versions(policy)
+	m, err := repo.Mirror(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("paramstream: follow the kept versions of %s: %w", policy, err)
+	}
+	return &KeptReader{policy: policy, prefix: prefix, mirror: m, cache: map[keptKey][]float32{}}, nil
+}
+
+// Versions are the policy's kept versions as the mirror has them, oldest
+// first.
+func (r *KeptReader) Versions() []Version { return ParseVersions(r.policy, r.prefix, r.mirror.Entries()) }
+
+// Load returns v's parameters, from memory if it loaded them lately. The
+// caller must not change them.
+func (r *KeptReader) Load(v Version) ([]float32, error) {
+	k := keptKey{v.Version, v.Epoch}
+	if data, ok := r.cache[k]; ok {
+		return data, nil
+	}
+	data, err := Load(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.order) == keptCached {
+		delete(r.cache, r.order[0])
+		r.order = r.order[1:]
+	}
+	r.cache[k] = data
+	r.order = append(r.order, k)
+	return data, nil
+}
+
+// Close stops following.
+func (r *KeptReader) Close() error { return r.mirror.Close() }

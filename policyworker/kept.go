@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/rpc"
 )
@@ -19,9 +18,6 @@ const (
 	// keptCheckEvery is how often a worker serving a tag looks whether a
 	// newer version carries it: a look is a read of a local mirror.
 	keptCheckEvery = 100 * time.Millisecond
-	// keptCached is how many kept versions' parameters a worker holds in
-	// memory, so that redrawing from a pool does not read a file each time.
-	keptCached = 32
 )
 
 // PoolConfig is the pool a policy worker draws the version it serves from:
@@ -39,37 +35,26 @@ type PoolConfig struct {
 // records, so following a tag or redrawing costs no request to the name
 // server. Like the worker, it is for the worker's loop alone.
 type kept struct {
-	policy   string
-	id       string // a version number or a tag; "" with a pool
-	pool     *paramstream.PoolSpec
-	every    time.Duration
-	mirror   nameresolve.Mirror
-	prefix   string
-	rng      *rand.Rand
-	next     time.Time // when to look (a tag) or draw (a pool) again
-	serving  keptID    // the version loaded, version -1 before the first
-	draws    int64
-	byDraw   map[int64]int64 // draws of each version, for the stats
-	cache    map[keptID][]float32
-	cacheSeq []keptID // cache's keys, oldest first
-}
-
-// keptID is a version of one publisher's epoch: a version number kept
-// again by a resumed trainer holds other parameters.
-type keptID struct {
-	Version int64
-	Epoch   uint64
+	policy  string
+	id      string // a version number or a tag; "" with a pool
+	pool    *paramstream.PoolSpec
+	every   time.Duration
+	reader  *paramstream.KeptReader
+	rng     *rand.Rand
+	next    time.Time           // when to look (a tag) or draw (a pool) again
+	serving paramstream.Version // the version loaded, Version -1 before the first
+	draws   int64
+	byDraw  map[int64]int64 // draws of each version, for the stats
 }
 
 // newKept opens the mirror of policy's kept versions for cfg's identifier.
 func (w *Worker) newKept(ctx context.Context, cfg Config) (*kept, error) {
-	prefix := w.info.Trial.Versions(cfg.ParamsPolicy)
-	m, err := w.info.Repo.Mirror(ctx, prefix)
+	r, err := paramstream.NewKeptReader(ctx, w.info.Repo, w.info.Trial, cfg.ParamsPolicy)
 	if err != nil {
-		return nil, fmt.Errorf("policy worker: follow the kept versions of %s: %w", cfg.ParamsPolicy, err)
+		return nil, fmt.Errorf("policy worker: %w", err)
 	}
-	k := &kept{policy: cfg.ParamsPolicy, mirror: m, prefix: prefix, serving: keptID{Version: -1},
-		rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x9001)), byDraw: map[int64]int64{}, cache: map[keptID][]float32{}}
+	k := &kept{policy: cfg.ParamsPolicy, reader: r, serving: paramstream.Version{Version: -1},
+		rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x9001)), byDraw: map[int64]int64{}}
 	if cfg.Pool != nil {
 		k.pool = &paramstream.PoolSpec{Tag: cfg.Pool.Tag, Last: cfg.Pool.Last}
 		k.every = time.Duration(cfg.Pool.EveryMs) * time.Millisecond
@@ -90,14 +75,9 @@ func (k *kept) describe() string {
 	return "the newest version tagged " + k.id
 }
 
-// versions are the policy's kept versions as the mirror has them.
-func (k *kept) versions() []paramstream.Version {
-	return paramstream.ParseVersions(k.policy, k.prefix, k.mirror.Entries())
-}
-
 // choose picks the version to serve now from the mirror's records.
 func (k *kept) choose() (paramstream.Version, error) {
-	vs := k.versions()
+	vs := k.reader.Versions()
 	if k.pool != nil {
 		return k.pool.Draw(vs, k.rng)
 	}
@@ -115,7 +95,7 @@ func (k *kept) first(ctx context.Context, timeout time.Duration) (paramstream.Ve
 	for {
 		v, err := k.choose()
 		if err == nil {
-			data, err := k.load(v)
+			data, err := k.reader.Load(v)
 			if err != nil {
 				return v, nil, err
 			}
@@ -127,7 +107,7 @@ func (k *kept) first(ctx context.Context, timeout time.Duration) (paramstream.Ve
 			// Refused as a configuration this worker cannot serve, which
 			// leaves the worker as it was.
 			return v, nil, rpc.Errorf(rpc.ErrTypeBadArguments, "%s of policy %s: %v after %v (version_timeout_ms): %d versions of it kept",
-				k.describe(), k.policy, err, timeout, len(k.versions()))
+				k.describe(), k.policy, err, timeout, len(k.reader.Versions()))
 		case <-tick.C:
 		}
 	}
@@ -135,7 +115,7 @@ func (k *kept) first(ctx context.Context, timeout time.Duration) (paramstream.Ve
 
 // took notes that v is served (drawn, for a pool).
 func (k *kept) took(v paramstream.Version) {
-	k.serving = keptID{v.Version, v.Epoch}
+	k.serving = v
 	if k.pool != nil {
 		k.draws++
 		k.byDraw[v.Version]++
@@ -160,27 +140,8 @@ func (k *kept) poll(now time.Time) (paramstream.Version, []float32, error) {
 	if v.Version == prev.Version && v.Epoch == prev.Epoch {
 		return v, nil, nil
 	}
-	data, err := k.load(v)
+	data, err := k.reader.Load(v)
 	return v, data, err
-}
-
-// load reads v's parameters, from memory if it was loaded lately.
-func (k *kept) load(v paramstream.Version) ([]float32, error) {
-	id := keptID{v.Version, v.Epoch}
-	if data, ok := k.cache[id]; ok {
-		return data, nil
-	}
-	data, err := paramstream.Load(v)
-	if err != nil {
-		return nil, err
-	}
-	if len(k.cacheSeq) == keptCached {
-		delete(k.cache, k.cacheSeq[0])
-		k.cacheSeq = k.cacheSeq[1:]
-	}
-	k.cache[id] = data
-	k.cacheSeq = append(k.cacheSeq, id)
-	return data, nil
 }
 
 // stats adds what k serves to the worker's stats.
@@ -196,4 +157,4 @@ func (k *kept) stats(out map[string]any) {
 	}
 }
 
-func (k *kept) close() error { return k.mirror.Close() }
+func (k *kept) close() error { return k.reader.Close() }

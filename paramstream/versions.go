@@ -384,7 +384,9 @@ func NewKeptReader(ctx context.Context, repo nameresolve.Repository, trial names
 
 // Versions are the policy's kept versions as the mirror has them, oldest
 // first.
-func (r *KeptReader) Versions() []Version { return ParseVersions(r.policy, r.prefix, r.mirror.Entries()) }
+func (r *KeptReader) Versions() []Version {
+	return ParseVersions(r.policy, r.prefix, r.mirror.Entries())
+}
 
 // Load returns v's parameters, from memory if it loaded them lately. The
 // caller must not change them.

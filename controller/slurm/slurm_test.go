@@ -120,6 +120,29 @@ func TestSlurmScriptCUDA(t *testing.T) {
 	}
 }
 
+// A group named apart from its type runs its workers under the group's
+// name: --group in the command, the group's script, job and logs.
+func TestSlurmScriptNamedGroup(t *testing.T) {
+	dir := controller.TrialDir("/shared/trials/exp/t1")
+	s, err := New(Options{Executable: "/opt/distrl/rlctl"}, dir, names.NewTrial("exp", "t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := controller.ProcessSpecs("policy-red", "policy", experiment.Group{Count: 2}, dir, nil, nil, "")
+	got := s.Script(specs[0], groupWorkers(specs))
+	for _, want := range []string{
+		`exec /opt/distrl/rlctl worker --type policy --group policy-red --index "$SLURM_ARRAY_TASK_ID"`,
+		"--job-name=" + s.JobName("policy-red"), "/shared/trials/exp/t1/logs/policy-red-%a.log", s.ScriptPath("policy-red"),
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("script lacks %q:\n%s", want, got)
+		}
+	}
+	if specs[1].Workers[0] != "policy-red/1" || specs[1].GroupName() != "policy-red" {
+		t.Errorf("second process: %+v", specs[1])
+	}
+}
+
 // A shared etcd's password reaches the workers in their environment only:
 // never in a SLURM script, which any user of the cluster may read.
 func TestSlurmScriptKeepsThePasswordOut(t *testing.T) {

@@ -57,15 +57,29 @@ func startDQNs(t *testing.T, c *cluster, n int, cfg map[string]any) (replay *wor
 		}
 		return api.Tensor[float32]{Shape: []int{4}, Data: v}
 	}
-	req := &replaystream.Request{Op: replaystream.OpInsert, Table: "default", TimeoutMs: 5000}
-	var prios []float64
-	for range 200 {
-		data, _ := msgpack.Marshal(&localreplay.Transition{Obs: api.NewFrames(vec()), NextObs: api.NewFrames(vec()), Action: int32(r.IntN(2)), Reward: 1, Discount: 0.97})
-		req.Items, prios = append(req.Items, data), append(prios, 1)
-	}
-	req.Priorities = api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}
-	eventually.NoError(t, 10*time.Second, "insert", func() error { _, err := cl.Send(0, req); return err })
+	insertTransitions(t, cl, 200, func() localreplay.Transition {
+		return localreplay.Transition{Obs: api.NewFrames(vec()), NextObs: api.NewFrames(vec()), Action: int32(r.IntN(2)), Reward: 1, Discount: 0.97}
+	})
 	return rp, trainers
+}
+
+// insertTransitions inserts n transitions made by next into the replay's
+// table "default" through cl, each of priority 1, in one request (retried
+// until the replay worker takes it).
+func insertTransitions(tb testing.TB, cl *replaystream.Client, n int, next func() localreplay.Transition) {
+	tb.Helper()
+	req := &replaystream.Request{Op: replaystream.OpInsert, Table: "default", TimeoutMs: 5000}
+	prios := make([]float64, n)
+	for i := range n {
+		tr := next()
+		data, err := msgpack.Marshal(&tr)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		req.Items, prios[i] = append(req.Items, data), 1
+	}
+	req.Priorities = api.Tensor[float64]{Shape: []int{n}, Data: prios}
+	eventually.NoError(tb, 10*time.Second, "insert", func() error { _, err := cl.Send(0, req); return err })
 }
 
 // A DQN trainer samples a replay worker, updates, sends priorities back to

@@ -14,7 +14,6 @@ import (
 	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/trainerworker"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // minAtarBatch is a sample batch of n MinAtar Breakout steps (10x10x4
@@ -100,14 +99,9 @@ func BenchmarkDQNTrainerIntake(b *testing.B) {
 				return f
 			}
 			for range 10 {
-				req := &replaystream.Request{Op: replaystream.OpInsert, Table: "default", TimeoutMs: 5000}
-				var prios []float64
-				for range 500 {
-					data, _ := msgpack.Marshal(&localreplay.Transition{Obs: frame(), NextObs: frame(), Action: rng.Int32N(6), Discount: 0.97})
-					req.Items, prios = append(req.Items, data), append(prios, 1)
-				}
-				req.Priorities = api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}
-				eventually.NoError(b, 10*time.Second, "insert", func() error { _, err := cl.Send(0, req); return err })
+				insertTransitions(b, cl, 500, func() localreplay.Transition {
+					return localreplay.Transition{Obs: frame(), NextObs: frame(), Action: rng.Int32N(6), Discount: 0.97}
+				})
 			}
 			updates := func() int64 {
 				var s struct {

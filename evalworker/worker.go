@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/distrl/distrl/api"
-	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policy"
@@ -157,8 +156,7 @@ type Worker struct {
 	log    *slog.Logger
 	cfg    Config
 	store  *paramstream.Versions
-	mirror nameresolve.Mirror
-	prefix string
+	kept   *paramstream.KeptReader
 	env    api.Env
 	policy *policy.ActorCritic
 
@@ -203,7 +201,7 @@ type run struct {
 	began   time.Time
 }
 
-// Configure opens the mirror of the policy's kept versions and makes the
+// Configure follows the policy's kept versions (paramstream.KeptReader) and makes the
 // environment and the network.
 func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	cfg, pc, err := parseConfig(args, w.info.Index)
@@ -218,16 +216,15 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	if err != nil {
 		return badConfig("%v", err)
 	}
-	prefix := w.info.Trial.Versions(cfg.Policy)
-	m, err := w.info.Repo.Mirror(ctx, prefix)
+	kept, err := paramstream.NewKeptReader(ctx, w.info.Repo, w.info.Trial, cfg.Policy)
 	if err != nil {
 		_ = e.Close()
-		return fmt.Errorf("evaluator: follow the kept versions of %s: %w", cfg.Policy, err)
+		return fmt.Errorf("evaluator: %w", err)
 	}
 	if err := w.Close(); err != nil {
 		w.log.Warn("evaluator: releasing the previous configuration", "err", err)
 	}
-	w.cfg, w.policy, w.env, w.mirror, w.prefix = cfg, p, e, m, prefix
+	w.cfg, w.policy, w.env, w.kept = cfg, p, e, kept
 	w.store = paramstream.NewVersions(w.info.Repo, w.info.Trial)
 	w.done, w.cur = map[keptID]bool{}, nil
 	w.obsBuf = api.NewTensor[float32](len(e.Agents()), pc.ObsDim)
@@ -237,18 +234,13 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	return nil
 }
 
-// versions are the policy's kept versions as the mirror has them.
-func (w *Worker) versions() []paramstream.Version {
-	return paramstream.ParseVersions(w.cfg.Policy, w.prefix, w.mirror.Entries())
-}
-
 // next picks the oldest version with the tag and no evaluation, and notes
 // the best evaluation recorded so far (a restarted evaluator's).
 func (w *Worker) next() (paramstream.Version, bool) {
 	var pick paramstream.Version
 	found := false
 	w.pending = 0
-	for _, v := range w.versions() {
+	for _, v := range w.kept.Versions() {
 		if r, ok := recorded(v, w.cfg.Label); ok {
 			if !w.best.ok || r.mean > w.best.mean {
 				w.best = r
@@ -479,9 +471,9 @@ func (w *Worker) Close() error {
 		errs = append(errs, w.env.Close())
 		w.env = nil
 	}
-	if w.mirror != nil {
-		errs = append(errs, w.mirror.Close())
-		w.mirror = nil
+	if w.kept != nil {
+		errs = append(errs, w.kept.Close())
+		w.kept = nil
 	}
 	if w.policy != nil {
 		errs = append(errs, w.policy.Close())

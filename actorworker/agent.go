@@ -37,6 +37,14 @@ type Agent struct {
 	result    stream.InferenceResult
 	hasResult bool // result is for obs and not yet used
 
+	// For an environment whose agents take turns (api.Turns): acts, the
+	// agent's action applies at the next step; open, it acted since its
+	// last recorded transition, which waits, gathering reward, for its
+	// next turn or the episode's end. Without turns both are true from
+	// each post to the record after it.
+	acts, open bool
+	reward     float32
+
 	held   *api.SampleBatch   // finished, waiting for its bootstrap value
 	outbox []*api.SampleBatch // complete, not yet accepted by the producer
 }

@@ -122,9 +122,26 @@ type recordingEnv struct {
 	log      *[]int // target indices in stepping order; may be nil
 	finalObs [][][]float32
 	ends     int
+	acted    []int64 // steps each agent acted in (all, without turns)
+}
+
+// Acting forwards the environment's turns (api.Turns); nil without.
+func (e *recordingEnv) Acting() []bool {
+	if t, ok := e.Env.(api.Turns); ok {
+		return t.Acting()
+	}
+	return nil
 }
 
 func (e *recordingEnv) Step(actions []api.Action) (api.Step, error) {
+	if e.acted == nil {
+		e.acted = make([]int64, len(actions))
+	}
+	for i := range actions {
+		if api.IsActing(e.Acting(), i) {
+			e.acted[i]++
+		}
+	}
 	s, err := e.Env.Step(actions)
 	if err != nil {
 		return s, err

@@ -230,7 +230,7 @@ func (t *EnvTarget) run(ctx context.Context, call envCall) (int, error) {
 		if err := t.batch.Run(ctx, r, nil); err != nil {
 			return 0, fmt.Errorf("actorworker: target %d: reset: %w", t.index, err)
 		}
-		return 0, t.completeReset(r[0].Obs)
+		return 0, t.completeReset(r[0])
 	case callStep:
 		s := []api.EnvStep{t.stepCall()}
 		if err := t.batch.Run(ctx, nil, s); err != nil {
@@ -248,17 +248,23 @@ func (t *EnvTarget) resetCall() api.EnvReset { return api.EnvReset{Env: t.env, S
 // until the next prepare.
 func (t *EnvTarget) stepCall() api.EnvStep { return api.EnvStep{Env: t.env, Actions: t.actions} }
 
-// completeReset posts the first observations of the episode.
-func (t *EnvTarget) completeReset(obs [][]float32) error {
+// completeReset posts the first observations of the episode, of the
+// agents that act first.
+func (t *EnvTarget) completeReset(r api.EnvReset) error {
 	t.resetDue = false
-	if len(obs) != len(t.agents) {
-		return fmt.Errorf("actorworker: target %d: reset returned %d observations for %d agents", t.index, len(obs), len(t.agents))
+	obs := r.Obs
+	if len(obs) != len(t.agents) || (r.Acting != nil && len(r.Acting) != len(t.agents)) {
+		return fmt.Errorf("actorworker: target %d: reset returned %d observations and %d acting flags for %d agents", t.index, len(obs), len(r.Acting), len(t.agents))
 	}
 	for i, a := range t.agents {
 		if s, ok := a.client.(episodeStarter); ok {
 			if err := s.startEpisode(); err != nil {
 				return fmt.Errorf("actorworker: target %d agent %s: %w", t.index, a.id, err)
 			}
+		}
+		a.open, a.reward = false, 0
+		if a.acts = api.IsActing(r.Acting, i); !a.acts {
+			continue
 		}
 		if err := a.post(obs[i]); err != nil {
 			return fmt.Errorf("actorworker: target %d: %w", t.index, err)
@@ -360,7 +366,10 @@ func (t *EnvTarget) prepare() (envCall, error) {
 			return callNone, t.send()
 		}
 		for i, a := range t.agents {
-			t.actions[i] = a.action()
+			t.actions[i] = api.Action{}
+			if a.acts {
+				t.actions[i] = a.action()
+			}
 		}
 		return callStep, nil
 	case phaseBootstrapping:
@@ -376,41 +385,59 @@ func (t *EnvTarget) prepare() (envCall, error) {
 // completeStep records the outcome of the step prepare asked for.
 func (t *EnvTarget) completeStep(s api.Step) (int, error) {
 	n := len(t.agents)
-	if len(s.Obs) != n || len(s.Rewards) != n || len(s.Terminated) != n || len(s.Truncated) != n {
-		return 0, fmt.Errorf("actorworker: target %d: step returned %d observations, %d rewards, %d terminated, %d truncated for %d agents",
-			t.index, len(s.Obs), len(s.Rewards), len(s.Terminated), len(s.Truncated), n)
+	if len(s.Obs) != n || len(s.Rewards) != n || len(s.Terminated) != n || len(s.Truncated) != n || (s.Acting != nil && len(s.Acting) != n) {
+		return 0, fmt.Errorf("actorworker: target %d: step returned %d observations, %d rewards, %d terminated, %d truncated, %d acting flags for %d agents",
+			t.index, len(s.Obs), len(s.Rewards), len(s.Terminated), len(s.Truncated), len(s.Acting), n)
 	}
 	t.stats.EnvSteps++
-	t.stats.AgentSteps += int64(n)
 	done := s.Done()
 	bootstrap := false
+	recorded := 0
 	for i, a := range t.agents {
 		term := s.Terminated[i]
 		// The episode ends for every agent when it ends for one; an agent
 		// the environment did not flag was cut short.
 		trunc := !term && (s.Truncated[i] || done)
-		episodes, err := a.record(s.Rewards[i], term, trunc)
-		if err != nil {
-			return 0, fmt.Errorf("actorworker: target %d: %w", t.index, err)
+		// An agent that acted opens a transition; one that sat the step
+		// out (its turn had not come) adds the step's reward to the
+		// transition it opened last. A transition is recorded when its
+		// agent acts again or the episode ends: then its observation is
+		// the next one its agent saw at its turn. Without turns every
+		// agent acts at every step, and every step is recorded.
+		if a.acts {
+			a.open = true
 		}
-		if i == 0 && t.onEpisode != nil {
+		a.reward += s.Rewards[i]
+		next := !done && api.IsActing(s.Acting, i)
+		ended := a.open && (done || next)
+		if ended {
+			episodes, err := a.record(a.reward, term, trunc)
+			if err != nil {
+				return 0, fmt.Errorf("actorworker: target %d: %w", t.index, err)
+			}
+			a.open, a.reward = false, 0
+			recorded++
+			if i == 0 && t.onEpisode != nil {
+				for _, e := range episodes {
+					t.onEpisode(e)
+				}
+			}
 			for _, e := range episodes {
-				t.onEpisode(e)
+				t.epSum[t.policyOf[i]] += float64(e.Return)
+				t.epCount[t.policyOf[i]]++
 			}
 		}
-		for _, e := range episodes {
-			t.epSum[t.policyOf[i]] += float64(e.Return)
-			t.epCount[t.policyOf[i]]++
-		}
 		// The next request is for the observation after the step: the
-		// next action, or, after a truncation, only the bootstrap value.
-		if !done || trunc {
+		// next action, or, after a truncation, only the bootstrap value of
+		// the transition just ended.
+		if a.acts = next; next || (ended && trunc) {
 			if err := a.post(s.Obs[i]); err != nil {
 				return 0, fmt.Errorf("actorworker: target %d: %w", t.index, err)
 			}
 			bootstrap = bootstrap || done
 		}
 	}
+	t.stats.AgentSteps += int64(recorded)
 	if done {
 		t.stats.Episodes++
 		t.policyEpisodes()
@@ -420,7 +447,7 @@ func (t *EnvTarget) completeStep(s api.Step) (int, error) {
 			t.finishEpisode()
 		}
 	}
-	return n, t.send()
+	return recorded, t.send()
 }
 
 // policyEpisodes reports the returns of the episode that just ended, per

@@ -177,6 +177,65 @@ func TestMultiAgentSharedReward(t *testing.T) {
 	}
 }
 
+// TestTurns: in a game whose agents take turns (api.Turns), each agent's
+// batches hold the steps it moved in, observed at its turn, with the
+// reward of the opponent's reply credited to its move: the loser's last
+// move carries the -1 of the winner's.
+func TestTurns(t *testing.T) {
+	cfg := rigConfig{env: env.Connect4Name, ringSize: 2, sampleSteps: 5, actions: 7}
+	r := newRig(t, cfg)
+	r.run(t, 600)
+	var wins int
+	for i, tg := range r.ring.Targets() {
+		st := tg.Stats()
+		e := r.envs[i]
+		byAgent := r.outs[i].byAgent()
+		var idleOpen int64
+		var returns [2][]float32
+		for j, a := range tg.Agents() {
+			batches := byAgent[a.ID()]
+			var steps int64
+			for _, b := range batches {
+				steps += int64(b.Len())
+				for k := range b.Len() {
+					// Plane 2 is ones when it is the observer's turn.
+					if obs := obsRow(b, k); obs[2] != 1 {
+						t.Fatalf("target %d agent %s: a step recorded with an observation off its turn", i, a.ID())
+					}
+				}
+				for _, ep := range b.Episodes {
+					returns[j] = append(returns[j], ep.Return)
+				}
+			}
+			// Drain drops the move of the agent that sat out the last step
+			// (no value of its next turn's observation exists to end it).
+			idleOpen += e.acted[j] - steps
+			checkBatches(t, batches, make([][]float32, e.ends), cfg.actions, cfg.sampleSteps, steps, st.Episodes)
+		}
+		if idleOpen < 0 || idleOpen > 1 {
+			t.Errorf("target %d: %d moves not recorded, want 0 or 1 (the idle agent's at drain)", i, idleOpen)
+		}
+		if int64(len(returns[0])) != st.Episodes || len(returns[1]) != len(returns[0]) {
+			t.Fatalf("target %d: %d and %d episode returns for %d episodes", i, len(returns[0]), len(returns[1]), st.Episodes)
+		}
+		for k := range returns[0] {
+			a, b := returns[0][k], returns[1][k]
+			if a+b != 0 || (a != 0 && a != 1 && a != -1) {
+				t.Fatalf("target %d episode %d: returns %v and %v, want +1/-1 or a draw", i, k, a, b)
+			}
+			if a != 0 {
+				wins++
+			}
+		}
+		if st.AgentSteps >= 2*st.EnvSteps {
+			t.Errorf("target %d: %d agent steps recorded for %d env steps: both agents recorded every step", i, st.AgentSteps, st.EnvSteps)
+		}
+	}
+	if wins == 0 {
+		t.Error("no game was won")
+	}
+}
+
 func TestBackpressure(t *testing.T) {
 	cases := []struct {
 		name   string

@@ -692,7 +692,7 @@ func (w *Worker) turn(ctx context.Context, budget int) (samples int64, steps, vi
 		return 0, 0, visits, err
 	}
 	for i, t := range w.resetTargets {
-		if err := t.completeReset(w.resetCalls[i].Obs); err != nil {
+		if err := t.completeReset(w.resetCalls[i]); err != nil {
 			return 0, 0, visits, err
 		}
 	}
@@ -715,7 +715,7 @@ func (w *Worker) turn(ctx context.Context, budget int) (samples int64, steps, vi
 		return samples, 0, visits, err
 	}
 	for i, t := range w.resetTargets {
-		if err := t.completeReset(w.resetCalls[i].Obs); err != nil {
+		if err := t.completeReset(w.resetCalls[i]); err != nil {
 			return samples, 0, visits, err
 		}
 	}
@@ -757,7 +757,7 @@ func (w *Worker) startTargets(ctx context.Context, targets []*EnvTarget) error {
 		return err
 	}
 	for i, t := range w.resetTargets {
-		if err := t.completeReset(w.resetCalls[i].Obs); err != nil {
+		if err := t.completeReset(w.resetCalls[i]); err != nil {
 			return err
 		}
 	}

@@ -84,7 +84,7 @@ func (j *joinedBatch) Run(ctx context.Context, resets []EnvReset, steps []EnvSte
 			return err
 		}
 		for k, i := range j.resetAt {
-			resets[i].Obs = j.resets[k].Obs
+			resets[i].Obs, resets[i].Acting = j.resets[k].Obs, j.resets[k].Acting
 		}
 		for k, i := range j.stepAt {
 			steps[i].Result = j.steps[k].Result

@@ -72,3 +72,38 @@ func TestAppendBatchRefusesOtherSpaces(t *testing.T) {
 type otherSpaceEnv struct{ stubEnv }
 
 func (e *otherSpaceEnv) ObservationSpace() Space { return NewBox(0, 1, 3) }
+
+// turnEnv is a one-agent environment whose agent acts on every other step
+// (api.Turns), starting idle.
+type turnEnv struct{ countingEnv }
+
+func (e *turnEnv) Acting() []bool { return []bool{e.steps%2 == 1} }
+
+// TestBatchesCarryTurns: SerialBatch reports an environment's turns after
+// a reset and a step, and a joined batch copies them back; without turns
+// Acting stays nil.
+func TestBatchesCarryTurns(t *testing.T) {
+	ctx := context.Background()
+	plain, turns := &countingEnv{}, &turnEnv{}
+	b, err := AppendBatch(SerialBatch(plain), SerialBatch(turns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resets := []EnvReset{{Env: 0}, {Env: 1}}
+	if err := b.Run(ctx, resets, nil); err != nil {
+		t.Fatal(err)
+	}
+	if resets[0].Acting != nil || len(resets[1].Acting) != 1 || resets[1].Acting[0] {
+		t.Errorf("after reset: acting %v and %v, want nil and [false]", resets[0].Acting, resets[1].Acting)
+	}
+	steps := []EnvStep{{Env: 0}, {Env: 1}}
+	if err := b.Run(ctx, nil, steps); err != nil {
+		t.Fatal(err)
+	}
+	if steps[0].Result.Acting != nil || len(steps[1].Result.Acting) != 1 || !steps[1].Result.Acting[0] {
+		t.Errorf("after a step: acting %v and %v, want nil and [true]", steps[0].Result.Acting, steps[1].Result.Acting)
+	}
+	if !IsActing(nil, 0) || IsActing([]bool{true, false}, 1) {
+		t.Error("IsActing: nil must mean every agent acts")
+	}
+}

@@ -52,7 +52,25 @@ type Step struct {
 	Rewards    []float32   `msgpack:"rewards"`
 	Terminated []bool      `msgpack:"terminated"`
 	Truncated  []bool      `msgpack:"truncated"`
+	// Acting, for an environment whose agents take turns (see [Turns]),
+	// says whose actions the next Step applies; nil: everyone's.
+	Acting []bool `msgpack:"acting,omitempty"`
 }
+
+// Turns is implemented by an environment whose agents take turns, as in a
+// board game: after Reset and after every Step, Acting says which agents'
+// actions the next Step applies (the others' are ignored). [SerialBatch]
+// copies it into [EnvReset.Acting] and [Step.Acting]; an actor then asks
+// only the acting agents for actions, records a transition only for a
+// step an agent acted in, and credits the rewards of the steps it sat out
+// (the opponent's move that won) to its last action.
+type Turns interface {
+	Acting() []bool
+}
+
+// IsActing reports whether agent i acts given acting (nil: every agent
+// does), as in [Step.Acting] and [EnvReset.Acting].
+func IsActing(acting []bool, i int) bool { return acting == nil || acting[i] }
 
 // Done reports whether the episode has ended for any agent.
 func (s Step) Done() bool {

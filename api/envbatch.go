@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 )
 
 // EnvBatch is a set of environments of one kind that are reset and stepped
@@ -31,11 +32,13 @@ type EnvBatch interface {
 }
 
 // EnvReset asks [EnvBatch.Run] to reset environment Env with Seed; Run
-// sets Obs, one observation per agent.
+// sets Obs, one observation per agent, and, for an environment whose
+// agents take turns ([Turns]), Acting.
 type EnvReset struct {
-	Env  int
-	Seed int64
-	Obs  [][]float32
+	Env    int
+	Seed   int64
+	Obs    [][]float32
+	Acting []bool
 }
 
 // EnvStep asks [EnvBatch.Run] to step environment Env with Actions, one
@@ -142,7 +145,7 @@ func (b serialBatch) Run(ctx context.Context, resets []EnvReset, steps []EnvStep
 		if err != nil {
 			return fmt.Errorf("api: environment %d: reset: %w", r.Env, err)
 		}
-		r.Obs = obs
+		r.Obs, r.Acting = obs, acting(b[r.Env])
 	}
 	for i := range steps {
 		s := &steps[i]
@@ -153,7 +156,18 @@ func (b serialBatch) Run(ctx context.Context, resets []EnvReset, steps []EnvStep
 		if err != nil {
 			return fmt.Errorf("api: environment %d: step: %w", s.Env, err)
 		}
+		if a := acting(b[s.Env]); a != nil {
+			res.Acting = a
+		}
 		s.Result = res
+	}
+	return nil
+}
+
+// acting is a copy of e's Acting if its agents take turns, else nil.
+func acting(e Env) []bool {
+	if t, ok := e.(Turns); ok {
+		return slices.Clone(t.Acting())
 	}
 	return nil
 }

@@ -14,7 +14,8 @@ import (
 // The environment "connect4" has two agents, player_0 and player_1, who
 // take turns; who moves first is drawn per episode from the reset seed.
 // Every step takes an action of each agent and applies the one whose turn
-// it is; the other's is ignored. Both observe the board from their own
+// it is; the other's is ignored, and the game says whose turn it is
+// (api.Turns), so that an actor asks only the mover. Both observe the board from their own
 // side as an image of 6 rows (top first), 7 columns and 3 channels: their
 // discs, the opponent's, and a plane of ones when it is their turn (zeros
 // otherwise), so that a convolution sees lines of discs. Rewards come
@@ -59,6 +60,7 @@ type Connect4 struct {
 	seat     int    // one agent: the agent's seat
 	pcg      *rand.PCG
 	rng      *rand.Rand
+	acting   [2]bool // Acting's answer
 }
 
 // NewConnect4 returns the game for two agents (opponent ""), or for one
@@ -300,6 +302,17 @@ func (g *Connect4) observe(seat int) []float32 {
 		obs[c4Planes*i+2] = turn
 	}
 	return obs
+}
+
+// Acting is the seat to move, for two agents (api.Turns): the actor asks
+// only the mover for an action. One agent against an opponent always
+// acts: nil.
+func (g *Connect4) Acting() []bool {
+	if g.opponent != "" {
+		return nil
+	}
+	g.acting = [2]bool{g.turn == 0, g.turn == 1}
+	return g.acting[:]
 }
 
 // ObservationSpace is the [6, 7, 3] image of the board, values in [0, 1].

@@ -68,6 +68,15 @@ type Turns interface {
 	Acting() []bool
 }
 
+// ActionMasker is implemented by an environment whose observations say
+// which actions are available (a board game's legal moves): action i is
+// available where one agent's observation holds more than 0.5 at index
+// ActionMask()[i]. A policy built for the environment leaves the others
+// out (nn.Spec.ActionMask).
+type ActionMasker interface {
+	ActionMask() []int
+}
+
 // IsActing reports whether agent i acts given acting (nil: every agent
 // does), as in [Step.Acting] and [EnvReset.Acting].
 func IsActing(acting []bool, i int) bool { return acting == nil || acting[i] }

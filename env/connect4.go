@@ -16,9 +16,11 @@ import (
 // Every step takes an action of each agent and applies the one whose turn
 // it is; the other's is ignored, and the game says whose turn it is
 // (api.Turns), so that an actor asks only the mover. Both observe the board from their own
-// side as an image of 6 rows (top first), 7 columns and 3 channels: their
-// discs, the opponent's, and a plane of ones when it is their turn (zeros
-// otherwise), so that a convolution sees lines of discs. Rewards come
+// side as an image of 6 rows (top first), 7 columns and 4 channels: their
+// discs, the opponent's, a plane of ones when it is their turn (zeros
+// otherwise), so that a convolution sees lines of discs, and ones in the
+// columns that are not full, which also mark the legal moves for a
+// policy's action mask (api.ActionMasker). Rewards come
 // at the end: +1 the winner, -1 the loser, 0 both for a draw. A disc for a
 // full column goes into a legal column drawn uniformly instead, as if the
 // policy's illegal actions were masked: were an illegal move a loss,
@@ -38,7 +40,7 @@ const (
 	c4Cols       = 7
 	c4Rows       = 6
 	c4Cells      = c4Cols * c4Rows
-	c4Planes     = 3 // own discs, the opponent's, my turn
+	c4Planes     = 4 // own discs, the opponent's, my turn, legal columns
 	c4ObsDim     = c4Planes * c4Cells
 	c4pcgStream  = 0xc4c4
 )
@@ -300,9 +302,26 @@ func (g *Connect4) observe(seat int) []float32 {
 			obs[c4Planes*i+1] = 1
 		}
 		obs[c4Planes*i+2] = turn
+		if g.height[i%c4Cols] < c4Rows {
+			obs[c4Planes*i+3] = 1
+		}
 	}
 	return obs
 }
+
+// c4Mask is where an observation marks each column legal: the legal plane
+// in the top row.
+var c4Mask = func() []int {
+	m := make([]int, c4Cols)
+	for c := range m {
+		m[c] = c4Planes*c + 3
+	}
+	return m
+}()
+
+// ActionMask says where an observation marks the legal columns
+// (api.ActionMasker), so that a policy plays only those.
+func (g *Connect4) ActionMask() []int { return c4Mask }
 
 // Acting is the seat to move, for two agents (api.Turns): the actor asks
 // only the mover for an action. One agent against an opponent always
@@ -315,7 +334,7 @@ func (g *Connect4) Acting() []bool {
 	return g.acting[:]
 }
 
-// ObservationSpace is the [6, 7, 3] image of the board, values in [0, 1].
+// ObservationSpace is the [6, 7, 4] image of the board, values in [0, 1].
 func (g *Connect4) ObservationSpace() api.Space { return api.NewBox(0, 1, c4Rows, c4Cols, c4Planes) }
 
 // ActionSpace is the 7 columns.

@@ -61,7 +61,7 @@ func TestConnect4TwoAgents(t *testing.T) {
 		t.Fatal(obs, err)
 	}
 	first := g.turn
-	if obs[first][2] != 1 || obs[first][c4ObsDim-1] != 1 || obs[1-first][2] != 0 {
+	if obs[first][2] != 1 || obs[first][c4ObsDim-2] != 1 || obs[1-first][2] != 0 {
 		t.Fatalf("turn planes %v %v, seat %d moves", obs[0][2], obs[1][2], first)
 	}
 	acts := make([]api.Action, 2)
@@ -83,6 +83,22 @@ func TestConnect4TwoAgents(t *testing.T) {
 		if _, err := g.Step([]api.Action{{Discrete: 0}, {Discrete: 0}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Both see column 0 closed: its legal plane, where the action mask
+	// looks, is 0 in every row; column 1's is 1.
+	mask := g.ActionMask()
+	for seat, o := range [][]float32{g.observe(0), g.observe(1)} {
+		for row := range c4Rows {
+			if at := c4Planes*(row*c4Cols) + 3; o[at] != 0 || o[at+c4Planes] != 1 {
+				t.Fatalf("seat %d row %d: legal plane %v for the full column 0, %v for column 1", seat, row, o[at], o[at+c4Planes])
+			}
+		}
+		if o[mask[0]] != 0 || o[mask[1]] != 1 || len(mask) != c4Cols {
+			t.Fatalf("seat %d: the mask %v reads %v for column 0, %v for column 1", seat, mask, o[mask[0]], o[mask[1]])
+		}
+	}
+	if a := g.Acting(); len(a) != 2 || a[g.turn] != true || a[1-g.turn] != false {
+		t.Fatalf("Acting %v with seat %d to move", a, g.turn)
 	}
 	before := g.moves
 	if s, err = g.Step([]api.Action{{Discrete: 0}, {Discrete: 0}}); err != nil || s.Terminated[0] {

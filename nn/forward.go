@@ -110,6 +110,7 @@ func (m *ActorCritic) Forward(obs []float32, batch int, ws *Workspace, out *Outp
 	}
 	x = m.forwardChain(m.trunk, x, batch, ws.trunk, nil)
 	m.forwardChain(m.pi, x, batch, ws.pi, *head)
+	m.spec.MaskLogits(obs, *head, batch)
 	m.forwardChain(m.v, x, batch, ws.v, out.Values)
 
 	ws.model, ws.batch = m, batch

@@ -66,6 +66,14 @@ type Spec struct {
 	// Conv [{16, 3, 1, 0}], Hidden [128], SharedTrunk true.
 	SharedTrunk bool
 
+	// ActionMask, for a categorical head, lets the observation say which
+	// actions are available: action i is where obs[ActionMask[i]] > 0.5,
+	// as a board game marks its legal moves. Forward gives the others the
+	// logit MaskedLogit, so that sampling, the greedy action, the
+	// log-probabilities, the entropy and their gradients leave them out.
+	// nil: every action is available.
+	ActionMask []int
+
 	// InitLogStd is the initial value of every log standard deviation of a
 	// Gaussian head (0 means std 1). It must be zero for categorical heads so
 	// that a spec carries no setting that silently does nothing.
@@ -108,6 +116,17 @@ func (s Spec) Validate() error {
 	}
 	if s.ActionDim <= 0 {
 		return fmt.Errorf("%w: ActionDim must be positive, got %d", ErrInvalidSpec, s.ActionDim)
+	}
+	if s.ActionMask != nil {
+		if s.Head != Categorical || len(s.ActionMask) != s.ActionDim {
+			return fmt.Errorf("%w: ActionMask needs a %q head and one index per action: %d indices for %d %s actions",
+				ErrInvalidSpec, Categorical, len(s.ActionMask), s.ActionDim, s.Head)
+		}
+		for i, at := range s.ActionMask {
+			if at < 0 || at >= s.ObsDim {
+				return fmt.Errorf("%w: ActionMask[%d] = %d is outside the observation (%d values)", ErrInvalidSpec, i, at, s.ObsDim)
+			}
+		}
 	}
 	// Count in a way that cannot overflow even with a 32-bit int: each layer
 	// is checked against the room left before anything is multiplied.
@@ -161,7 +180,41 @@ func (s Spec) clone() Spec {
 	if s.Conv != nil {
 		s.Conv = append([]ConvLayer(nil), s.Conv...)
 	}
+	if s.ActionMask != nil {
+		s.ActionMask = append([]int(nil), s.ActionMask...)
+	}
 	return s
+}
+
+// MaskedLogit is the logit of an action the observation makes unavailable
+// (Spec.ActionMask): far enough below any real logit that its probability
+// is 0 in float32 and float64, finite so that no Inf-Inf or 0·Inf turns
+// into NaN.
+const MaskedLogit = -1e9
+
+// MaskLogits gives the unavailable actions of each of batch rows of obs
+// the logit MaskedLogit in logits ([batch, ActionDim]); nothing without
+// an ActionMask. A row with no available action keeps its logits.
+func (s Spec) MaskLogits(obs, logits []float32, batch int) {
+	if s.ActionMask == nil {
+		return
+	}
+	a := s.ActionDim
+	for r := range batch {
+		row, o := logits[r*a:(r+1)*a], obs[r*s.ObsDim:(r+1)*s.ObsDim]
+		avail := false
+		for _, at := range s.ActionMask {
+			avail = avail || o[at] > 0.5
+		}
+		if !avail {
+			continue
+		}
+		for i, at := range s.ActionMask {
+			if o[at] <= 0.5 {
+				row[i] = MaskedLogit
+			}
+		}
+	}
 }
 
 // ParamInfo locates one parameter tensor inside the flat parameter vector.

@@ -32,6 +32,10 @@ func TestSpecValidate(t *testing.T) {
 		{"nan logstd", func(s *nn.Spec) { s.InitLogStd = float32(math.NaN()) }, gauss, true},
 		{"inf logstd", func(s *nn.Spec) { s.InitLogStd = float32(math.Inf(1)) }, gauss, true},
 		{"huge layer", func(s *nn.Spec) { s.Hidden = []int{1 << 20, 1 << 20} }, ok, true},
+		{"action mask", func(s *nn.Spec) { s.ActionMask = []int{3, 0} }, ok, false},
+		{"action mask of one action too few", func(s *nn.Spec) { s.ActionMask = []int{3} }, ok, true},
+		{"action mask outside the observation", func(s *nn.Spec) { s.ActionMask = []int{0, 4} }, ok, true},
+		{"action mask on a gaussian head", func(s *nn.Spec) { s.ActionMask = []int{0} }, gauss, true},
 		{"overflowing layer", func(s *nn.Spec) { s.ObsDim = math.MaxInt; s.Hidden = []int{math.MaxInt} }, ok, true},
 	}
 	for _, tt := range tests {

@@ -25,6 +25,10 @@ func ConfigForEnv(envName string, envCfg map[string]any) (Config, error) {
 		return Config{}, fmt.Errorf("policy: config for env: %w", err)
 	}
 	obs, act := e.ObservationSpace(), e.ActionSpace()
+	var mask []int
+	if m, ok := e.(api.ActionMasker); ok {
+		mask = append([]int(nil), m.ActionMask()...)
+	}
 	if err := e.Close(); err != nil {
 		return Config{}, fmt.Errorf("policy: config for env %q: close: %w", envName, err)
 	}
@@ -45,6 +49,7 @@ func ConfigForEnv(envName string, envCfg map[string]any) (Config, error) {
 	if obs.Kind == api.Box && len(obs.Shape) == 3 {
 		cfg.ObsShape = append([]int(nil), obs.Shape...)
 	}
+	cfg.ActionMask = mask
 	switch act.Kind {
 	case api.Discrete:
 		cfg.Head = nn.Categorical

@@ -89,3 +89,61 @@ func TestConfigForEnvErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestActionMaskFromEnv: a policy for connect4 takes the game's action
+// mask, and neither samples nor (deterministic) picks a full column.
+func TestActionMaskFromEnv(t *testing.T) {
+	cfg, err := policy.ConfigForEnv(env.Connect4Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.ActionMask) != cfg.ActionDim {
+		t.Fatalf("action mask %v for %d actions", cfg.ActionMask, cfg.ActionDim)
+	}
+	if c, _ := policy.ConfigForEnv(env.CartPoleName, nil); c.ActionMask != nil {
+		t.Errorf("cartpole has an action mask: %v", c.ActionMask)
+	}
+	g, err := env.NewConnect4("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := g.Reset(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Columns 0, 3 and 6 full: every move but 1, 2, 4 and 5 is masked.
+	for _, col := range []int32{0, 0, 0, 0, 0, 0, 3, 3, 3, 3, 3, 3, 6, 6, 6, 6, 6, 6} {
+		s, err := g.Step([]api.Action{{Discrete: col}, {Discrete: col}})
+		if err != nil || s.Done() {
+			t.Fatalf("filling the columns: %v, done %v", err, s.Done())
+		}
+		obs = s.Obs
+	}
+	const rows = 256
+	batch := api.NewTensor[float32](rows, cfg.ObsDim)
+	for r := range rows {
+		copy(batch.Row(r), obs[r%2])
+	}
+	for _, deterministic := range []bool{false, true} {
+		c := cfg
+		c.Deterministic = deterministic
+		p, err := policy.New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out api.Inference
+		if err := p.Infer(batch, &out); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int32]bool{}
+		for r, a := range out.Actions.Data {
+			if a == 0 || a == 3 || a == 6 {
+				t.Fatalf("deterministic=%v row %d: the full column %d", deterministic, r, a)
+			}
+			seen[a] = true
+		}
+		if !deterministic && len(seen) != 4 {
+			t.Errorf("sampling played columns %v, want all four open ones", seen)
+		}
+	}
+}

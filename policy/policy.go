@@ -57,6 +57,10 @@ type Config struct {
 	// Conv are convolutions before the hidden layers (nn.Spec.Conv), for
 	// observations that are images; both heads share them. Empty: an MLP.
 	Conv []nn.ConvLayer `msgpack:"conv,omitempty"`
+	// ActionMask says where one observation marks the available actions
+	// (nn.Spec.ActionMask): ConfigForEnv takes it from an environment that
+	// has one (api.ActionMasker), such as a board game's legal moves.
+	ActionMask []int `msgpack:"action_mask,omitempty"`
 }
 
 // MinAtarConv is the convolution of the MinAtar paper's networks (Young &
@@ -101,6 +105,7 @@ func (c Config) clone() Config {
 	c.Hidden = slices.Clone(c.Hidden)
 	c.ObsShape = slices.Clone(c.ObsShape)
 	c.Conv = slices.Clone(c.Conv)
+	c.ActionMask = slices.Clone(c.ActionMask)
 	return c
 }
 
@@ -110,6 +115,7 @@ func (c Config) spec() nn.Spec {
 		ObsDim: c.ObsDim, InputShape: slices.Clone(c.ObsShape), Conv: slices.Clone(c.Conv),
 		Hidden: slices.Clone(c.Hidden), Activation: c.Activation,
 		Head: c.Head, ActionDim: c.ActionDim, SharedTrunk: c.SharedTrunk,
+		ActionMask: slices.Clone(c.ActionMask),
 	}
 	if c.Hidden == nil {
 		s.Hidden = slices.Clone(DefaultHidden)

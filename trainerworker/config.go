@@ -203,6 +203,9 @@ func configHash(policyName string, spec nn.Spec) string {
 	if len(spec.Conv) > 0 {
 		fmt.Fprintf(&b, " conv=%v", spec.Conv)
 	}
+	if spec.ActionMask != nil {
+		fmt.Fprintf(&b, " mask=%v", spec.ActionMask)
+	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:8])
 }

@@ -103,6 +103,11 @@ func NewLearner(spec nn.Spec, cfg Config, seed int64) (*Learner, error) {
 	if spec.Head != nn.Categorical {
 		return nil, fmt.Errorf("%w: DQN needs a categorical head (discrete actions), got %q", ErrInvalidConfig, spec.Head)
 	}
+	if spec.ActionMask != nil {
+		// A dueling head's mean advantage would take in the masked
+		// actions' logits.
+		return nil, fmt.Errorf("%w: DQN does not take action masks (the environment marks its available actions; use PPO)", ErrInvalidConfig)
+	}
 	spec.SharedTrunk = spec.SharedTrunk || cfg.Dueling
 	online, err := nn.NewActorCritic(spec, seed)
 	if err != nil {

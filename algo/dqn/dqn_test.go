@@ -202,6 +202,11 @@ func TestBadInput(t *testing.T) {
 	if _, err := NewLearner(testSpec(), bad, 1); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("tau 0 without hard updates: %v", err)
 	}
+	masked := testSpec()
+	masked.ActionMask = []int{0, 1, 2}
+	if _, err := NewLearner(masked, DefaultConfig(), 1); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("an action mask: %v", err)
+	}
 }
 
 // A restored learner continues exactly as the original.

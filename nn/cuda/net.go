@@ -62,6 +62,10 @@ type Net struct {
 // current.
 func NewNet(c *Context, net *nn.ActorCritic) (*Net, error) {
 	s := net.Spec()
+	if s.ActionMask != nil {
+		// The categorical kernels sample and score every action.
+		return nil, fmt.Errorf("cuda: %w: action masks (a board game's legal moves) run on the CPU only", nn.ErrInvalidSpec)
+	}
 	arch := net.Architecture()
 	n := &Net{c: c, spec: s, features: arch.Features, nparams: net.NumParams()}
 	act := actTanh

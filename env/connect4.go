@@ -16,11 +16,13 @@ import (
 // Every step takes an action of each agent and applies the one whose turn
 // it is; the other's is ignored, and the game says whose turn it is
 // (api.Turns), so that an actor asks only the mover. Both observe the board from their own
-// side as an image of 6 rows (top first), 7 columns and 4 channels: their
+// side as an image of 6 rows (top first), 7 columns and 6 channels: their
 // discs, the opponent's, a plane of ones when it is their turn (zeros
-// otherwise), so that a convolution sees lines of discs, and ones in the
+// otherwise), so that a convolution sees lines of discs; ones in the
 // columns that are not full, which also mark the legal moves for a
-// policy's action mask (api.ActionMasker). Rewards come
+// policy's action mask (api.ActionMasker); and the threats: the empty
+// cells where a disc of theirs, and where one of the opponent's, would
+// make four (playable now or not), what the scripted opponent looks for. Rewards come
 // at the end: +1 the winner, -1 the loser, 0 both for a draw. A disc for a
 // full column goes into a legal column drawn uniformly instead, as if the
 // policy's illegal actions were masked: were an illegal move a loss,
@@ -40,7 +42,7 @@ const (
 	c4Cols       = 7
 	c4Rows       = 6
 	c4Cells      = c4Cols * c4Rows
-	c4Planes     = 4 // own discs, the opponent's, my turn, legal columns
+	c4Planes     = 6 // own discs, the opponent's, my turn, legal columns, my and their winning cells
 	c4ObsDim     = c4Planes * c4Cells
 	c4pcgStream  = 0xc4c4
 )
@@ -305,6 +307,16 @@ func (g *Connect4) observe(seat int) []float32 {
 		if g.height[i%c4Cols] < c4Rows {
 			obs[c4Planes*i+3] = 1
 		}
+		if v == 0 {
+			row, col := i/c4Cols, i%c4Cols
+			for p, who := range [2]int{seat, 1 - seat} {
+				g.board[i] = int8(who + 1)
+				if g.fours(row, col) {
+					obs[c4Planes*i+4+p] = 1
+				}
+			}
+			g.board[i] = 0
+		}
 	}
 	return obs
 }
@@ -334,7 +346,7 @@ func (g *Connect4) Acting() []bool {
 	return g.acting[:]
 }
 
-// ObservationSpace is the [6, 7, 4] image of the board, values in [0, 1].
+// ObservationSpace is the [6, 7, 6] image of the board, values in [0, 1].
 func (g *Connect4) ObservationSpace() api.Space { return api.NewBox(0, 1, c4Rows, c4Cols, c4Planes) }
 
 // ActionSpace is the 7 columns.

@@ -51,6 +51,34 @@ func TestConnect4Fours(t *testing.T) {
 	}
 }
 
+// The threat planes mark the empty cells where a disc would make four:
+// plane 4 the observer's, plane 5 the opponent's, whether the cell can be
+// played now or not.
+func TestConnect4Threats(t *testing.T) {
+	g := newBoard(t)
+	// Seat 0: three in the bottom row (columns 0-2); seat 1: three up
+	// column 6. Seat 0 to move.
+	if w := play(t, g, 0, 6, 1, 6, 2, 6); w != -1 {
+		t.Fatalf("winner %d", w)
+	}
+	cell := func(row, col, plane int) int { return c4Planes*(row*c4Cols+col) + plane }
+	bottom := c4Rows - 1
+	own, opp := g.observe(0), g.observe(1)
+	want := map[int]bool{cell(bottom, 3, 4): true, cell(bottom-3, 6, 5): true}
+	for i, v := range own {
+		if p := i % c4Planes; p >= 4 && (v == 1) != want[i] {
+			t.Errorf("seat 0's view, row %d col %d plane %d: %v", i/c4Planes/c4Cols, i/c4Planes%c4Cols, p, v)
+		}
+	}
+	// Seat 1 sees the same cells the other way round.
+	if opp[cell(bottom, 3, 5)] != 1 || opp[cell(bottom-3, 6, 4)] != 1 || opp[cell(bottom, 3, 4)] != 0 {
+		t.Errorf("seat 1's view: %v %v %v", opp[cell(bottom, 3, 5)], opp[cell(bottom-3, 6, 4)], opp[cell(bottom, 3, 4)])
+	}
+	if g.board[cell(bottom, 3, 0)/c4Planes] != 0 {
+		t.Error("observing left a disc on the board")
+	}
+}
+
 // Two agents: only the mover's action counts, both see the board from
 // their side with the turn flag, a disc for a full column goes into
 // another, and the game ends for both with opposite rewards.
@@ -61,7 +89,7 @@ func TestConnect4TwoAgents(t *testing.T) {
 		t.Fatal(obs, err)
 	}
 	first := g.turn
-	if obs[first][2] != 1 || obs[first][c4ObsDim-2] != 1 || obs[1-first][2] != 0 {
+	if obs[first][2] != 1 || obs[first][c4Planes*(c4Cells-1)+2] != 1 || obs[1-first][2] != 0 {
 		t.Fatalf("turn planes %v %v, seat %d moves", obs[0][2], obs[1][2], first)
 	}
 	acts := make([]api.Action, 2)

@@ -263,7 +263,7 @@ func (s *routeSpec) resolve(m AgentMapping, cfg Config, index, n int) error {
 	if m.Deterministic != nil {
 		s.deterministic = *m.Deterministic
 		// A policy worker's own deterministic key decides its actions.
-		if s.deterministic && s.inference != InferenceInline {
+		if s.deterministic && s.inference != InferenceInline && m.Pool == nil {
 			return badConfig("%sdeterministic applies to inline inference only (a policy worker's own deterministic key decides remote actions)", s.where)
 		}
 	}

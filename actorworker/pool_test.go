@@ -133,4 +133,10 @@ func TestPoolConfigRefused(t *testing.T) {
 			t.Errorf("%s: CheckConfig accepted %v", name, m)
 		}
 	}
+	// A pool plays inline, so its versions may play greedily.
+	greedy := selfPlay(100)
+	greedy["agents"].([]map[string]any)[1]["deterministic"] = true
+	if err := actorworker.CheckConfig(workertest.Args(t, greedy), 0); err != nil {
+		t.Errorf("a deterministic pool: %v", err)
+	}
 }

@@ -26,13 +26,19 @@
 //	seed                  seeds the episodes (the worker's index)
 //	label                 names the evaluation in the metadata: eval_{label}_return, ...
 //	                      (several evaluators of one policy, against different opponents)
+//	opponent              {policy, identifier, agents}: a kept version of a policy (default:
+//	                      the evaluated one) plays the agents at agents ([1]) of a game such
+//	                      as connect4, the version evaluated the others; identifier (required)
+//	                      is a tag such as best, or a version number, looked up again at the
+//	                      start of each evaluation (which waits until it exists); the
+//	                      opponent's version is recorded as eval_[label_]opponent
 //
 // Besides the mean return and its standard error an evaluation records
 // the win rate, the share of episodes whose return is positive: against a
 // built-in opponent of a game (connect4's env_config {opponent: ...}), the
 // games won.
 //
-// Every agent of the environment plays the version; a multi-agent
-// environment's return is its first agent's (the team's, for a shared
-// reward such as simple_spread's).
+// Every agent of the environment plays the version, but an opponent's; a
+// multi-agent environment's return is the first agent's the version plays
+// (the team's, for a shared reward such as simple_spread's).
 package evalworker

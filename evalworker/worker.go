@@ -42,6 +42,9 @@ const (
 	MetaWinRate  = "eval_win_rate"
 	MetaEpisodes = "eval_episodes"
 	MetaMs       = "eval_ms"
+	// MetaOpponent is the opponent's version, for an evaluation against
+	// another policy's (or the policy's own) kept version.
+	MetaOpponent = "eval_opponent"
 )
 
 // MetaKey is the metadata key of an evaluation labelled label: key itself
@@ -72,6 +75,20 @@ type Config struct {
 	// (eval_{label}_return, ...), for evaluators of one policy against
 	// different opponents; "": eval_return, ...
 	Label string `msgpack:"label"`
+	// Opponent, if set, plays some agents with a kept version of a policy
+	// (a two-player game), and the version evaluated plays the others.
+	Opponent *Opponent `msgpack:"opponent"`
+}
+
+// Opponent is the kept version an evaluation plays against: the newest
+// version of Policy that Identifier names (a tag, such as "best", or a
+// version number), looked up again at the start of every evaluation, on
+// the agents of the environment at Agents. Its network has the shape of
+// the evaluated one.
+type Opponent struct {
+	Policy     string `msgpack:"policy"`     // default: the evaluated policy
+	Identifier string `msgpack:"identifier"` // required
+	Agents     []int  `msgpack:"agents"`     // default [1]
 }
 
 func badConfig(format string, args ...any) error {
@@ -120,9 +137,21 @@ func parseConfig(args rpc.Args, index int) (Config, policy.Config, error) {
 			return cfg, policy.Config{}, badConfig("best_tag: %v", err)
 		}
 	}
+	if o := cfg.Opponent; o != nil {
+		o.Policy = cmp.Or(o.Policy, cfg.Policy)
+		if o.Agents == nil {
+			o.Agents = []int{1}
+		}
+		if o.Identifier == "" {
+			return cfg, policy.Config{}, badConfig("opponent: identifier is required: a tag (such as best) or a version number of policy %s", o.Policy)
+		}
+	}
 	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
 	if err != nil {
 		return cfg, pc, badConfig("%v", err)
+	}
+	if err := checkOpponentAgents(cfg); err != nil {
+		return cfg, pc, err
 	}
 	pc = pc.WithShape(cfg.Hidden, cfg.Activation).WithConv(cfg.Conv)
 	pc.Seed, pc.Deterministic, pc.SharedTrunk = *cfg.Seed, *cfg.Deterministic, cfg.SharedTrunk
@@ -130,6 +159,31 @@ func parseConfig(args rpc.Args, index int) (Config, policy.Config, error) {
 		return cfg, pc, badConfig("%v", err)
 	}
 	return cfg, pc, nil
+}
+
+// checkOpponentAgents checks that the opponent's agents are agents of
+// the environment and leave the evaluated version at least one.
+func checkOpponentAgents(cfg Config) error {
+	if cfg.Opponent == nil {
+		return nil
+	}
+	e, err := api.NewEnv(cfg.Env, cfg.EnvConfig)
+	if err != nil {
+		return badConfig("%v", err)
+	}
+	n := len(e.Agents())
+	_ = e.Close()
+	seen := map[int]bool{}
+	for _, a := range cfg.Opponent.Agents {
+		if a < 0 || a >= n || seen[a] {
+			return badConfig("opponent: agents %v: want distinct indices below %d, the agents of %s", cfg.Opponent.Agents, n, cfg.Env)
+		}
+		seen[a] = true
+	}
+	if len(seen) == n {
+		return badConfig("opponent: agents %v take every agent of %s: the version evaluated plays none", cfg.Opponent.Agents, cfg.Env)
+	}
+	return nil
 }
 
 // CheckConfig checks evaluator index's configure kwargs as Configure does
@@ -159,6 +213,14 @@ type Worker struct {
 	kept   *paramstream.KeptReader
 	env    api.Env
 	policy *policy.ActorCritic
+	// With an opponent: its policy's kept versions, its network, its
+	// answers, and which agents it plays; scored is the first agent the
+	// evaluated version plays, whose return counts.
+	oppKept   *paramstream.KeptReader
+	oppPolicy *policy.ActorCritic
+	oppOut    api.Inference
+	oppPlays  []bool
+	scored    int
 
 	cur  *run // the evaluation under way, nil between them
 	done map[keptID]bool
@@ -174,6 +236,7 @@ type Worker struct {
 	actions []api.Action
 	// seedCount numbers the episodes played, for their seeds.
 	seedCount uint64
+	lastOpp   int64 // the opponent's version in the last evaluation
 }
 
 // keptID is one kept version of one publisher's epoch.
@@ -195,6 +258,7 @@ type result struct {
 // far, and the episode being played.
 type run struct {
 	v       paramstream.Version
+	opp     paramstream.Version // the opponent's version, if any
 	returns []float64
 	ret     float64
 	obs     [][]float32
@@ -221,10 +285,30 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 		_ = e.Close()
 		return fmt.Errorf("evaluator: %w", err)
 	}
+	var oppKept *paramstream.KeptReader
+	var oppPolicy *policy.ActorCritic
+	oppPlays := make([]bool, len(e.Agents()))
+	if o := cfg.Opponent; o != nil {
+		if oppPolicy, err = policy.New(pc); err == nil {
+			oppKept, err = paramstream.NewKeptReader(ctx, w.info.Repo, w.info.Trial, o.Policy)
+		}
+		if err != nil {
+			_, _ = e.Close(), kept.Close()
+			return fmt.Errorf("evaluator: opponent: %w", err)
+		}
+		for _, a := range o.Agents {
+			oppPlays[a] = true
+		}
+	}
 	if err := w.Close(); err != nil {
 		w.log.Warn("evaluator: releasing the previous configuration", "err", err)
 	}
 	w.cfg, w.policy, w.env, w.kept = cfg, p, e, kept
+	w.oppKept, w.oppPolicy, w.oppPlays = oppKept, oppPolicy, oppPlays
+	w.scored = 0
+	for w.oppPlays[w.scored] {
+		w.scored++
+	}
 	w.store = paramstream.NewVersions(w.info.Repo, w.info.Trial)
 	w.done, w.cur = map[keptID]bool{}, nil
 	w.obsBuf = api.NewTensor[float32](len(e.Agents()), pc.ObsDim)
@@ -284,7 +368,9 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		}
 		if err := w.begin(v); err != nil {
 			w.warning = fmt.Sprintf("version %d not evaluated: %v", v.Version, err)
-			w.done[keptID{v.Version, v.Epoch}] = true
+			if !errors.Is(err, errNotYet) {
+				w.done[keptID{v.Version, v.Epoch}] = true
+			}
 			return worker.PollResult{}, nil
 		}
 	}
@@ -311,8 +397,26 @@ func (w *Worker) begin(v paramstream.Version) error {
 		return err
 	}
 	w.cur = &run{v: v, began: time.Now()}
+	if o := w.cfg.Opponent; o != nil {
+		opp, err := paramstream.Select(w.oppKept.Versions(), o.Identifier)
+		if err == nil {
+			var data []float32
+			if data, err = w.oppKept.Load(opp); err == nil {
+				err = w.oppPolicy.SetParams(opp.Version, data)
+			}
+		}
+		if err != nil {
+			w.cur = nil
+			return fmt.Errorf("%w: opponent %s %q: %w", errNotYet, o.Policy, o.Identifier, err)
+		}
+		w.cur.opp = opp
+	}
 	return w.reset()
 }
+
+// errNotYet marks an evaluation that cannot start yet (its opponent's
+// version is not kept yet): the version stays pending.
+var errNotYet = errors.New("waiting")
 
 // reset starts an episode, seeded apart from every other the evaluator
 // played, so that versions are compared on fresh episodes.
@@ -335,11 +439,20 @@ func (w *Worker) step() error {
 	if err := w.policy.Infer(w.obsBuf, &w.out); err != nil {
 		return fmt.Errorf("evaluator: infer: %w", err)
 	}
+	if w.oppPolicy != nil {
+		if err := w.oppPolicy.Infer(w.obsBuf, &w.oppOut); err != nil {
+			return fmt.Errorf("evaluator: opponent: infer: %w", err)
+		}
+	}
 	for i := range w.actions {
-		w.actions[i] = api.Action{Discrete: w.out.Actions.Data[i]}
-		if !w.out.ContActions.IsZero() {
-			d := w.out.ContActions.Shape[1]
-			w.actions[i].Continuous = w.out.ContActions.Data[i*d : (i+1)*d]
+		out := &w.out
+		if w.oppPlays[i] {
+			out = &w.oppOut
+		}
+		w.actions[i] = api.Action{Discrete: out.Actions.Data[i]}
+		if !out.ContActions.IsZero() {
+			d := out.ContActions.Shape[1]
+			w.actions[i].Continuous = out.ContActions.Data[i*d : (i+1)*d]
 		}
 	}
 	s, err := w.env.Step(w.actions)
@@ -347,7 +460,7 @@ func (w *Worker) step() error {
 		return fmt.Errorf("evaluator: step: %w", err)
 	}
 	w.envSteps++
-	w.cur.ret += float64(s.Rewards[0])
+	w.cur.ret += float64(s.Rewards[w.scored])
 	w.cur.obs = s.Obs
 	if s.Done() {
 		w.episodes++
@@ -380,10 +493,15 @@ func (w *Worker) finish(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
 	l := w.cfg.Label
-	err := w.store.SetMetadata(ctx, w.cfg.Policy, c.v.Version, map[string]any{
+	md := map[string]any{
 		MetaKey(MetaReturn, l): mean, MetaKey(MetaStderr, l): se, MetaKey(MetaWinRate, l): r.winRate,
 		MetaKey(MetaEpisodes, l): len(c.returns), MetaKey(MetaMs, l): time.Since(c.began).Milliseconds(),
-	})
+	}
+	if w.cfg.Opponent != nil {
+		md[MetaKey(MetaOpponent, l)] = c.opp.Version
+		w.lastOpp = c.opp.Version
+	}
+	err := w.store.SetMetadata(ctx, w.cfg.Policy, c.v.Version, md)
 	if errors.Is(err, paramstream.ErrNoVersion) {
 		w.log.Info("evaluator: version collected while evaluated", "version", c.v.Version)
 		return
@@ -393,7 +511,7 @@ func (w *Worker) finish(ctx context.Context) {
 		return
 	}
 	w.log.Info("evaluator: version evaluated", "policy", w.cfg.Policy, "label", w.cfg.Label, "version", c.v.Version,
-		"mean_return", mean, "stderr", se, "win_rate", r.winRate, "episodes", len(c.returns))
+		"mean_return", mean, "stderr", se, "win_rate", r.winRate, "episodes", len(c.returns), "opponent", md[MetaKey(MetaOpponent, l)])
 	if w.best.ok && mean <= w.best.mean {
 		w.warning = ""
 		return
@@ -448,6 +566,9 @@ func (w *Worker) Stats() map[string]any {
 		out[member.StatEvalReturn] = w.last.mean
 		out["eval_stderr"] = w.last.stderr
 		out["eval_win_rate"] = w.last.winRate
+		if w.cfg.Opponent != nil {
+			out["eval_opponent"] = w.lastOpp
+		}
 	}
 	if w.best.ok {
 		out[member.StatBestVersion] = w.best.version
@@ -478,6 +599,14 @@ func (w *Worker) Close() error {
 	if w.policy != nil {
 		errs = append(errs, w.policy.Close())
 		w.policy = nil
+	}
+	if w.oppKept != nil {
+		errs = append(errs, w.oppKept.Close())
+		w.oppKept = nil
+	}
+	if w.oppPolicy != nil {
+		errs = append(errs, w.oppPolicy.Close())
+		w.oppPolicy = nil
 	}
 	return errors.Join(errs...)
 }

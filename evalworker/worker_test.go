@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,4 +218,99 @@ func TestLabelledEvaluations(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// columnPlayer is a connect4 network that plays column col while it is
+// open: every weight zero, and its logit's bias high.
+func columnPlayer(t *testing.T, col int) []float32 {
+	t.Helper()
+	pc, err := policy.ConfigForEnv(env.Connect4Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.New(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, params := p.Params()
+	clear(params)
+	head := ""
+	for _, l := range p.Net().Layout() {
+		if strings.HasPrefix(l.Name, "pi.") && strings.HasSuffix(l.Name, ".b") {
+			head = l.Name // the last of the policy's biases: the logits'
+			params[l.Offset+col] = 10
+			if head != l.Name {
+				t.Fatal("layout out of order")
+			}
+		}
+	}
+	return params
+}
+
+// An evaluator plays a version of red against blue's version tagged best,
+// waiting until blue has one: red stacks column 6, blue column 0, so
+// whoever moves first wins at the game's 7th move, every game is won or
+// lost, and red wins about half; blue's version is recorded beside the
+// win rate. (Red against itself would fill column 6, then 0, 1, ...: the
+// first mover wins too, but at the 19th move.)
+func TestEvaluatesAgainstAnotherPolicy(t *testing.T) {
+	repo := etcdtest.Repo(t)
+	trial := names.NewTrial("unit", t.Name())
+	vs := paramstream.NewVersions(repo, trial)
+	ctx := workertest.Ctx(t, 30*time.Second)
+	dir := t.TempDir()
+	if _, err := vs.Keep(ctx, "red", 1, 5, dir, columnPlayer(t, 6), "pool"); err != nil {
+		t.Fatal(err)
+	}
+	// Blue's version 1 is no player at all; version 2, tagged best later,
+	// stacks column 0.
+	if _, err := vs.Keep(ctx, "blue", 1, 7, dir, initialParams(t, env.Connect4Name)); err != nil {
+		t.Fatal(err)
+	}
+	f := startEvaluator(t, repo, trial, 0, map[string]any{"env": env.Connect4Name, "policy": "red", "episodes": 60,
+		"label": "vs_blue", "opponent": map[string]any{"policy": "blue", "identifier": "best"}})
+	time.Sleep(200 * time.Millisecond)
+	if st := f.stats(t); fmt.Sprint(st["evaluated"]) != "0" {
+		t.Fatalf("evaluated before blue had a best version: %v", st)
+	}
+	if _, err := vs.Keep(ctx, "blue", 2, 7, dir, columnPlayer(t, 0), "best"); err != nil {
+		t.Fatal(err)
+	}
+	key := func(k string) string { return evalworker.MetaKey(k, "vs_blue") }
+	eventually.NoError(t, 30*time.Second, "red evaluated against blue", func() error {
+		list, err := vs.List(ctx, "red")
+		if err != nil || len(list) != 1 {
+			return fmt.Errorf("%v %v", list, err)
+		}
+		md := list[0].Metadata
+		wr, ok := md[key(evalworker.MetaWinRate)].(float64)
+		if !ok {
+			return fmt.Errorf("metadata %v", md)
+		}
+		mean := md[key(evalworker.MetaReturn)].(float64)
+		if md[key(evalworker.MetaOpponent)] != 2.0 || wr < 0.2 || wr > 0.8 || math.Abs(mean-(2*wr-1)) > 1e-9 {
+			t.Fatalf("metadata %v: want blue's version 2, a win rate near 0.5 and no draw", md)
+		}
+		return nil
+	})
+	st := f.stats(t)
+	steps, _ := strconv.ParseFloat(fmt.Sprint(st["env_steps"]), 64)
+	episodes, _ := strconv.ParseFloat(fmt.Sprint(st[member.StatEpisodes]), 64)
+	if episodes < 60 || steps/episodes < 7 || steps/episodes > 8 {
+		t.Errorf("%v steps in %v episodes, want games of 7 or 8 moves (stats %v)", steps, episodes, st)
+	}
+}
+
+func TestOpponentConfigRefused(t *testing.T) {
+	for _, opp := range []map[string]any{
+		{"policy": "blue"},
+		{"identifier": "best", "agents": []int{2}},
+		{"identifier": "best", "agents": []int{0, 1}},
+		{"identifier": "best", "agents": []int{1, 1}},
+	} {
+		cfg := map[string]any{"env": env.Connect4Name, "opponent": opp}
+		if err := evalworker.CheckConfig(workertest.Args(t, cfg), 0); err == nil {
+			t.Errorf("opponent %v accepted", opp)
+		}
+	}
 }

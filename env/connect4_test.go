@@ -203,3 +203,44 @@ func TestConnect4Scripted(t *testing.T) {
 		}
 	}
 }
+
+// Connect4Classify reads, from the mover's observation, a win it could
+// take, a threat it had to block, and a move that hands the opponent the
+// cell above.
+func TestConnect4Classify(t *testing.T) {
+	g := newBoard(t)
+	// Seat 0: 0, 1, 2 on the bottom row; seat 1: three up column 6 and a
+	// disc in column 4. Seat 0 to move: it wins in column 3, and must
+	// block column 6 otherwise.
+	play(t, g, 0, 6, 1, 6, 2, 6)
+	obs := g.observe(0)
+	tests := []struct {
+		col  int
+		want Connect4Move
+	}{
+		{3, Connect4Move{CouldWin: true, Won: true, MustBlock: true}},
+		{6, Connect4Move{CouldWin: true, MustBlock: true, Blocked: true}},
+		{5, Connect4Move{CouldWin: true, MustBlock: true}},
+	}
+	for _, tt := range tests {
+		if got := Connect4Classify(obs, tt.col); got != tt.want {
+			t.Errorf("column %d: %+v, want %+v", tt.col, got, tt.want)
+		}
+	}
+	// Seat 1 three in a row on the second row (columns 0-2) over a bottom
+	// row of mixed discs: seat 0 dropping into column 3 puts its disc
+	// under seat 1's four.
+	g = newBoard(t)
+	for col, who := range []int8{1, 2, 1} {
+		g.board[(c4Rows-1)*c4Cols+col] = who
+		g.board[(c4Rows-2)*c4Cols+col] = 2
+		g.height[col] = 2
+	}
+	g.turn = 0
+	if got := Connect4Classify(g.observe(0), 3); !got.GaveWin || got.Won || got.CouldWin || got.MustBlock {
+		t.Errorf("column 3 under the opponent's four: %+v", got)
+	}
+	if got := Connect4Classify(g.observe(0), 4); got.GaveWin {
+		t.Errorf("column 4: %+v", got)
+	}
+}

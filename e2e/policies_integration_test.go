@@ -106,7 +106,7 @@ func mean(xs []float64) float64 {
 }
 
 // connect4-selfplay-ppo end to end, briefly: the trainer keeps versions
-// tagged pool, the actors draw player_1's from them per game, both
+// tagged pool, the pool's actor draws player_1's from them per game, both
 // evaluators record their win rates in the versions' metadata, the
 // scripted one tags the best, which metrics.jsonl names; the kept
 // versions outlive the run (versions.json) and `rlctl versions` lists
@@ -117,7 +117,7 @@ func TestStartConnect4SelfPlay(t *testing.T) {
 		"--set", "stop.wall_time=5m", "--set", "metrics_interval=500ms",
 		"--set", "workers.eval-random.config.episodes=20", "--set", "workers.eval-scripted.config.episodes=20",
 		"--set", "workers.trainer.config.batch_steps=1024", "--set", "workers.trainer.config.keep_every=5")
-	waitOutput(t, p, regexp.MustCompile(`all 6 workers running`), 60*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`all 7 workers running`), 60*time.Second)
 	dir := filepath.Join(work, "connect4-selfplay-ppo", "t9")
 	var last metricsLine
 	eventually.NoError(t, 3*time.Minute, "3 versions evaluated against both opponents, a best one", func() error {
@@ -138,9 +138,9 @@ func TestStartConnect4SelfPlay(t *testing.T) {
 	})
 	rec := readRecord(t, dir)
 	env := []string{"RLCTL_NAMERESOLVE=" + rec.NameResolve, "RLCTL_EXPERIMENT=connect4-selfplay-ppo", "RLCTL_TRIAL=t9"}
-	out, code := runRlctl(t, env, "request", "actor/0", "stats")
+	out, code := runRlctl(t, env, "request", "actor-pool/0", "stats")
 	if code != 0 {
-		t.Fatalf("actor/0 stats: %d %s", code, out)
+		t.Fatalf("actor-pool/0 stats: %d %s", code, out)
 	}
 	var actor struct {
 		Policies map[string]struct {
@@ -152,7 +152,7 @@ func TestStartConnect4SelfPlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	if pool := actor.Policies["c4-pool"]; pool.Draws < 2 || len(pool.Version) < 2 {
-		t.Errorf("actor/0 drew player_1's version %d times from %v, want two versions or more", pool.Draws, pool.Version)
+		t.Errorf("actor-pool/0 drew player_1's version %d times from %v, want two versions or more", pool.Draws, pool.Version)
 	}
 	if out, code := runRlctl(t, env, "request", "ctl", "exit"); code != 0 {
 		t.Fatalf("rlctl request ctl exit: %d %s", code, out)

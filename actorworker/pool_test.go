@@ -9,7 +9,6 @@ import (
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/paramstream"
-	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/worker/member"
 )
 
@@ -17,15 +16,7 @@ import (
 // network with parameters drawn from the version, tagged pool.
 func keepC4(t *testing.T, c *cluster, n int) {
 	t.Helper()
-	pc, err := policy.ConfigForEnv(env.Connect4Name, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.New(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, params := p.Params()
+	_, params := workertest.NewPolicy(t, env.Connect4Name, nil).Params()
 	vs, dir := paramstream.NewVersions(c.repo, testTrial), t.TempDir()
 	for v := int64(1); v <= int64(n); v++ {
 		for i := range params {

@@ -14,7 +14,7 @@ import (
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
-	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/internal/testsupport/workertest"
 )
 
 // spread-teams-ppo, two policies in one trial: simple_spread's agent_0 on
@@ -187,18 +187,9 @@ func TestStartConnect4SelfPlay(t *testing.T) {
 // of simple_spread with MAPPO's reward, every agent on it.
 func untrainedSpreadReturn(t *testing.T, episodes int) float64 {
 	t.Helper()
-	if err := env.Register(); err != nil {
-		t.Fatal(err)
-	}
 	cfg := map[string]any{"reward": "mappo"}
-	pc, err := policy.ConfigForEnv(env.SimpleSpreadName, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := policy.New(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := workertest.NewPolicy(t, env.SimpleSpreadName, cfg)
+	pc := p.Config()
 	e, err := api.NewEnv(env.SimpleSpreadName, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/distrl/distrl/worker/member"
 
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/policy"
 )
 
 // Registry is a registry of the given worker types, for a test package's
@@ -201,4 +202,24 @@ func Args(t testing.TB, kwargs map[string]any) rpc.Args {
 		t.Fatal(err)
 	}
 	return rpc.RawArgs(raw)
+}
+
+// NewPolicy is a new policy of environment envName's default network
+// (policy.ConfigForEnv, seed 0), for tests that need a network's
+// parameters, layout or answers; env.Register has run.
+func NewPolicy(t testing.TB, envName string, envCfg map[string]any) *policy.ActorCritic {
+	t.Helper()
+	if err := env.Register(); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := policy.ConfigForEnv(envName, envCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.New(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }

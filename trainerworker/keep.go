@@ -30,6 +30,11 @@ type KeepConfig struct {
 	// KeepTag; 0 (the default) keeps none. Needs checkpoint_dir: the
 	// files go to its versions/ directory.
 	KeepEvery int `msgpack:"keep_every"`
+	// KeepEverySeconds keeps a published version once that many seconds
+	// have passed since the last one kept (SRL's tag frequency in
+	// minutes); 0: by count only. With both, a version due by either is
+	// kept.
+	KeepEverySeconds float64 `msgpack:"keep_every_s"`
 	// KeepTag tags the versions kept; default "pool".
 	KeepTag string `msgpack:"keep_tag"`
 	// KeepLast is how many versions keep KeepTag: older ones lose it, and
@@ -44,16 +49,20 @@ func (c *KeepConfig) check(dir string) error {
 	c.KeepTag = cmp.Or(c.KeepTag, DefaultKeepTag)
 	c.KeepLast = cmp.Or(c.KeepLast, DefaultKeepLast)
 	switch {
-	case c.KeepEvery < 0 || c.KeepLast < 1:
-		return badConfig("keep_every %d, keep_last %d: want keep_every >= 0 (0: keep none) and keep_last >= 1", c.KeepEvery, c.KeepLast)
-	case c.KeepEvery > 0 && dir == "":
-		return badConfig("keep_every %d needs checkpoint_dir: kept versions are files under it", c.KeepEvery)
+	case c.KeepEvery < 0 || c.KeepLast < 1 || !(c.KeepEverySeconds >= 0):
+		return badConfig("keep_every %d, keep_every_s %v, keep_last %d: want keep_every >= 0 and keep_every_s >= 0 (0: keep none) and keep_last >= 1",
+			c.KeepEvery, c.KeepEverySeconds, c.KeepLast)
+	case c.keeps() && dir == "":
+		return badConfig("keep_every %d, keep_every_s %v need checkpoint_dir: kept versions are files under it", c.KeepEvery, c.KeepEverySeconds)
 	}
 	if err := paramstream.CheckTag(c.KeepTag); err != nil {
 		return badConfig("keep_tag: %v", err)
 	}
 	return nil
 }
+
+// keeps reports whether c keeps any version.
+func (c *KeepConfig) keeps() bool { return c.KeepEvery > 0 || c.KeepEverySeconds > 0 }
 
 // keeper keeps a trainer's versions as its KeepConfig says.
 type keeper struct {
@@ -62,23 +71,34 @@ type keeper struct {
 	dir     string
 	store   *paramstream.Versions
 	last    int64 // the newest version kept, -1: none
+	lastAt  time.Time
+	now     func() time.Time
 	kept    int64 // versions kept since configure
 	removed int64 // versions collected
 }
 
 func newKeeper(info worker.Info, cfg KeepConfig, policy, checkpointDir string) *keeper {
-	if cfg.KeepEvery == 0 {
+	if !cfg.keeps() {
 		return nil
 	}
 	return &keeper{cfg: cfg, policy: policy, dir: filepath.Join(checkpointDir, VersionsDir),
-		store: paramstream.NewVersions(info.Repo, info.Trial), last: -1}
+		store: paramstream.NewVersions(info.Repo, info.Trial), last: -1, now: time.Now}
 }
 
 // due reports whether a version just published is one to keep. Version 0
 // is: a self-play trial's opponents are drawn from the kept versions,
 // and the untrained start is the first of them.
 func (k *keeper) due(version int64) bool {
-	return k != nil && version%int64(k.cfg.KeepEvery) == 0
+	switch {
+	case k == nil:
+		return false
+	case version == 0:
+		return true
+	case k.cfg.KeepEvery > 0 && version%int64(k.cfg.KeepEvery) == 0:
+		return true
+	}
+	every := time.Duration(k.cfg.KeepEverySeconds * float64(time.Second))
+	return every > 0 && k.now().Sub(k.lastAt) >= every
 }
 
 // keep sets version (of the publisher's epoch) aside and collects what
@@ -90,7 +110,7 @@ func (k *keeper) keep(ctx context.Context, version int64, epoch uint64, params [
 	if _, err := k.store.Keep(ctx, k.policy, version, epoch, k.dir, params, k.cfg.KeepTag); err != nil {
 		return err
 	}
-	k.last = version
+	k.last, k.lastAt = version, k.now()
 	k.kept++
 	n, err := k.store.Collect(ctx, k.policy, k.cfg.KeepTag, k.cfg.KeepLast)
 	k.removed += int64(n)

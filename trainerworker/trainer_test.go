@@ -60,6 +60,8 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 		{"keep_every without checkpoint_dir", map[string]any{"keep_every": 5}},
 		{"dqn: keep_every without checkpoint_dir", map[string]any{"algorithm": "dqn", "keep_every": 5}},
 		{"numeric keep_tag", map[string]any{"keep_every": 5, "checkpoint_dir": "/tmp/x", "keep_tag": "12"}},
+		{"keep_every_s without checkpoint_dir", map[string]any{"keep_every_s": 60}},
+		{"negative keep_every_s", map[string]any{"keep_every_s": -1, "checkpoint_dir": "/tmp/x"}},
 		{"negative keep_last", map[string]any{"keep_last": -1}},
 		{"dqn: conv of stride 0", map[string]any{"algorithm": "dqn", "env": "minatar-breakout", "conv": []map[string]any{{"filters": 4, "kernel": 3}}}},
 	}

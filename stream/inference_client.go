@@ -315,9 +315,7 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 		c.zmqUntil = c.clock.Add(2 * c.opts.Timeout)
 	}
 	for _, id := range c.qIDs {
-		r, _ := c.reqs.get(ReqID(id))
-		r.state = reqSent
-		c.reqs.put(ReqID(id), r)
+		c.reqs.at(ReqID(id)).state = reqSent
 	}
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
 	c.blocked = sendOK
@@ -374,8 +372,8 @@ func (c *RemoteInferenceClient) takeReply(frame []byte, now time.Time) {
 		c.refusal = refusal
 	}
 	for i, id := range c.repIDs.Data {
-		r, ok := c.reqs.get(ReqID(id))
-		if !ok || r.state != reqSent {
+		r := c.reqs.at(ReqID(id))
+		if r == nil || r.state != reqSent {
 			// Expired (and maybe consumed) already, or an id this client
 			// never sent.
 			c.stats.Late++
@@ -393,7 +391,6 @@ func (c *RemoteInferenceClient) takeReply(frame []byte, now time.Time) {
 			c.stats.Replies++
 			c.expired = 0
 		}
-		c.reqs.put(ReqID(id), r)
 	}
 }
 
@@ -413,8 +410,8 @@ func (c *RemoteInferenceClient) expire(now time.Time) {
 	i := 0
 	for ; i < len(c.expiry); i++ {
 		id := c.expiry[i]
-		r, ok := c.reqs.get(id)
-		if !ok || r.state.settled() {
+		r := c.reqs.at(id)
+		if r == nil || r.state.settled() {
 			continue
 		}
 		if now.Before(r.deadline) {
@@ -422,7 +419,6 @@ func (c *RemoteInferenceClient) expire(now time.Time) {
 		}
 		dequeue = dequeue || r.state == reqQueued
 		r.state = reqFailed
-		c.reqs.put(id, r)
 		c.stats.Failed++
 		c.expired++
 	}
@@ -440,7 +436,7 @@ func (c *RemoteInferenceClient) compactQueue() {
 	d := c.opts.ObsDim
 	k := 0
 	for j, id := range c.qIDs {
-		if r, _ := c.reqs.get(ReqID(id)); r.state != reqQueued {
+		if r := c.reqs.at(ReqID(id)); r == nil || r.state != reqQueued {
 			continue
 		}
 		c.qIDs[k] = id
@@ -451,10 +447,7 @@ func (c *RemoteInferenceClient) compactQueue() {
 }
 
 // Ready reports whether id has a result or has failed.
-func (c *RemoteInferenceClient) Ready(id ReqID) bool {
-	r, ok := c.reqs.get(id)
-	return ok && r.state.settled()
-}
+func (c *RemoteInferenceClient) Ready(id ReqID) bool { return c.reqs.settled(id) }
 
 // Consume takes the outcome of id, which must be Ready. A request that
 // expired gives an error wrapping ErrInferenceFailed, one a policy worker
@@ -474,16 +467,18 @@ func (c *RemoteInferenceClient) Consume(id ReqID) (InferenceResult, error) {
 var errPending = errors.New("stream: Consume before Ready")
 
 func consume(reqs *requests, id ReqID, failure func(reqState) error) (InferenceResult, error) {
-	r, ok := reqs.get(id)
+	r := reqs.at(id)
 	switch {
-	case !ok:
+	case r == nil:
 		return InferenceResult{}, fmt.Errorf("request %d: %w", id, ErrUnknownRequest)
 	case r.state == reqDone:
+		res := r.result
 		reqs.remove(id)
-		return r.result, nil
+		return res, nil
 	case r.state == reqFailed || r.state == reqRefused:
+		s := r.state
 		reqs.remove(id)
-		return InferenceResult{}, failure(r.state)
+		return InferenceResult{}, failure(s)
 	}
 	return InferenceResult{}, fmt.Errorf("request %d: %w", id, errPending)
 }

@@ -75,7 +75,9 @@ func (c *InlineInferenceClient) Flush(ctx context.Context) error {
 		return c.failAll(err)
 	}
 	for i, id := range c.qIDs {
-		c.reqs.put(id, request{state: reqDone, result: resultAt(&c.out, i)})
+		if r := c.reqs.at(id); r != nil {
+			r.state, r.result = reqDone, resultAt(&c.out, i)
+		}
 	}
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
 	return nil
@@ -84,7 +86,9 @@ func (c *InlineInferenceClient) Flush(ctx context.Context) error {
 func (c *InlineInferenceClient) failAll(cause error) error {
 	err := fmt.Errorf("stream: inline policy: %w: %w", ErrInferenceFailed, cause)
 	for _, id := range c.qIDs {
-		c.reqs.put(id, request{state: reqFailed})
+		if r := c.reqs.at(id); r != nil {
+			r.state = reqFailed
+		}
 		c.err[id] = err
 	}
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
@@ -95,10 +99,7 @@ func (c *InlineInferenceClient) failAll(cause error) error {
 func (c *InlineInferenceClient) Poll() error { return nil }
 
 // Ready reports whether id has a result or has failed.
-func (c *InlineInferenceClient) Ready(id ReqID) bool {
-	r, ok := c.reqs.get(id)
-	return ok && r.state.settled()
-}
+func (c *InlineInferenceClient) Ready(id ReqID) bool { return c.reqs.settled(id) }
 
 // Consume takes the outcome of id, which must be Ready.
 func (c *InlineInferenceClient) Consume(id ReqID) (InferenceResult, error) {

@@ -23,7 +23,7 @@ func TestRequests(t *testing.T) {
 			}
 			for _, id := range tt.remove {
 				q.remove(id)
-				if _, ok := q.get(id); ok {
+				if q.at(id) != nil {
 					t.Fatalf("request %d still there after remove", id)
 				}
 			}
@@ -42,28 +42,29 @@ func TestRequestsUnconsumed(t *testing.T) {
 	q.add(1, request{state: reqSent})
 	for id := ReqID(2); id < 100_000; id++ {
 		q.add(id, request{state: reqQueued})
-		r, ok := q.get(id)
-		if !ok || r.state != reqQueued {
-			t.Fatalf("request %d: %+v %v", id, r, ok)
+		r := q.at(id)
+		if r == nil || r.state != reqQueued {
+			t.Fatalf("request %d: %+v", id, r)
 		}
 		r.state = reqDone
-		q.put(id, r)
+		if !q.settled(id) {
+			t.Fatalf("request %d: a change in place did not stick", id)
+		}
 		q.remove(id)
 	}
 	if len(q.win) > 2048 || q.len() != 1 {
 		t.Fatalf("window of %d for %d requests", len(q.win), q.len())
 	}
-	r, ok := q.get(1)
-	if !ok || r.state != reqSent {
-		t.Fatalf("the unconsumed request: %+v %v", r, ok)
+	r := q.at(1)
+	if r == nil || r.state != reqSent {
+		t.Fatalf("the unconsumed request: %+v", r)
 	}
 	r.state = reqFailed
-	q.put(1, r)
-	if r, _ := q.get(1); r.state != reqFailed {
-		t.Fatalf("put on a request in the map did not stick: %+v", r)
+	if r := q.at(1); r.state != reqFailed {
+		t.Fatalf("a change in place of a request in the map did not stick: %+v", r)
 	}
 	q.remove(1)
-	if _, ok := q.get(1); ok || q.len() != 0 {
-		t.Fatalf("request 1 after remove: %v, %d held", ok, q.len())
+	if q.at(1) != nil || q.len() != 0 {
+		t.Fatalf("request 1 after remove: %d held", q.len())
 	}
 }

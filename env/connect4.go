@@ -15,20 +15,20 @@ import (
 // take turns; who moves first is drawn per episode from the reset seed.
 // Every step takes an action of each agent and applies the one whose turn
 // it is; the other's is ignored, and the game says whose turn it is
-// (api.Turns), so that an actor asks only the mover. Both observe the board from their own
-// side as an image of 6 rows (top first), 7 columns and 6 channels: their
-// discs, the opponent's, a plane of ones when it is their turn (zeros
-// otherwise), so that a convolution sees lines of discs; ones in the
-// columns that are not full, which also mark the legal moves for a
-// policy's action mask (api.ActionMasker); and the threats: the empty
-// cells where a disc of theirs, and where one of the opponent's, would
-// make four (playable now or not), what the scripted opponent looks for. Rewards come
-// at the end: +1 the winner, -1 the loser, 0 both for a draw. A disc for a
-// full column goes into a legal column drawn uniformly instead, as if the
-// policy's illegal actions were masked: were an illegal move a loss,
-// self-play would learn to force the other side into one (a network that
-// prefers a column keeps dropping into it) rather than to play, and lose
-// to opponents who never make one.
+// (api.Turns), so that an actor asks only the mover. Both observe the
+// board from their own side as an image of 6 rows (top first), 7 columns
+// and 6 channels: their discs, the opponent's, a plane of ones when it is
+// their turn (zeros otherwise), so that a convolution sees lines of discs;
+// ones in the columns that are not full, which also mark the legal moves
+// for a policy's action mask (api.ActionMasker); and the threats: the
+// empty cells where a disc of theirs, and where one of the opponent's,
+// would make four (playable now or not), what the scripted opponent looks
+// for. Rewards come at the end: +1 the winner, -1 the loser, 0 both for a
+// draw. A disc for a full column (from a policy without the mask) goes
+// into a legal column drawn uniformly instead: were an illegal move a
+// loss, self-play would learn to force the other side into one (a network
+// that prefers a column keeps dropping into it) rather than to play, and
+// lose to opponents who never make one.
 //
 // With env_config {opponent: random | scripted} it is a game for one agent,
 // player_0, against an opponent played inside the environment: random
@@ -208,7 +208,12 @@ func (g *Connect4) wins(col, seat int) bool {
 	if g.height[col] == c4Rows {
 		return false
 	}
-	row := c4Rows - 1 - g.height[col]
+	return g.foursWith(c4Rows-1-g.height[col], col, seat)
+}
+
+// foursWith reports whether a disc of seat at row, col (an empty cell,
+// playable or not) would make four in a line.
+func (g *Connect4) foursWith(row, col, seat int) bool {
 	g.board[row*c4Cols+col] = int8(seat + 1)
 	won := g.fours(row, col)
 	g.board[row*c4Cols+col] = 0
@@ -308,14 +313,11 @@ func (g *Connect4) observe(seat int) []float32 {
 			obs[c4Planes*i+3] = 1
 		}
 		if v == 0 {
-			row, col := i/c4Cols, i%c4Cols
 			for p, who := range [2]int{seat, 1 - seat} {
-				g.board[i] = int8(who + 1)
-				if g.fours(row, col) {
+				if g.foursWith(i/c4Cols, i%c4Cols, who) {
 					obs[c4Planes*i+4+p] = 1
 				}
 			}
-			g.board[i] = 0
 		}
 	}
 	return obs

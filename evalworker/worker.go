@@ -236,7 +236,6 @@ type Worker struct {
 	actions []api.Action
 	// seedCount numbers the episodes played, for their seeds.
 	seedCount uint64
-	lastOpp   int64 // the opponent's version in the last evaluation
 }
 
 // keptID is one kept version of one publisher's epoch.
@@ -251,6 +250,7 @@ type result struct {
 	mean, stderr float64
 	winRate      float64 // share of episodes of a positive return
 	episodes     int
+	opponent     int64 // the opponent's version, with an opponent
 	ok           bool
 }
 
@@ -487,7 +487,7 @@ func (w *Worker) finish(ctx context.Context) {
 		}
 	}
 	r := result{version: c.v.Version, mean: mean, stderr: se, winRate: float64(wins) / float64(len(c.returns)),
-		episodes: len(c.returns), ok: true}
+		episodes: len(c.returns), opponent: c.opp.Version, ok: true}
 	w.last = r
 	w.evaluated++
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
@@ -498,8 +498,7 @@ func (w *Worker) finish(ctx context.Context) {
 		MetaKey(MetaEpisodes, l): len(c.returns), MetaKey(MetaMs, l): time.Since(c.began).Milliseconds(),
 	}
 	if w.cfg.Opponent != nil {
-		md[MetaKey(MetaOpponent, l)] = c.opp.Version
-		w.lastOpp = c.opp.Version
+		md[MetaKey(MetaOpponent, l)] = r.opponent
 	}
 	err := w.store.SetMetadata(ctx, w.cfg.Policy, c.v.Version, md)
 	if errors.Is(err, paramstream.ErrNoVersion) {
@@ -567,7 +566,7 @@ func (w *Worker) Stats() map[string]any {
 		out["eval_stderr"] = w.last.stderr
 		out["eval_win_rate"] = w.last.winRate
 		if w.cfg.Opponent != nil {
-			out["eval_opponent"] = w.lastOpp
+			out["eval_opponent"] = w.last.opponent
 		}
 	}
 	if w.best.ok {

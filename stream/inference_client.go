@@ -315,7 +315,9 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 		c.zmqUntil = c.clock.Add(2 * c.opts.Timeout)
 	}
 	for _, id := range c.qIDs {
-		c.reqs.at(ReqID(id)).state = reqSent
+		if r := c.reqs.at(ReqID(id)); r != nil { // queued ids are held: expire takes failed ones out
+			r.state = reqSent
+		}
 	}
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
 	c.blocked = sendOK

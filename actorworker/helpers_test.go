@@ -137,8 +137,9 @@ func (e *recordingEnv) Step(actions []api.Action) (api.Step, error) {
 	if e.acted == nil {
 		e.acted = make([]int64, len(actions))
 	}
+	acting := e.Acting()
 	for i := range actions {
-		if api.IsActing(e.Acting(), i) {
+		if api.IsActing(acting, i) {
 			e.acted[i]++
 		}
 	}

@@ -47,3 +47,25 @@ func BenchmarkBackward(b *testing.B) {
 	}
 	reportSamples(b, batch)
 }
+
+// BenchmarkSampleCategorical measures the sampling a policy worker does
+// for every row it serves, on rows of CartPole's 2 and MinAtar's 6 actions.
+func BenchmarkSampleCategorical(b *testing.B) {
+	for _, actions := range []int{2, 6} {
+		b.Run("actions="+strconv.Itoa(actions), func(b *testing.B) {
+			const rows = 512
+			rng := rand.New(rand.NewPCG(1, 2))
+			logits := randVec(rng, rows*actions, 2)
+			draws := make([]float64, rows)
+			for i := range draws {
+				draws[i] = rng.Float64()
+			}
+			for b.Loop() {
+				for r, u := range draws {
+					nn.SampleCategoricalWith(logits[r*actions:], actions, u)
+				}
+			}
+			reportSamples(b, rows)
+		})
+	}
+}

@@ -47,8 +47,10 @@ func SampleCategorical(logits []float32, n int, rng *rand.Rand) (action int32, l
 }
 
 // sampleRowMax is the widest row whose exponentials SampleCategoricalWith
-// keeps on the stack; a wider one computes them twice.
-const sampleRowMax = 32
+// keeps on the stack; a wider one computes them twice. The buffer is
+// zeroed on every call, so it is no wider than the action sets met in
+// practice (Atari's full set is 18).
+const sampleRowMax = 18
 
 // SampleCategoricalWith is SampleCategorical with the uniform number u in
 // [0, 1) drawn by the caller, so that a batch's draws can be made in one
@@ -58,7 +60,9 @@ const sampleRowMax = 32
 // the cumulative distribution (u·Σe_i against the running sum of e_i =
 // exp(l_i − max)): a policy worker samples every row it serves, and taking
 // the exponentials again against the log-sum-exp was a quarter of its
-// forward pass on CartPole.
+// forward pass on CartPole. The exponentials and the logarithm are expNeg
+// and logAtLeast1, within 1e-14 of math.Exp and math.Log and, on a
+// CartPole row, about 1.5 times as fast (BenchmarkSampleCategorical).
 func SampleCategoricalWith(logits []float32, n int, u float64) (action int32, logProb float32) {
 	if n <= 0 || n > len(logits) || n > math.MaxInt32 {
 		return -1, float32(math.NaN())
@@ -78,13 +82,13 @@ func SampleCategoricalWith(logits []float32, n int, u float64) (action int32, lo
 	}
 	var sum float64
 	for i, v := range l {
-		x := math.Exp(float64(v) - mx)
+		x := expNeg(float64(v) - mx)
 		if e != nil {
 			e[i] = x
 		}
 		sum += x
 	}
-	lse := mx + math.Log(sum) // sum >= 1: the largest term is exp(0)
+	lse := mx + logAtLeast1(sum) // sum >= 1: the largest term is exp(0)
 	target := u * sum
 	last := -1 // last action with positive probability, the fallback below
 	var c float64
@@ -93,7 +97,7 @@ func SampleCategoricalWith(logits []float32, n int, u float64) (action int32, lo
 		if e != nil {
 			x = e[i]
 		} else {
-			x = math.Exp(float64(v) - mx)
+			x = expNeg(float64(v) - mx)
 		}
 		if x > 0 {
 			last = i
@@ -106,6 +110,53 @@ func SampleCategoricalWith(logits []float32, n int, u float64) (action int32, lo
 	// Rounding can leave the cumulative sum a hair below u·Σ; the mass
 	// that went missing belongs to the last possible action.
 	return int32(last), float32(float64(l[last]) - lse)
+}
+
+// expNeg is exp(x) for x <= 0, as the shifted logits of a row are: 2^k
+// times a Taylor polynomial of degree 11 on |r| <= ln2/2, within 1e-14
+// relative of math.Exp, with the terms evaluated side by side (math.Exp
+// handles the whole line and evaluates its polynomial in one chain). Below
+// -708, where 2^k would leave the normal range, and for -Inf and NaN it
+// is math.Exp's.
+func expNeg(x float64) float64 {
+	if !(x >= -708) {
+		return math.Exp(x)
+	}
+	// ln2 split in two so that k·ln2Hi is exact for |k| < 2^20.
+	const ln2Hi, ln2Lo = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+	k := math.Floor(x*math.Log2E + 0.5)
+	r := x - k*ln2Hi - k*ln2Lo
+	// Estrin's scheme: the powers of r let the terms be computed side by
+	// side instead of in one chain of twelve dependent multiply-adds.
+	r2 := r * r
+	r4 := r2 * r2
+	b0 := 1 + r + r2*(1.0/2+r*(1.0/6))
+	b1 := 1.0/24 + r*(1.0/120) + r2*(1.0/720+r*(1.0/5040))
+	b2 := 1.0/40320 + r*(1.0/362880) + r2*(1.0/3628800+r*(1.0/39916800))
+	p := b0 + r4*(b1+r4*b2)
+	return p * math.Float64frombits(uint64(int64(k)+1023)<<52)
+}
+
+// logAtLeast1 is log(x) for finite x >= 1, as a row's Σexp(l_i − max) is:
+// x = m·2^e with m in [√½, √2), and log m = 2·atanh(s) for s =
+// (m−1)/(m+1), |s| < 0.172, by its series to s^17 (within 1e-14 of
+// math.Log).
+func logAtLeast1(x float64) float64 {
+	if !(x >= 1) || math.IsInf(x, 1) {
+		return math.Log(x)
+	}
+	bits := math.Float64bits(x)
+	e := int64(bits>>52) - 1023
+	m := math.Float64frombits(bits&(1<<52-1) | 1023<<52)
+	if m > math.Sqrt2 {
+		m *= 0.5
+		e++
+	}
+	s := (m - 1) / (m + 1)
+	s2 := s * s
+	s4 := s2 * s2
+	p := 1 + s2*(1.0/3) + s4*(1.0/5+s2*(1.0/7)) + s4*s4*(1.0/9+s2*(1.0/11)+s4*(1.0/13+s2*(1.0/15)+s4*(1.0/17)))
+	return float64(e)*math.Ln2 + 2*s*p
 }
 
 // GreedyCategorical returns the action with the largest logit, the lowest

@@ -373,6 +373,7 @@ func (c *RemoteInferenceClient) takeReply(frame []byte, now time.Time) {
 	if refusal != "" {
 		c.refusal = refusal
 	}
+	rows := rowsOf(&c.repInf)
 	for i, id := range c.repIDs.Data {
 		r := c.reqs.at(ReqID(id))
 		if r == nil || r.state != reqSent {
@@ -389,7 +390,7 @@ func (c *RemoteInferenceClient) takeReply(frame []byte, now time.Time) {
 			c.stats.Refused++
 		} else {
 			r.state = reqDone
-			r.result = resultAt(&c.repInf, i)
+			r.result = rows.at(i)
 			c.stats.Replies++
 			c.expired = 0
 		}

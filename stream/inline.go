@@ -74,9 +74,10 @@ func (c *InlineInferenceClient) Flush(ctx context.Context) error {
 	if err != nil {
 		return c.failAll(err)
 	}
+	rows := rowsOf(&c.out)
 	for i, id := range c.qIDs {
 		if r := c.reqs.at(id); r != nil {
-			r.state, r.result = reqDone, resultAt(&c.out, i)
+			r.state, r.result = reqDone, rows.at(i)
 		}
 	}
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]

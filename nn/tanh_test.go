@@ -13,14 +13,23 @@ var tanhFuncs = []struct {
 	f    func(x float32) float32
 }{
 	{"tanh32", tanh32},
-	{"native", func(x float32) float32 {
-		y := make([]float32, 2*vecTanhLen+3)
-		for i := range y {
-			y[i] = x
-		}
-		nativeKernels.tanh(y)
-		return y[len(y)-1] // the last element: the loop's remainder, if any
-	}},
+	{"native", func(x float32) float32 { return nativeTanhAt(x, -1) }},
+	{"native-lanes", func(x float32) float32 { return nativeTanhAt(x, 5) }},
+}
+
+// nativeTanhAt is the native tanh of x in a slice of x's long enough to
+// take the vector path, read at element i (-1: the last, in the loop's
+// remainder, if any; a small i: in the vector lanes).
+func nativeTanhAt(x float32, i int) float32 {
+	y := make([]float32, 2*vecTanhLen+3)
+	for i := range y {
+		y[i] = x
+	}
+	nativeKernels.tanh(y)
+	if i < 0 {
+		i = len(y) - 1
+	}
+	return y[i]
 }
 
 // vecTanhLen is a slice length that takes the vector path.
@@ -39,7 +48,7 @@ func TestTanh32(t *testing.T) {
 				xs = append(xs, float32(i)*step)
 			}
 			ys := make([]float32, len(xs))
-			if fn.name == "native" {
+			if fn.name != "tanh32" {
 				copy(ys, xs)
 				for s := 0; s < len(ys); s += vecTanhLen + 1 { // odd lengths: remainders too
 					nativeKernels.tanh(ys[s:min(s+vecTanhLen+1, len(ys))])

@@ -158,10 +158,7 @@ func (m *ActorCritic) forwardConv(ws *Workspace, x []float32, batch int) []float
 	for i := range m.conv {
 		l := &m.conv[i]
 		y := ws.conv[i]
-		bias := m.params[l.b : l.b+l.outC]
-		for r := range batch * l.pixels() {
-			copy(y[r*l.outC:(r+1)*l.outC], bias)
-		}
+		fillRows(y[:batch*l.outSize()], m.params[l.b:l.b+l.outC])
 		w := m.params[l.w : l.w+l.cols()*l.outC]
 		for img, per := 0, l.chunk(); img < batch; img += per {
 			n := min(per, batch-img)

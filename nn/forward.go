@@ -128,10 +128,7 @@ func (m *ActorCritic) forwardChain(ls []layer, x []float32, batch int, acts [][]
 		}
 		// Start from the bias in every row and let the GEMM accumulate onto
 		// it (beta = 1), which saves a separate pass to add it afterwards.
-		b := m.params[l.b : l.b+l.out]
-		for r := range batch {
-			copy(y[r*l.out:(r+1)*l.out], b)
-		}
+		fillRows(y[:batch*l.out], m.params[l.b:l.b+l.out])
 		matMul(x, m.params[l.w:l.w+l.in*l.out], y, batch, l.in, l.out)
 		if l.act {
 			activate(m.spec.Activation, y)
@@ -140,6 +137,27 @@ func (m *ActorCritic) forwardChain(ls []layer, x []float32, batch int, acts [][]
 	}
 	return x
 }
+
+// fillRows sets every row of y (len(y) a multiple of len(row)) to row: one
+// row, doubled up to a block of about 4 KiB, then that block copied
+// across, its source staying in the L1 cache. A copy per row was a small
+// memmove per row: 2048 of them for a CartPole batch of 512, 51200 for a
+// MinAtar conv layer's pixels.
+func fillRows(y, row []float32) {
+	if len(row) == 0 {
+		return
+	}
+	n := copy(y, row)
+	for n < len(y) && n < fillBlock {
+		n += copy(y[n:], y[:n])
+	}
+	for i := n; i < len(y); i += n {
+		copy(y[i:], y[:n])
+	}
+}
+
+// fillBlock is the block, in values, fillRows copies across.
+const fillBlock = 1024
 
 // narrow is the output width up to which a layer is computed column by
 // column with matrix-vector products instead of one GEMM. gonum's Sgemm

@@ -27,14 +27,6 @@ const (
 	// maxDrain bounds how many messages one Poll takes from a socket, so a
 	// flood cannot keep the owner inside Poll.
 	maxDrain = 256
-
-	// readEvery is how often Poll reads the notification and fetch-reply
-	// sockets while no fetch is in flight: a read that finds nothing costs
-	// libzmq two system calls (3.4 us on the 2-core development machine),
-	// and a busy policy worker polls some 20,000 times a second, so reading
-	// both at every Poll took it an eighth of a core. A notification then
-	// waits at most this long; a fetch's reply is read at every Poll.
-	readEvery = time.Millisecond
 	// lockRecheck is how often a subscriber waiting for another process's
 	// fetch looks for the file again.
 	lockRecheck = 2 * time.Millisecond
@@ -130,9 +122,6 @@ type Subscriber struct {
 	known       int64 // newest version known to exist in epoch
 	delivered   int64 // newest version returned in epoch; -1 none
 	pending     *pendingFetch
-
-	readAt time.Time // when Poll last read the sockets (see readEvery)
-	unread bool      // that read stopped at maxDrain: there may be more
 
 	retryAt       time.Time // no fetch before this
 	backoff       time.Duration
@@ -387,16 +376,12 @@ func (s *Subscriber) Poll(_ context.Context) (*Params, error) {
 		return nil, ErrClosed
 	}
 	s.syncRecord()
+	if err := s.drainNotifications(); err != nil {
+		return nil, err
+	}
 	now := time.Now()
-	if s.pending != nil || s.unread || now.Sub(s.readAt) >= readEvery {
-		n, err := s.drainNotifications()
-		if err != nil {
-			return nil, err
-		}
-		s.readAt, s.unread = now, n == maxDrain
-		if p, err := s.receive(now); p != nil || err != nil {
-			return p, err
-		}
+	if p, err := s.receive(now); p != nil || err != nil {
+		return p, err
 	}
 	if s.pending != nil || s.rec == nil || s.known <= s.delivered || now.Before(s.retryAt) {
 		return nil, nil
@@ -430,7 +415,7 @@ func (s *Subscriber) Fetch(ctx context.Context) (*Params, error) {
 		if s.rec == nil {
 			return nil, fmt.Errorf("paramstream: fetch %q: %w", s.opts.Policy, ErrNoPublisher)
 		}
-		if _, err := s.drainNotifications(); err != nil {
+		if err := s.drainNotifications(); err != nil {
 			return nil, err
 		}
 		now := time.Now()
@@ -467,14 +452,14 @@ func (s *Subscriber) Fetch(ctx context.Context) (*Params, error) {
 }
 
 // drainNotifications takes the notifications that have arrived.
-func (s *Subscriber) drainNotifications() (int, error) {
-	for i := range maxDrain {
+func (s *Subscriber) drainNotifications() error {
+	for range maxDrain {
 		b, err := s.sub.RecvBytes(zmq.DONTWAIT)
 		if zsock.IsEAGAIN(err) {
-			return i, nil
+			return nil
 		}
 		if err != nil {
-			return i, fmt.Errorf("paramstream: receive notification: %w", err)
+			return fmt.Errorf("paramstream: receive notification: %w", err)
 		}
 		n, err := s.dec.notification(b)
 		if err == nil && n.Policy != s.opts.Policy {
@@ -491,7 +476,7 @@ func (s *Subscriber) drainNotifications() (int, error) {
 			s.known = max(s.known, n.Version)
 		}
 	}
-	return maxDrain, nil
+	return nil
 }
 
 // start obtains want or newer: from the node cache if it is there, else

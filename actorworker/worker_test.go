@@ -165,21 +165,27 @@ func TestActorCompletes(t *testing.T) {
 	cases := []struct {
 		name string
 		cfg  map[string]any
+		// turns: the agents take turns, so each env step records one
+		// agent's transition at most (and the batches' agents are 2).
+		turns bool
 	}{
-		{"inline null ring 1", map[string]any{"inference": "inline", "sample_stream": "null", "ring_size": 1, "max_env_steps": 300}},
-		{"inline null defaults", map[string]any{"inference": "inline", "sample_stream": "null", "max_env_steps": 300}},
-		{"inline stream", map[string]any{"inference": "inline", "sample_stream": "s", "ring_size": 3,
+		{name: "inline null ring 1", cfg: map[string]any{"inference": "inline", "sample_stream": "null", "ring_size": 1, "max_env_steps": 300}},
+		{name: "inline null defaults", cfg: map[string]any{"inference": "inline", "sample_stream": "null", "max_env_steps": 300}},
+		{name: "inline stream", cfg: map[string]any{"inference": "inline", "sample_stream": "s", "ring_size": 3,
 			"sample_steps": 32, "max_env_steps": 1000}},
-		{"simple_spread stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": env.SimpleSpreadName,
+		{name: "simple_spread stream", cfg: map[string]any{"inference": "inline", "sample_stream": "s", "env": env.SimpleSpreadName,
 			"env_config": map[string]any{"n_agents": 2, "max_cycles": 25}, "sample_steps": 10, "max_env_steps": 200}},
 		// Python environments: the ring is one host process, stepped as a batch.
-		{"python cartpole stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 4,
+		{name: "python cartpole stream", cfg: map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 4,
 			"env_config": map[string]any{"module": "distrl.examples.cartpole"}, "sample_steps": 32, "max_env_steps": 1000}},
-		{"python parallel env stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 3,
+		{name: "python parallel env stream", cfg: map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 3,
 			"env_config":   map[string]any{"module": "distrl.examples.spread", "kwargs": map[string]any{"n_agents": 2, "max_cycles": 25}},
 			"sample_steps": 10, "max_env_steps": 200}},
+		// Two players taking turns (acting()): only the mover is asked and recorded.
+		{name: "python turns stream", cfg: map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 3,
+			"env_config": map[string]any{"module": "distrl.examples.nim"}, "sample_steps": 8, "max_env_steps": 300}, turns: true},
 		// Box actions from the Gaussian head, clipped by the host.
-		{"python box actions stream", map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 2,
+		{name: "python box actions stream", cfg: map[string]any{"inference": "inline", "sample_stream": "s", "env": pyenv.Name, "ring_size": 2,
 			"env_config":   map[string]any{"module": "badenvs", "factory": "multidiscrete_observations", "path": []any{pyTestdata(t)}},
 			"sample_steps": 8, "max_env_steps": 120}},
 	}
@@ -229,6 +235,14 @@ func TestActorCompletes(t *testing.T) {
 				episodes += int64(len(b.Episodes))
 			}
 			agents := steps / statInt(t, st, "env_steps")
+			if c.turns {
+				// One mover per step: at most one transition each (fewer
+				// by the moves still open when the actor stopped).
+				if envSteps := statInt(t, st, "env_steps"); steps > envSteps || steps < envSteps-int64(c.cfg["ring_size"].(int)) {
+					t.Errorf("%d transitions recorded for %d env steps of one mover each", steps, envSteps)
+				}
+				agents = 2
+			}
 			if got, want := steps, statInt(t, st, "agent_steps"); got != want || int64(len(cons[0].batches)) != sent {
 				t.Errorf("received %d batches of %d steps, the actor sent %d of %d", len(cons[0].batches), got, sent, want)
 			}

@@ -49,15 +49,21 @@ func newEnv(cfg map[string]any) (api.Env, error) {
 	return &Env{h: h}, nil
 }
 
-// Env is one Python environment in a host of its own, as an api.Env.
+// Env is one Python environment in a host of its own, as an api.Env. It
+// is an api.Turns whose Acting is nil (every agent) unless the Python
+// environment takes turns (docs/python-envs.md).
 type Env struct {
-	h     *Host
-	live  bool
-	reset [1]api.EnvReset
-	step  [1]api.EnvStep
+	h      *Host
+	live   bool
+	reset  [1]api.EnvReset
+	step   [1]api.EnvStep
+	acting []bool
 }
 
-var _ api.Env = (*Env)(nil)
+var (
+	_ api.Env   = (*Env)(nil)
+	_ api.Turns = (*Env)(nil)
+)
 
 // NewEnv starts a host for one environment.
 func NewEnv(ctx context.Context, cfg Config, log *slog.Logger) (*Env, error) {
@@ -75,7 +81,7 @@ func (e *Env) Reset(seed int64) ([][]float32, error) {
 	if err := e.h.Run(context.Background(), e.reset[:], nil); err != nil {
 		return nil, err
 	}
-	e.live = true
+	e.live, e.acting = true, e.reset[0].Acting
 	return e.reset[0].Obs, nil
 }
 
@@ -89,9 +95,13 @@ func (e *Env) Step(actions []api.Action) (api.Step, error) {
 		return api.Step{}, err
 	}
 	s := e.step[0].Result
-	e.live = !s.Done()
+	e.live, e.acting = !s.Done(), s.Acting
 	return s, nil
 }
+
+// Acting is which agents' actions the next Step applies: those the last
+// Reset or Step reported, nil for every agent.
+func (e *Env) Acting() []bool { return e.acting }
 
 // ObservationSpace is one agent's observation space.
 func (e *Env) ObservationSpace() api.Space { return e.h.ObservationSpace() }

@@ -249,6 +249,13 @@ func (h *Host) Run(ctx context.Context, resets []api.EnvReset, steps []api.EnvSt
 		for i := range resets {
 			resets[i].Obs = rows(rep.ResetObs.Data[i*a*h.obsDim:(i+1)*a*h.obsDim], a)
 		}
+		acting, err := actingRows(rep.ResetActing, len(resets), a, nil)
+		if err != nil {
+			return h.fail(fmt.Errorf("pyenv: %w: after reset: %w", ErrProtocol, err))
+		}
+		for i := range resets {
+			resets[i].Acting = acting[i]
+		}
 	}
 	if len(steps) > 0 {
 		return h.results(steps, rep.Step)
@@ -330,6 +337,13 @@ func (h *Host) results(steps []api.EnvStep, r *stepReply) error {
 			res.Terminated[j] = r.Terminated.Data[i*a+j] != 0
 			res.Truncated[j] = r.Truncated.Data[i*a+j] != 0
 		}
+	}
+	acting, err := actingRows(r.Acting, k, a, func(i int) bool { return steps[i].Result.Done() })
+	if err != nil {
+		return h.fail(fmt.Errorf("pyenv: %w: after a step: %w", ErrProtocol, err))
+	}
+	for i := range steps {
+		steps[i].Result.Acting = acting[i]
 	}
 	for key, t := range r.Info {
 		w := h.info[key]
@@ -564,4 +578,29 @@ func (w *window) mean() float64 {
 		s += v
 	}
 	return s / float64(w.n)
+}
+
+// actingRows reads an acting tensor (uint8 [k, agents]) into one []bool
+// per environment, or k nils where it is absent (every agent acts). A row
+// with no agent acting is refused unless ended(i) says that environment's
+// episode is over (nil: none is): nobody would ever act in it again.
+func actingRows(t api.Tensor[uint8], k, a int, ended func(i int) bool) ([][]bool, error) {
+	out := make([][]bool, k)
+	if t.IsZero() {
+		return out, nil
+	}
+	if !slices.Equal(t.Shape, []int{k, a}) {
+		return nil, fmt.Errorf("acting of shape %v, want [%d %d]", t.Shape, k, a)
+	}
+	for i := range k {
+		row := make([]bool, a)
+		for j := range a {
+			row[j] = t.Data[i*a+j] != 0
+		}
+		if !slices.Contains(row, true) && (ended == nil || !ended(i)) {
+			return nil, fmt.Errorf("environment %d of the batch says no agent acts next", i)
+		}
+		out[i] = row
+	}
+	return out, nil
 }

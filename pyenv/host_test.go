@@ -203,6 +203,8 @@ func TestFailures(t *testing.T) {
 		{name: "step raises", module: "badenvs", factory: "raise_at_step", want: "ValueError: the pole broke at step 3"},
 		{name: "process dies", module: "badenvs", factory: "die_at_step", is: pyenv.ErrExited, want: "exit status 3"},
 		{name: "step hangs", module: "badenvs", factory: "hang_at_step", stepTimeout: 500 * time.Millisecond, is: pyenv.ErrTimeout},
+		{name: "acting names nobody", module: "badenvs", factory: "acting_nobody", want: "acting() named no agent"},
+		{name: "acting names a stranger", module: "badenvs", factory: "acting_stranger", want: "not in possible_agents: ['player_7']"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,6 +237,82 @@ func TestFailures(t *testing.T) {
 				t.Errorf("host process %d still alive after Close", pid)
 			}
 		})
+	}
+}
+
+// TestTurns plays the Nim of the examples, whose players take turns,
+// through the bridge: after a reset and after every step of a live game
+// only the player to move acts, the winner of the last stone gets +1 and
+// the loser -1 on that step, and an ended game names every agent. Two
+// games side by side, one reset while the other is stepped.
+func TestTurns(t *testing.T) {
+	h := start(t, config(t, "distrl.examples.nim", "make_env"), 2)
+	if got := h.Agents(); !slices.Equal(got, []string{"player_0", "player_1"}) {
+		t.Fatalf("agents %v", got)
+	}
+	ctx := context.Background()
+	resets := []api.EnvReset{{Env: 0, Seed: 1}, {Env: 1, Seed: 2}}
+	if err := h.Run(ctx, resets, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resets {
+		if !slices.Equal(r.Acting, []bool{true, false}) {
+			t.Fatalf("env %d after reset: acting %v, want player_0 alone", r.Env, r.Acting)
+		}
+	}
+	// Env 0 takes 3, 3, 3, 1 of 10 stones: player_1 takes the last.
+	// Env 1 takes 2 and is then reset while env 0 goes on.
+	takes := []int32{3, 3, 3, 1}
+	for i, take := range takes {
+		mover := i % 2
+		actions := make([]api.Action, 2)
+		actions[mover] = api.Action{Discrete: take - 1}
+		actions[1-mover] = api.Action{Discrete: 2} // not the mover's: ignored
+		steps := []api.EnvStep{{Env: 0, Actions: actions}}
+		var resets []api.EnvReset
+		switch i {
+		case 0:
+			steps = append(steps, api.EnvStep{Env: 1, Actions: []api.Action{{Discrete: 1}, {Discrete: 0}}})
+		case 1:
+			resets = []api.EnvReset{{Env: 1, Seed: 3}}
+		}
+		if err := h.Run(ctx, resets, steps); err != nil {
+			t.Fatalf("take %d: %v", i, err)
+		}
+		s := steps[0].Result
+		last := i == len(takes)-1
+		if s.Done() != last {
+			t.Fatalf("take %d: done %v", i, s.Done())
+		}
+		want := []float32{0, 0}
+		if last {
+			want[mover], want[1-mover] = 1, -1
+		}
+		if !slices.Equal(s.Rewards, want) {
+			t.Errorf("take %d: rewards %v, want %v", i, s.Rewards, want)
+		}
+		wantActing := []bool{mover == 1, mover == 0}
+		if last {
+			wantActing = []bool{true, true}
+		}
+		if !slices.Equal(s.Acting, wantActing) {
+			t.Errorf("take %d: acting %v, want %v", i, s.Acting, wantActing)
+		}
+		if i == 0 && !slices.Equal(steps[1].Result.Acting, []bool{false, true}) {
+			t.Errorf("env 1 after its first move: acting %v, want player_1", steps[1].Result.Acting)
+		}
+		if i == 1 && !slices.Equal(resets[0].Acting, []bool{true, false}) {
+			t.Errorf("env 1 reset beside a step: acting %v, want player_0", resets[0].Acting)
+		}
+	}
+	// A game without turns reports none: nil, every agent.
+	c := start(t, config(t, "distrl.examples.spread", "make_env"), 1)
+	r := []api.EnvReset{{Env: 0, Seed: 1}}
+	if err := c.Run(ctx, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r[0].Acting != nil {
+		t.Errorf("spread after reset: acting %v, want nil", r[0].Acting)
 	}
 }
 

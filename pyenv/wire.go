@@ -53,7 +53,11 @@ type batchRequest struct {
 
 type batchReply struct {
 	ResetObs api.Tensor[float32] `msgpack:"reset_obs"`
-	Step     *stepReply          `msgpack:"step"`
+	// ResetActing is uint8 [r, agents], 1 for each agent whose action the
+	// first step applies, from an environment whose agents take turns;
+	// absent from one whose agents all act at every step.
+	ResetActing api.Tensor[uint8] `msgpack:"reset_acting"`
+	Step        *stepReply        `msgpack:"step"`
 }
 
 type stepReply struct {
@@ -61,6 +65,8 @@ type stepReply struct {
 	Rewards    api.Tensor[float32] `msgpack:"rewards"`
 	Terminated api.Tensor[uint8]   `msgpack:"terminated"`
 	Truncated  api.Tensor[uint8]   `msgpack:"truncated"`
+	// Acting is as batchReply.ResetActing, for the next step.
+	Acting api.Tensor[uint8] `msgpack:"acting"`
 	// Info holds the numeric info values per key, one per stepped
 	// environment (NaN where an environment did not report the key).
 	Info map[string]api.Tensor[float64] `msgpack:"info"`

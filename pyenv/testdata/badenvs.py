@@ -4,6 +4,7 @@ import os
 import time
 
 from distrl.examples.cartpole import CartPole
+from distrl.examples.nim import Nim
 from distrl.spaces import Box, Discrete, MultiDiscrete
 
 
@@ -86,3 +87,22 @@ def factory_raises(**kwargs):
 
 
 not_callable = 42
+
+
+class BadActing(Nim):
+    """Nim whose acting() names nobody, or an agent it does not have."""
+
+    def __init__(self, names):
+        super().__init__(stones=5)
+        self.names = names
+
+    def acting(self):
+        return self.names
+
+
+def acting_nobody(**kwargs):
+    return BadActing([])
+
+
+def acting_stranger(**kwargs):
+    return BadActing(["player_7"])

@@ -169,6 +169,8 @@ class SingleAgent:
     """Adapts a gymnasium-style environment: one agent, "agent_0". Host._step
     calls the environment's step itself: that loop is the host's hot path."""
 
+    turns = False
+
     def __init__(self, env):
         self.env = env
         self.agents = ["agent_0"]
@@ -187,13 +189,17 @@ class SingleAgent:
 
 class Parallel:
     """Adapts a PettingZoo parallel environment. Every agent of
-    possible_agents acts at every step and must share one observation space
-    and one action space (they share a policy)."""
+    possible_agents must share one observation space and one action space
+    (they share a policy). Every agent acts at every step, unless the
+    environment has acting(): then its agents take turns, and acting()
+    names the agents whose actions the next step applies (after reset and
+    after every step of a live episode)."""
 
     def __init__(self, env):
         self.env = env
         self.agents = [str(a) for a in env.possible_agents]
         self._ids = list(env.possible_agents)
+        self.turns = callable(getattr(env, "acting", None))
         if not self.agents:
             raise HostError("unsupported_env", "the parallel environment has no possible_agents")
         spaces = {}
@@ -229,6 +235,20 @@ class Parallel:
             _numeric_info(infos.get(a) if isinstance(infos, dict) else None, merged)
         return o, r, te, tr, merged
 
+    def acting(self):
+        """acting() as 0 or 1 per agent of possible_agents."""
+        got = self.env.acting()
+        if isinstance(got, (str, bytes)) or not hasattr(got, "__iter__"):
+            raise TypeError(f"acting() must return agent ids, got {got!r}")
+        names = set(got)
+        unknown = names - set(self._ids)
+        if unknown:
+            raise TypeError(f"acting() named agents not in possible_agents: {sorted(map(str, unknown))}")
+        row = [1 if a in names else 0 for a in self._ids]
+        if not any(row):
+            raise TypeError("acting() named no agent")
+        return row
+
     def close(self):
         close = getattr(self.env, "close", None)
         if close is not None:
@@ -253,6 +273,7 @@ class Host:
         self.agents = []
         self.obs_dim = 0
         self.action = None  # the action space's description
+        self.turns = False  # the environments' agents take turns (Parallel.acting)
 
     # -- requests --------------------------------------------------------
 
@@ -298,6 +319,7 @@ class Host:
             self.envs.append(adapt(env))
         first = self.envs[0]
         self.agents = first.agents
+        self.turns = first.turns
         obs, act = describe_space(first.observation_space), describe_space(first.action_space)
         self.obs_dim = _space_size(obs)
         self.action = act
@@ -311,11 +333,16 @@ class Host:
             raise HostError("bad_request", f"{len(reset_envs)} envs to reset with {len(seeds)} seeds")
         if reset_envs:
             buf = ObsBuffer(len(reset_envs) * len(self.agents), self.obs_dim)
+            acting = []
             for i, seed in zip(reset_envs, seeds):
                 env = self._env(i)
                 for o in self._call(i, "reset", env.reset, seed):
                     buf.add(i, o)
+                if self.turns:
+                    acting.extend(self._call(i, "acting", env.acting))
             out["reset_obs"] = buf.encode([len(reset_envs), len(self.agents), self.obs_dim])
+            if self.turns:
+                out["reset_acting"] = wire.encode(acting, [len(reset_envs), len(self.agents)], "uint8")
         step_envs = msg.get("step_envs") or []
         if step_envs:
             out["step"] = self._step(step_envs, msg.get("actions"))
@@ -373,7 +400,7 @@ class Host:
         k, a = len(step_envs), len(self.agents)
         envs = [self._env(i) for i in step_envs]
         obs = ObsBuffer(k * a, self.obs_dim)
-        rew, term, trunc = [], [], []
+        rew, term, trunc, acting = [], [], [], []
         infos = {}
         single = isinstance(envs[0], SingleAgent)
         for e, i in enumerate(step_envs):
@@ -403,19 +430,27 @@ class Host:
             rew.extend(r)
             term.extend(1 if x else 0 for x in te)
             trunc.extend(1 if x else 0 for x in tr)
+            if self.turns:
+                # An ended episode's next step is a reset: its row names
+                # every agent, without asking the environment.
+                ended = any(te) or any(tr)
+                acting.extend([1] * a if ended else self._call(i, "acting", envs[e].acting))
             for key, vs in info.items():
                 infos.setdefault(key, [math.nan] * k)[e] = sum(vs) / len(vs)
         try:
             rewards = wire.encode(rew, [k, a])
         except (TypeError, ValueError) as err:
             raise HostError("env_error", f"a reward is not a number: {err}")
-        return {
+        out = {
             "obs": obs.encode([k, a, self.obs_dim]),
             "rewards": rewards,
             "terminated": wire.encode(term, [k, a], "uint8"),
             "truncated": wire.encode(trunc, [k, a], "uint8"),
             "info": {key: wire.encode(vs, [k], "float64") for key, vs in infos.items()},
         }
+        if self.turns:
+            out["acting"] = wire.encode(acting, [k, a], "uint8")
+        return out
 
 
 def _space_size(desc):

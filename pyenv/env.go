@@ -51,7 +51,8 @@ func newEnv(cfg map[string]any) (api.Env, error) {
 
 // Env is one Python environment in a host of its own, as an api.Env. It
 // is an api.Turns whose Acting is nil (every agent) unless the Python
-// environment takes turns (docs/python-envs.md).
+// environment takes turns, and an api.ActionMasker whose mask is nil
+// unless it declares action_mask_indices (docs/python-envs.md).
 type Env struct {
 	h      *Host
 	live   bool
@@ -61,8 +62,9 @@ type Env struct {
 }
 
 var (
-	_ api.Env   = (*Env)(nil)
-	_ api.Turns = (*Env)(nil)
+	_ api.Env          = (*Env)(nil)
+	_ api.Turns        = (*Env)(nil)
+	_ api.ActionMasker = (*Env)(nil)
 )
 
 // NewEnv starts a host for one environment.
@@ -111,6 +113,10 @@ func (e *Env) ActionSpace() api.Space { return e.h.ActionSpace() }
 
 // Agents returns the agent ids.
 func (e *Env) Agents() []string { return e.h.Agents() }
+
+// ActionMask is the environment's action_mask_indices (nil: none), for a
+// policy built for it (policy.ConfigForEnv).
+func (e *Env) ActionMask() []int { return e.h.ActionMask() }
 
 // Host returns the host the environment runs in.
 func (e *Env) Host() *Host { return e.h }

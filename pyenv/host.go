@@ -78,6 +78,7 @@ type Host struct {
 	obs, act api.Space
 	agents   []string
 	obsDim   int
+	mask     []int // api.ActionMasker's; nil: none
 
 	// broken is set once the host cannot be used any more (it exited,
 	// missed a deadline, or broke the protocol); every later call returns it.
@@ -179,6 +180,10 @@ func Start(ctx context.Context, cfg Config, n int, log *slog.Logger) (_ *Host, e
 		return nil, fmt.Errorf("pyenv: %s: %w: no agents", cfg.Module, ErrProtocol)
 	}
 	h.agents, h.obsDim = rep.Agents, h.obs.Size()
+	if err := checkMask(rep.ActionMask, h.act, h.obsDim); err != nil {
+		return nil, fmt.Errorf("pyenv: %s: %w: action_mask_indices: %w", cfg.Module, ErrUnsupportedSpace, err)
+	}
+	h.mask = rep.ActionMask
 	log.Debug("python environments started", "module", cfg.Module, "factory", cfg.Factory, "n", n,
 		"agents", len(h.agents), "python", rep.Python, "pid", h.cmd.Process.Pid)
 	return h, nil
@@ -200,6 +205,27 @@ func (h *Host) ObservationSpace() api.Space { return h.obs }
 
 // ActionSpace is one agent's action space.
 func (h *Host) ActionSpace() api.Space { return h.act }
+
+// ActionMask is where an observation says which actions are available
+// (api.ActionMasker): the environment's action_mask_indices, or nil.
+func (h *Host) ActionMask() []int { return h.mask }
+
+// checkMask refuses a mask that is not one observation index per action of
+// a Discrete action space.
+func checkMask(mask []int, act api.Space, obsDim int) error {
+	if len(mask) == 0 {
+		return nil
+	}
+	if act.Kind != api.Discrete || len(mask) != act.N {
+		return fmt.Errorf("%d indices for an action space of %d actions (a mask needs one per action of a Discrete space)", len(mask), act.Dim())
+	}
+	for i, j := range mask {
+		if j < 0 || j >= obsDim {
+			return fmt.Errorf("action %d's index %d is outside the observation's %d values", i, j, obsDim)
+		}
+	}
+	return nil
+}
 
 // Agents returns the agent ids: "agent_0" for a gymnasium environment,
 // possible_agents for a PettingZoo one.

@@ -19,6 +19,7 @@ import (
 	"github.com/distrl/distrl/env"
 	"github.com/distrl/distrl/internal/testsupport/pytest"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
+	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/pyenv"
 )
 
@@ -205,6 +206,10 @@ func TestFailures(t *testing.T) {
 		{name: "step hangs", module: "badenvs", factory: "hang_at_step", stepTimeout: 500 * time.Millisecond, is: pyenv.ErrTimeout},
 		{name: "acting names nobody", module: "badenvs", factory: "acting_nobody", want: "acting() named no agent"},
 		{name: "acting names a stranger", module: "badenvs", factory: "acting_stranger", want: "not in possible_agents: ['player_7']"},
+		{name: "action mask too short", module: "badenvs", factory: "mask_too_short", atStart: true,
+			is: pyenv.ErrUnsupportedSpace, want: "2 indices for an action space of 3 actions"},
+		{name: "action mask out of range", module: "badenvs", factory: "mask_out_of_range", atStart: true,
+			is: pyenv.ErrUnsupportedSpace, want: "action 2's index 99 is outside the observation's 10 values"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -249,6 +254,10 @@ func TestTurns(t *testing.T) {
 	h := start(t, config(t, "distrl.examples.nim", "make_env"), 2)
 	if got := h.Agents(); !slices.Equal(got, []string{"player_0", "player_1"}) {
 		t.Fatalf("agents %v", got)
+	}
+	// The three takes' flags follow the pile's 11 values and the turn flag.
+	if got := h.ActionMask(); !slices.Equal(got, []int{12, 13, 14}) {
+		t.Errorf("action mask %v, want [12 13 14]", got)
 	}
 	ctx := context.Background()
 	resets := []api.EnvReset{{Env: 0, Seed: 1}, {Env: 1, Seed: 2}}
@@ -313,6 +322,21 @@ func TestTurns(t *testing.T) {
 	}
 	if r[0].Acting != nil {
 		t.Errorf("spread after reset: acting %v, want nil", r[0].Acting)
+	}
+	if m := c.ActionMask(); m != nil {
+		t.Errorf("spread's action mask %v, want none", m)
+	}
+	// A policy built for Nim leaves out the takes its observation rules out.
+	if err := env.Register(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(t, "distrl.examples.nim", "make_env")
+	pc, err := policy.ConfigForEnv(pyenv.Name, map[string]any{"python": cfg.Python, "module": cfg.Module})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(pc.ActionMask, []int{12, 13, 14}) {
+		t.Errorf("policy for Nim: action mask %v, want [12 13 14]", pc.ActionMask)
 	}
 }
 

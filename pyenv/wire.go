@@ -27,7 +27,11 @@ type initReply struct {
 	Agents           []string  `msgpack:"agents"`
 	ObservationSpace spaceDesc `msgpack:"observation_space"`
 	ActionSpace      spaceDesc `msgpack:"action_space"`
-	Python           string    `msgpack:"python"`
+	// ActionMask, from an environment whose observations say which actions
+	// are available: action i is where the observation holds more than 0.5
+	// at ActionMask[i] (api.ActionMasker). Empty: every action always is.
+	ActionMask []int  `msgpack:"action_mask"`
+	Python     string `msgpack:"python"`
 }
 
 // spaceDesc is a space as the host describes it: gymnasium's class name

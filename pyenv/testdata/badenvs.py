@@ -106,3 +106,15 @@ def acting_nobody(**kwargs):
 
 def acting_stranger(**kwargs):
     return BadActing(["player_7"])
+
+
+def mask_too_short(**kwargs):
+    env = Nim(stones=5)
+    env.action_mask_indices = env.action_mask_indices[:2]
+    return env
+
+
+def mask_out_of_range(**kwargs):
+    env = Nim(stones=5)
+    env.action_mask_indices = [0, 1, 99]
+    return env

@@ -323,8 +323,18 @@ class Host:
         obs, act = describe_space(first.observation_space), describe_space(first.action_space)
         self.obs_dim = _space_size(obs)
         self.action = act
-        return {"protocol": PROTOCOL, "agents": self.agents, "observation_space": obs, "action_space": act,
-                "python": sys.version.split()[0], "numpy": np is not None}
+        out = {"protocol": PROTOCOL, "agents": self.agents, "observation_space": obs, "action_space": act,
+               "python": sys.version.split()[0], "numpy": np is not None}
+        # An environment whose observations say which actions are available:
+        # action i is where the observation holds more than 0.5 at index
+        # action_mask_indices[i] (the Go side checks the indices).
+        mask = getattr(first.env, "action_mask_indices", None)
+        if mask is not None:
+            try:
+                out["action_mask"] = [int(i) for i in mask]
+            except (TypeError, ValueError) as e:
+                raise HostError("unsupported_space", f"action_mask_indices must be integers: {e}")
+        return out
 
     def batch(self, msg):
         out = {}

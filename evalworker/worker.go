@@ -231,9 +231,11 @@ type Worker struct {
 	envSteps, episodes int64
 	warning            string
 	// The network's input and output, and the actions, reused.
-	obsBuf  api.Tensor[float32]
-	out     api.Inference
-	actions []api.Action
+	obsBuf    api.Tensor[float32]
+	rows      []int  // the agents whose observations obsBuf holds, in order
+	rowsShape [2]int // the shape of obsBuf's view of rows
+	out       api.Inference
+	actions   []api.Action
 	// seedCount numbers the episodes played, for their seeds.
 	seedCount uint64
 }
@@ -414,6 +416,35 @@ func (w *Worker) begin(v paramstream.Version) error {
 	return w.reset()
 }
 
+// act runs p on the observations of the acting agents that the opponent
+// plays (opp) or does not, and sets their actions.
+func (w *Worker) act(p *policy.ActorCritic, opp bool, acting []bool, out *api.Inference) error {
+	dim := w.obsBuf.Shape[1]
+	w.rows = w.rows[:0]
+	for i, o := range w.cur.obs {
+		if w.oppPlays[i] == opp && api.IsActing(acting, i) {
+			copy(w.obsBuf.Data[len(w.rows)*dim:(len(w.rows)+1)*dim], o)
+			w.rows = append(w.rows, i)
+		}
+	}
+	if len(w.rows) == 0 {
+		return nil
+	}
+	w.rowsShape = [2]int{len(w.rows), dim}
+	obs := api.Tensor[float32]{Shape: w.rowsShape[:], Data: w.obsBuf.Data[:len(w.rows)*dim]}
+	if err := p.Infer(obs, out); err != nil {
+		return err
+	}
+	for r, i := range w.rows {
+		w.actions[i] = api.Action{Discrete: out.Actions.Data[r]}
+		if !out.ContActions.IsZero() {
+			d := out.ContActions.Shape[1]
+			w.actions[i].Continuous = out.ContActions.Data[r*d : (r+1)*d]
+		}
+	}
+	return nil
+}
+
 // errNotYet marks an evaluation that cannot start yet (its opponent's
 // version is not kept yet): the version stays pending.
 var errNotYet = errors.New("waiting")
@@ -430,29 +461,24 @@ func (w *Worker) reset() error {
 	return nil
 }
 
-// step acts for every agent and steps the environment once.
+// step acts for every agent and steps the environment once. Each network
+// runs on the rows of the agents it plays that act this step (all of them,
+// unless the environment takes turns: api.Turns); the others get a zero
+// action, which the environment ignores. In a game of turns against an
+// opponent that is one row of one network per step, where both networks
+// ran on every row.
 func (w *Worker) step() error {
-	dim := w.obsBuf.Shape[1]
-	for i, o := range w.cur.obs {
-		copy(w.obsBuf.Data[i*dim:(i+1)*dim], o)
+	var acting []bool
+	if t, ok := w.env.(api.Turns); ok {
+		acting = t.Acting()
 	}
-	if err := w.policy.Infer(w.obsBuf, &w.out); err != nil {
+	clear(w.actions)
+	if err := w.act(w.policy, false, acting, &w.out); err != nil {
 		return fmt.Errorf("evaluator: infer: %w", err)
 	}
 	if w.oppPolicy != nil {
-		if err := w.oppPolicy.Infer(w.obsBuf, &w.oppOut); err != nil {
+		if err := w.act(w.oppPolicy, true, acting, &w.oppOut); err != nil {
 			return fmt.Errorf("evaluator: opponent: infer: %w", err)
-		}
-	}
-	for i := range w.actions {
-		out := &w.out
-		if w.oppPlays[i] {
-			out = &w.oppOut
-		}
-		w.actions[i] = api.Action{Discrete: out.Actions.Data[i]}
-		if !out.ContActions.IsZero() {
-			d := out.ContActions.Shape[1]
-			w.actions[i].Continuous = out.ContActions.Data[i*d : (i+1)*d]
 		}
 	}
 	s, err := w.env.Step(w.actions)

@@ -50,6 +50,26 @@ class HostTest(unittest.TestCase):
         r = wire.decode(out["step"]["rewards"])[0]
         self.assertEqual(r[0], r[1])  # shared reward
 
+    def test_turns_and_mask(self):
+        h, rep = self.init("distrl.examples.nim", n=2, stones=4)
+        self.assertEqual(rep["action_mask"], [6, 7, 8])  # after the pile's 5 values and the turn flag
+        out = h.handle({"op": "batch", "reset_envs": [0, 1], "seeds": [1, 2]})
+        self.assertEqual(wire.decode(out["reset_acting"])[:2], ([1, 0, 1, 0], [2, 2]))
+        # Env 0: player_0 takes 3 (1 left), player_1 takes the last one.
+        out = h.handle({"op": "batch", "step_envs": [0], "actions": wire.encode([2, 0], [1, 2], "int64")})
+        self.assertEqual(wire.decode(out["step"]["acting"])[0], [0, 1])
+        obs = wire.decode(out["step"]["obs"])[0]
+        self.assertEqual(obs[6:9], [1.0, 0.0, 0.0])  # one stone left: only "take 1" is available
+        out = h.handle({"op": "batch", "step_envs": [0], "actions": wire.encode([0, 0], [1, 2], "int64")})
+        step = out["step"]
+        self.assertEqual(wire.decode(step["rewards"])[0], [-1.0, 1.0])
+        self.assertEqual(wire.decode(step["terminated"])[0], [1, 1])
+        self.assertEqual(wire.decode(step["acting"])[0], [1, 1])  # ended: everyone
+        # Without acting() there is no acting at all.
+        h2, rep2 = self.init("distrl.examples.spread", n=1, n_agents=2)
+        self.assertNotIn("action_mask", rep2)
+        self.assertNotIn("reset_acting", h2.handle({"op": "batch", "reset_envs": [0], "seeds": [1]}))
+
     def test_errors(self):
         h, _ = self.init("distrl.examples.cartpole")
         cases = [

@@ -2,6 +2,22 @@
 
 #include <stddef.h>
 
+// The rational approximation of tanh32 (forward.go): p(x²)·x / q(x²) on
+// [-TANH_CLAMP, TANH_CLAMP], coefficients from the highest power down. Both
+// loops below evaluate it.
+#define TANH_CLAMP 7.90531110763549805f
+#define TANH_P6 -2.76076847742355e-16f
+#define TANH_P5 2.00018790482477e-13f
+#define TANH_P4 -8.60467152213735e-11f
+#define TANH_P3 5.12229709037114e-08f
+#define TANH_P2 1.48572235717979e-05f
+#define TANH_P1 6.37261928875436e-04f
+#define TANH_P0 4.89352455891786e-03f
+#define TANH_Q3 1.19825839466702e-06f
+#define TANH_Q2 1.18534705686654e-04f
+#define TANH_Q1 2.26843463243900e-03f
+#define TANH_Q0 4.89352518554385e-03f
+
 // tanh_loop is tanh32 of forward.go over a slice, in C so that the
 // compiler vectorises it (Go's does not): the same rational approximation,
 // eight or sixteen lanes at a time. On x86-64 the loader picks the clone
@@ -11,24 +27,23 @@
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 void distrl_tanh_loop(float *y, size_t n) {
-	const float clamp = 7.90531110763549805f;
 	for (size_t i = 0; i < n; i++) {
 		float x = y[i];
 		// Comparisons rather than fminf/fmaxf: NaN passes through.
-		x = x > clamp ? clamp : x;
-		x = x < -clamp ? -clamp : x;
+		x = x > TANH_CLAMP ? TANH_CLAMP : x;
+		x = x < -TANH_CLAMP ? -TANH_CLAMP : x;
 		float x2 = x * x;
-		float p = -2.76076847742355e-16f;
-		p = p * x2 + 2.00018790482477e-13f;
-		p = p * x2 - 8.60467152213735e-11f;
-		p = p * x2 + 5.12229709037114e-08f;
-		p = p * x2 + 1.48572235717979e-05f;
-		p = p * x2 + 6.37261928875436e-04f;
-		p = p * x2 + 4.89352455891786e-03f;
-		float q = 1.19825839466702e-06f;
-		q = q * x2 + 1.18534705686654e-04f;
-		q = q * x2 + 2.26843463243900e-03f;
-		q = q * x2 + 4.89352518554385e-03f;
+		float p = TANH_P6;
+		p = p * x2 + TANH_P5;
+		p = p * x2 + TANH_P4;
+		p = p * x2 + TANH_P3;
+		p = p * x2 + TANH_P2;
+		p = p * x2 + TANH_P1;
+		p = p * x2 + TANH_P0;
+		float q = TANH_Q3;
+		q = q * x2 + TANH_Q2;
+		q = q * x2 + TANH_Q1;
+		q = q * x2 + TANH_Q0;
 		y[i] = x * p / q;
 	}
 }
@@ -46,7 +61,7 @@ void distrl_tanh_loop(float *y, size_t n) {
 // values it did (a multiple of 16); the rest is tanh_loop's.
 __attribute__((target("avx512f")))
 static size_t tanh_avx512(float *y, size_t n) {
-	const __m512 clamp = _mm512_set1_ps(7.90531110763549805f), one = _mm512_set1_ps(1.0f);
+	const __m512 clamp = _mm512_set1_ps(TANH_CLAMP), one = _mm512_set1_ps(1.0f);
 	const __m512i sign = _mm512_set1_epi32((int)0x80000000);
 	size_t i = 0;
 	for (; i + 16 <= n; i += 16) {
@@ -55,17 +70,17 @@ static size_t tanh_avx512(float *y, size_t n) {
 		// NaN passes through, as in tanh_loop.
 		__m512 x = _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), clamp), _mm512_min_ps(clamp, v));
 		__m512 x2 = _mm512_mul_ps(x, x);
-		__m512 p = _mm512_set1_ps(-2.76076847742355e-16f);
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(2.00018790482477e-13f));
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(-8.60467152213735e-11f));
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(5.12229709037114e-08f));
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(1.48572235717979e-05f));
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(6.37261928875436e-04f));
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(4.89352455891786e-03f));
-		__m512 q = _mm512_set1_ps(1.19825839466702e-06f);
-		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(1.18534705686654e-04f));
-		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(2.26843463243900e-03f));
-		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(4.89352518554385e-03f));
+		__m512 p = _mm512_set1_ps(TANH_P6);
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P5));
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P4));
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P3));
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P2));
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P1));
+		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P0));
+		__m512 q = _mm512_set1_ps(TANH_Q3);
+		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(TANH_Q2));
+		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(TANH_Q1));
+		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(TANH_Q0));
 		__m512 r = _mm512_rcp14_ps(q);
 		r = _mm512_mul_ps(r, _mm512_fnmadd_ps(q, r, _mm512_set1_ps(2.0f)));
 		__m512 t = _mm512_mul_ps(_mm512_mul_ps(x, p), r);

@@ -120,6 +120,10 @@ type EnvTarget struct {
 	draining bool
 	actions  []api.Action
 	stats    TargetStats
+	// sum is where the target's counts are also added: its ring's
+	// running total (EnvRing.Stats), so that an actor reads its totals
+	// without visiting every target, which it did three times a poll.
+	sum *TargetStats
 
 	// resetDue: the next environment call is a reset with resetSeed.
 	resetDue  bool
@@ -170,6 +174,7 @@ func NewBatchTarget(batch api.EnvBatch, env, index int, cfg TargetConfig) (*EnvT
 	}
 	t := &EnvTarget{
 		batch: batch, env: env, index: index, seed: cfg.Seed, onEpisode: cfg.OnEpisode, onPolicyEpisode: cfg.OnPolicyEpisode,
+		sum: new(TargetStats), // until a ring takes the target
 	}
 	for i, id := range batch.Agents() {
 		r := AgentRoute{Client: cfg.Client, Producer: cfg.Producer, Policy: cfg.Policy}
@@ -340,10 +345,12 @@ func (t *EnvTarget) prepare() (envCall, error) {
 		}
 		if !ok {
 			t.stats.InferenceFailures++
+			t.sum.InferenceFailures++
 			all = false
 			continue
 		}
 		t.stats.Version = a.result.Version
+		t.sum.Version = max(t.sum.Version, a.result.Version)
 	}
 	if !all {
 		return callNone, t.send()
@@ -390,6 +397,7 @@ func (t *EnvTarget) completeStep(s api.Step) (int, error) {
 			t.index, len(s.Obs), len(s.Rewards), len(s.Terminated), len(s.Truncated), len(s.Acting), n)
 	}
 	t.stats.EnvSteps++
+	t.sum.EnvSteps++
 	done := s.Done()
 	bootstrap := false
 	recorded := 0
@@ -438,8 +446,10 @@ func (t *EnvTarget) completeStep(s api.Step) (int, error) {
 		}
 	}
 	t.stats.AgentSteps += int64(recorded)
+	t.sum.AgentSteps += int64(recorded)
 	if done {
 		t.stats.Episodes++
+		t.sum.Episodes++
 		t.policyEpisodes()
 		if bootstrap {
 			t.phase = phaseBootstrapping
@@ -487,8 +497,10 @@ func (t *EnvTarget) send() error {
 	for _, a := range t.agents {
 		sent, refused, err := a.send()
 		t.stats.BatchesSent += int64(sent)
+		t.sum.BatchesSent += int64(sent)
 		if refused {
 			t.stats.Backpressure++
+			t.sum.Backpressure++
 		}
 		if err != nil {
 			return fmt.Errorf("actorworker: target %d: %w", t.index, err)
@@ -547,16 +559,39 @@ func (t *EnvTarget) Close() error {
 type EnvRing struct {
 	targets []*EnvTarget
 	cur     int
+	total   TargetStats // the targets' counters summed, kept as they count
 }
 
 // NewEnvRing returns a ring of targets, starting at the first.
-func NewEnvRing(targets ...*EnvTarget) *EnvRing { return &EnvRing{targets: targets} }
+func NewEnvRing(targets ...*EnvTarget) *EnvRing {
+	r := &EnvRing{}
+	r.Add(targets...)
+	return r
+}
+
+// Stats returns the targets' counters summed (Version: the newest), as
+// of their last count.
+func (r *EnvRing) Stats() TargetStats { return r.total }
 
 // Len returns the number of targets.
 func (r *EnvRing) Len() int { return len(r.targets) }
 
-// Add appends targets to the ring, after the last.
-func (r *EnvRing) Add(targets ...*EnvTarget) { r.targets = append(r.targets, targets...) }
+// Add appends targets to the ring, after the last; from then on they
+// count into the ring's Stats. A target belongs to one ring.
+func (r *EnvRing) Add(targets ...*EnvTarget) {
+	for _, t := range targets {
+		s := t.stats
+		r.total.EnvSteps += s.EnvSteps
+		r.total.AgentSteps += s.AgentSteps
+		r.total.Episodes += s.Episodes
+		r.total.BatchesSent += s.BatchesSent
+		r.total.InferenceFailures += s.InferenceFailures
+		r.total.Backpressure += s.Backpressure
+		r.total.Version = max(r.total.Version, s.Version)
+		t.sum = &r.total
+	}
+	r.targets = append(r.targets, targets...)
+}
 
 // Targets returns the targets in ring order.
 func (r *EnvRing) Targets() []*EnvTarget { return r.targets }

@@ -16,6 +16,21 @@ import (
 func checkRig(t *testing.T, r *rig, cfg rigConfig) (kinds map[string]int) {
 	t.Helper()
 	kinds = map[string]int{}
+	var sum actorworker.TargetStats
+	for _, tg := range r.ring.Targets() {
+		st := tg.Stats()
+		sum.EnvSteps += st.EnvSteps
+		sum.AgentSteps += st.AgentSteps
+		sum.Episodes += st.Episodes
+		sum.BatchesSent += st.BatchesSent
+		sum.InferenceFailures += st.InferenceFailures
+		sum.Backpressure += st.Backpressure
+		sum.Version = max(sum.Version, st.Version)
+	}
+	// The ring keeps the sum as the targets count, not by visiting them.
+	if got := r.ring.Stats(); got != sum {
+		t.Errorf("ring's running total %+v, the targets' counters sum to %+v", got, sum)
+	}
 	for i, tg := range r.ring.Targets() {
 		st := tg.Stats()
 		if int64(r.envs[i].ends) != st.Episodes {
@@ -125,6 +140,28 @@ func TestTargetBatches(t *testing.T) {
 			t.Logf("%d env steps, batch ends %v", r.envSteps(), kinds)
 		})
 	}
+}
+
+// A ring takes in the counts its targets made before they joined it (an
+// actor's ring grows by targets made elsewhere), and counts on from there.
+func TestRingStatsOfTargetsThatCounted(t *testing.T) {
+	cfg := rigConfig{env: env.CartPoleName, ringSize: 3, sampleSteps: 5, actions: 2}
+	r := newRig(t, cfg)
+	for r.envSteps() < 100 {
+		r.poll(t)
+	}
+	before := r.ring.Stats()
+	if before.EnvSteps < 100 || before.BatchesSent == 0 || before.Episodes == 0 {
+		t.Fatalf("the run counted %+v: too little to tell", before)
+	}
+	targets := r.ring.Targets()
+	r.ring = actorworker.NewEnvRing(targets[0])
+	r.ring.Add(targets[1:]...)
+	if got := r.ring.Stats(); got != before {
+		t.Fatalf("a new ring of the same targets starts at %+v, want %+v", got, before)
+	}
+	r.run(t, 200)
+	checkRig(t, r, cfg)
 }
 
 func TestRingRotation(t *testing.T) {

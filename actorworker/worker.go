@@ -806,23 +806,12 @@ func (w *Worker) allDone() bool {
 	return true
 }
 
-// totals sums the targets' counters; Version is the newest.
+// totals is the targets' counters summed; Version is the newest.
 func (w *Worker) totals() TargetStats {
-	var s TargetStats
 	if w.ring == nil {
-		return s
+		return TargetStats{}
 	}
-	for _, t := range w.ring.Targets() {
-		ts := t.Stats()
-		s.EnvSteps += ts.EnvSteps
-		s.AgentSteps += ts.AgentSteps
-		s.Episodes += ts.Episodes
-		s.BatchesSent += ts.BatchesSent
-		s.InferenceFailures += ts.InferenceFailures
-		s.Backpressure += ts.Backpressure
-		s.Version = max(s.Version, ts.Version)
-	}
-	return s
+	return w.ring.Stats()
 }
 
 // record adds to the Prometheus counters what the targets counted since

@@ -168,7 +168,8 @@ func (f *Frames) decodePacked(d *msgpack.Decoder) error {
 		return fmt.Errorf("shape %v has %d values: want %d bytes of bits, have %d", shape, n, (n+7)/8, nbytes)
 	}
 	data := f.Data[:0]
-	var buf [packChunk]byte
+	buf := getScratch()
+	defer putScratch(buf)
 	for len(data) < n {
 		k := min(n-len(data), 8*len(buf))
 		chunk := buf[:(k+7)/8]

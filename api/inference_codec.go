@@ -54,9 +54,10 @@ func (inf *Inference) DecodeMsgpack(d *msgpack.Decoder) error {
 		*inf = Inference{}
 		return nil
 	}
-	var buf [16]byte
+	s := getScratch()
+	defer putScratch(s)
 	for range n {
-		key, err := readString(d, buf[:], true)
+		key, err := readString(d, s[:32], true)
 		if err != nil {
 			return fmt.Errorf("api: decoding Inference: key: %w", err)
 		}

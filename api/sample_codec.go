@@ -128,8 +128,12 @@ func encodeStringField(e *msgpack.Encoder, key, s string) error {
 
 // DecodeMsgpack implements [msgpack.CustomDecoder], as reflection decodes
 // the struct: keys in any order, unknown keys skipped, nil as the zero
-// batch. Tensors whose storage b already holds reuse it (see
-// [Tensor.DecodeMsgpack]).
+// batch; and unlike reflection, a field whose key is absent is zero rather
+// than left as it was. Decoding into a batch that held an earlier one
+// (stream.SampleConsumerOptions.Reuse) reuses its storage: tensors whose
+// capacity suffices (see [Tensor.DecodeMsgpack]), the episodes' array,
+// and a string equal to the one it replaces, so that a batch from the
+// same actor allocates nothing.
 func (b *SampleBatch) DecodeMsgpack(d *msgpack.Decoder) error {
 	n, err := d.DecodeMapLen() // -1: nil
 	if err != nil {
@@ -139,41 +143,52 @@ func (b *SampleBatch) DecodeMsgpack(d *msgpack.Decoder) error {
 		*b = SampleBatch{}
 		return nil
 	}
-	var buf [16]byte
+	// Keys are read into s[:32], values into s[32:]: an error names its key.
+	s := getScratch()
+	defer putScratch(s)
+	var seen SampleBatch // the fields decoded are copied here, the rest stay zero
 	for range n {
-		key, err := readString(d, buf[:], true)
+		key, err := readString(d, s[:32], true)
 		if err != nil {
 			return fmt.Errorf("api: decoding SampleBatch: key: %w", err)
 		}
 		switch string(key) {
 		case keyPolicy:
-			b.Policy, err = d.DecodeString()
+			seen.Policy, err = decodeStringLike(d, s[32:], b.Policy)
 		case keyPolicyVersion:
-			b.PolicyVersion, err = d.DecodeInt64()
+			seen.PolicyVersion, err = d.DecodeInt64()
 		case keyObs:
 			err = b.Obs.DecodeMsgpack(d)
+			seen.Obs = b.Obs
 		case keyActions:
 			err = b.Actions.DecodeMsgpack(d)
+			seen.Actions = b.Actions
 		case keyContActions:
 			err = b.ContActions.DecodeMsgpack(d)
+			seen.ContActions = b.ContActions
 		case keyRewards:
 			err = b.Rewards.DecodeMsgpack(d)
+			seen.Rewards = b.Rewards
 		case keyTerminated:
 			err = b.Terminated.DecodeMsgpack(d)
+			seen.Terminated = b.Terminated
 		case keyTruncated:
 			err = b.Truncated.DecodeMsgpack(d)
+			seen.Truncated = b.Truncated
 		case keyLogProbs:
 			err = b.LogProbs.DecodeMsgpack(d)
+			seen.LogProbs = b.LogProbs
 		case keyValues:
 			err = b.Values.DecodeMsgpack(d)
+			seen.Values = b.Values
 		case keyBootstrapValue:
-			b.BootstrapValue, err = d.DecodeFloat32()
+			seen.BootstrapValue, err = d.DecodeFloat32()
 		case keyEpisodes:
-			b.Episodes, err = decodeEpisodes(d, b.Episodes[:0])
+			seen.Episodes, err = decodeEpisodes(d, s[32:], b.Episodes[:0])
 		case keyActorID:
-			b.ActorID, err = d.DecodeString()
+			seen.ActorID, err = decodeStringLike(d, s[32:], b.ActorID)
 		case keyAgentID:
-			b.AgentID, err = d.DecodeString()
+			seen.AgentID, err = decodeStringLike(d, s[32:], b.AgentID)
 		default:
 			err = d.Skip()
 		}
@@ -181,7 +196,29 @@ func (b *SampleBatch) DecodeMsgpack(d *msgpack.Decoder) error {
 			return fmt.Errorf("api: decoding SampleBatch: %s: %w", key, err)
 		}
 	}
+	*b = seen
 	return nil
+}
+
+// decodeStringLike decodes a string as msgpack's DecodeString does (nil
+// is ""), returning old itself, not a copy, when the value equals it.
+func decodeStringLike(d *msgpack.Decoder, buf []byte, old string) (string, error) {
+	n, err := d.DecodeBytesLen()
+	if err != nil || n <= 0 {
+		return "", err
+	}
+	v := buf[:min(n, len(buf))]
+	if n > len(buf) {
+		if v, err = readGrowing(d, n); err != nil {
+			return "", err
+		}
+	} else if err := d.ReadFull(v); err != nil {
+		return "", err
+	}
+	if string(v) == old {
+		return old, nil
+	}
+	return string(v), nil
 }
 
 // maxEpisodesPrealloc bounds the room made for an episodes array before
@@ -190,7 +227,7 @@ const maxEpisodesPrealloc = 1024
 
 // decodeEpisodes reads an episodes array into out (nil stays nil); each
 // element is a map of return and length, other keys skipped.
-func decodeEpisodes(d *msgpack.Decoder, out []EpisodeStat) ([]EpisodeStat, error) {
+func decodeEpisodes(d *msgpack.Decoder, buf []byte, out []EpisodeStat) ([]EpisodeStat, error) {
 	n, err := d.DecodeArrayLen()
 	if err != nil {
 		return nil, err
@@ -201,7 +238,6 @@ func decodeEpisodes(d *msgpack.Decoder, out []EpisodeStat) ([]EpisodeStat, error
 	if out == nil {
 		out = make([]EpisodeStat, 0, min(n, maxEpisodesPrealloc))
 	}
-	var buf [16]byte
 	for i := range n {
 		m, err := d.DecodeMapLen()
 		if err != nil {
@@ -209,7 +245,7 @@ func decodeEpisodes(d *msgpack.Decoder, out []EpisodeStat) ([]EpisodeStat, error
 		}
 		var ep EpisodeStat
 		for range max(m, 0) {
-			key, err := readString(d, buf[:], true)
+			key, err := readString(d, buf[:32], true)
 			if err != nil {
 				return nil, fmt.Errorf("episode %d: key: %w", i, err)
 			}

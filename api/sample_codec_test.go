@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -209,5 +210,75 @@ func BenchmarkSampleBatchCodec(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A batch decoded into one that held another is what a fresh decode
+// gives; it keeps the storage that fits (tensors, episodes, equal
+// strings), so that a consumer reusing its batches allocates nothing; and
+// a field whose key is absent is zero, not the last batch's.
+func TestSampleBatchDecodeReuses(t *testing.T) {
+	first, second := cartPoleBatch(), cartPoleBatch()
+	second.PolicyVersion, second.Rewards.Data[3], second.Episodes[0].Length = 13, 7, 26
+	wire := func(b SampleBatch) []byte {
+		t.Helper()
+		out, err := msgpack.Marshal(&b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	var into SampleBatch
+	if err := msgpack.Unmarshal(wire(first), &into); err != nil {
+		t.Fatal(err)
+	}
+	obs, policy, episodes := unsafe.SliceData(into.Obs.Data), unsafe.StringData(into.Policy), unsafe.SliceData(into.Episodes)
+	frame := wire(second)
+	if err := msgpack.Unmarshal(frame, &into); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(into, second) {
+		t.Fatalf("decoded into a used batch: %+v, want %+v", into, second)
+	}
+	if unsafe.SliceData(into.Obs.Data) != obs || unsafe.StringData(into.Policy) != policy || unsafe.SliceData(into.Episodes) != episodes {
+		t.Error("the observations, the policy's name or the episodes were not decoded into the storage that held the last batch's")
+	}
+	dec := msgpack.NewDecoder(nil)
+	var rd bytes.Reader
+	if n := testing.AllocsPerRun(100, func() {
+		rd.Reset(frame)
+		dec.Reset(&rd)
+		if err := dec.Decode(&into); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("decoding a batch of the same actor into the last one allocates %v times, want 0", n)
+	}
+
+	partial, err := msgpack.Marshal(map[string]any{"rewards": second.Rewards, "actor_id": "actor/1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := msgpack.Unmarshal(partial, &into); err != nil {
+		t.Fatal(err)
+	}
+	if want := (SampleBatch{Rewards: second.Rewards, ActorID: "actor/1"}); !reflect.DeepEqual(into, want) {
+		t.Fatalf("absent keys kept the last batch's fields: %+v", into)
+	}
+}
+
+// A string whose header claims more than the frame holds is an error, and
+// commits memory only as the bytes come.
+func TestSampleBatchDecodeHostileString(t *testing.T) {
+	frame := []byte{0x81, 0xa6, 'p', 'o', 'l', 'i', 'c', 'y', 0xdb, 0x40, 0, 0, 0, 'x'} // policy: str32 of 1 GiB, one byte
+	var b SampleBatch
+	b.Policy = "default"
+	allocs := testing.AllocsPerRun(10, func() {
+		if err := msgpack.Unmarshal(frame, &b); err == nil || !strings.Contains(err.Error(), "policy") {
+			t.Fatalf("error %v, want one about the policy", err)
+		}
+	})
+	if allocs > 20 {
+		t.Errorf("%v allocations for a 14-byte frame", allocs)
 	}
 }

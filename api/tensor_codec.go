@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -180,7 +181,21 @@ func (t *Tensor[T]) DecodeMsgpack(d *msgpack.Decoder) error {
 	return nil
 }
 
+// scratch is where a decoder reads keys, dtypes, short strings and packed
+// bits. A buffer on the stack would escape to the heap (msgpack reads
+// through an io.Reader), one allocation per tensor decoded; a pooled one
+// costs none.
+type scratch [packChunk]byte
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+func getScratch() *scratch  { return scratchPool.Get().(*scratch) }
+func putScratch(s *scratch) { scratchPool.Put(s) }
+
 func (t *Tensor[T]) decode(d *msgpack.Decoder) error {
+	s := getScratch()
+	defer putScratch(s)
+	buf := s[:16]
 	c, err := d.PeekCode()
 	if err != nil {
 		return err
@@ -197,10 +212,9 @@ func (t *Tensor[T]) decode(d *msgpack.Decoder) error {
 	var (
 		haveDtype, haveShape, haveData bool
 		want                           = -1 // prod(shape), once the shape is known
-		buf                            [16]byte
 	)
 	for range nkeys {
-		key, err := readShortString(d, buf[:])
+		key, err := readShortString(d, buf)
 		if err != nil {
 			return fmt.Errorf("reading key: %w", err)
 		}
@@ -210,7 +224,7 @@ func (t *Tensor[T]) decode(d *msgpack.Decoder) error {
 				return errors.New(`duplicate key "dtype"`)
 			}
 			haveDtype = true
-			v, err := readShortString(d, buf[:])
+			v, err := readShortString(d, buf)
 			if err != nil {
 				return fmt.Errorf("reading dtype: %w", err)
 			}
@@ -267,8 +281,7 @@ func readShortString(d *msgpack.Decoder, buf []byte) ([]byte, error) {
 
 // readString reads a msgpack str or bin into buf; one longer than buf is an
 // error, or with grow is read into a slice of its own (a decoder that skips
-// unknown keys; the frame was checked before decoding, so its length fits
-// the frame).
+// unknown keys).
 func readString(d *msgpack.Decoder, buf []byte, grow bool) ([]byte, error) {
 	n, err := d.DecodeBytesLen()
 	if err != nil {
@@ -281,12 +294,26 @@ func readString(d *msgpack.Decoder, buf []byte, grow bool) ([]byte, error) {
 		if !grow {
 			return nil, fmt.Errorf("string of %d bytes, want at most %d", n, len(buf))
 		}
-		buf = make([]byte, n)
+		return readGrowing(d, n)
 	}
 	if err := d.ReadFull(buf[:n]); err != nil {
 		return nil, err
 	}
 	return buf[:n], nil
+}
+
+// readGrowing reads n bytes into a new slice grown readChunk at a time, so
+// that a hostile length commits no more memory than the bytes that came.
+func readGrowing(d *msgpack.Decoder, n int) ([]byte, error) {
+	var v []byte
+	for len(v) < n {
+		k := min(n-len(v), readChunk)
+		v = slices.Grow(v, k)[:len(v)+k]
+		if err := d.ReadFull(v[len(v)-k:]); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
 }
 
 func (t *Tensor[T]) decodeShape(d *msgpack.Decoder) error {

@@ -100,6 +100,7 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	opts := stream.SampleConsumerOptions{
 		Repo: w.info.Repo, Curve: w.info.Curve, Trial: w.info.Trial, Stream: cfg.Stream,
 		Index: w.info.Index, Host: w.info.Host, TTL: w.info.TTL, Logger: w.log,
+		Reuse: true, // Poll counts the batches and keeps none
 	}
 	if cfg.Index != nil {
 		opts.Index = *cfg.Index

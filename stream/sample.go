@@ -397,6 +397,12 @@ type SampleConsumerOptions struct {
 	// CurveZMQ, and peers without the pair get nothing and send nothing.
 	// nil: plaintext.
 	Curve *rpc.CurveKeyPair
+	// Reuse says that the caller keeps no batch Poll returned, nor
+	// anything in it, past its next Poll: Poll then decodes into the
+	// batches it returned the last time, reusing their storage, where
+	// otherwise each batch is new. A sink that counts and forgets sets it;
+	// a learner that keeps batches until its update does not.
+	Reuse bool
 }
 
 // SampleConsumerStats are a consumer's counters since it was created.
@@ -416,7 +422,8 @@ type SampleConsumer struct {
 	key    string
 	dec    *zsock.Decoder
 	out    []*api.SampleBatch
-	frames [][]byte // of the message being read: batches not returned yet
+	spare  []*api.SampleBatch // with Reuse: the batches to decode into
+	frames [][]byte           // of the message being read: batches not returned yet
 	malLog zsock.RateLog
 	stats  SampleConsumerStats
 	closed bool
@@ -450,12 +457,16 @@ func NewSampleConsumer(ctx context.Context, opts SampleConsumerOptions) (*Sample
 
 // Poll returns up to n (at least 1) batches that have arrived, without
 // blocking; the batches of a message it did not return wait for the next
-// Poll. Each batch is new and belongs to the caller; the returned
+// Poll. Each batch is new and belongs to the caller (with
+// SampleConsumerOptions.Reuse, until the next Poll); the returned
 // slice is reused by the next Poll. A message that does not decode or
 // whose batch fails api.SampleBatch.Validate is dropped and counted
 // (Stats().Malformed), never returned as an error: an error means the
 // socket failed.
 func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
+	if c.opts.Reuse {
+		c.spare = append(c.spare, c.out...)
+	}
 	clear(c.out)
 	c.out = c.out[:0]
 	if c.closed {
@@ -476,8 +487,11 @@ func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
 		frame := c.frames[0]
 		c.frames[0], c.frames = nil, c.frames[1:]
 		c.stats.Bytes += int64(len(frame))
-		b := new(api.SampleBatch)
+		b := c.batch()
 		if err := decodeSampleBatch(c.dec, frame, b); err != nil {
+			if c.opts.Reuse {
+				c.spare = append(c.spare, b)
+			}
 			drops++
 			c.stats.Malformed++
 			c.malLog.Warn(c.log, "stream: dropped malformed sample batch", "err", err, "bytes", len(frame), "malformed", c.stats.Malformed)
@@ -487,6 +501,17 @@ func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
 		c.stats.Received++
 	}
 	return c.out, nil
+}
+
+// batch is the batch to decode the next frame into: a spare one with
+// Reuse, else a new one.
+func (c *SampleConsumer) batch() *api.SampleBatch {
+	if k := len(c.spare); k > 0 {
+		b := c.spare[k-1]
+		c.spare[k-1], c.spare = nil, c.spare[:k-1]
+		return b
+	}
+	return new(api.SampleBatch)
 }
 
 // Socket is the PULL socket; it is readable when batches arrive.

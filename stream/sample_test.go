@@ -274,6 +274,70 @@ func TestSampleConsumerDropsMalformed(t *testing.T) {
 	eventually.True(t, 10*time.Second, "malformed counted", func() bool { return c.Stats().Malformed == int64(len(bad)) })
 }
 
+// With Reuse, each Poll decodes into the batches the last one returned,
+// and every batch still reads as sent: of another actor, another length,
+// after a malformed frame decoded half way into the spare batch.
+func TestSampleConsumerReuse(t *testing.T) {
+	repo := workertest.Repo(t)
+	c, err := stream.NewSampleConsumer(ctxT(t), stream.SampleConsumerOptions{
+		Repo: repo, Trial: testTrial, TTL: time.Second, Logger: testLogger(t), Reuse: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	push := rawSocket(t, zmq.PUSH, c.Addr())
+	sent := []*api.SampleBatch{
+		makeBatch(t, "actor/1", 1, 8, 2), makeBatch(t, "actor/1", 2, 8, 2), makeBatch(t, "actor/2", 3, 30, 2),
+		makeBatch(t, "actor/1", 4, 3, 2), makeBatch(t, "actor/1", 5, 8, 2),
+	}
+	noEpisodes := *sent[4]
+	noEpisodes.Episodes = nil
+	sent = append(sent, &noEpisodes)
+	halfGood, err := msgpack.Marshal(map[string]any{"actor_id": "actor/3", "rewards": sent[2].Rewards, "obs": "not frames"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range sent {
+		frame, err := msgpack.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 3 {
+			if _, err := push.SendBytes(halfGood, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := push.SendBytes(frame, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last *api.SampleBatch
+	reused := 0
+	for i, want := range sent {
+		var got []*api.SampleBatch
+		eventually.True(t, 10*time.Second, fmt.Sprintf("batch %d", i), func() bool {
+			if got, err = c.Poll(1); err != nil {
+				t.Fatal(err)
+			}
+			return len(got) == 1
+		})
+		if !reflect.DeepEqual(got[0], want) {
+			t.Fatalf("batch %d reads %+v, sent %+v", i, got[0], want)
+		}
+		if got[0] == last {
+			reused++
+		}
+		last = got[0]
+	}
+	if reused < len(sent)-2 {
+		t.Errorf("%d of %d batches were decoded into the last one returned", reused, len(sent))
+	}
+	if m := c.Stats().Malformed; m != 1 {
+		t.Errorf("%d malformed, want 1", m)
+	}
+}
+
 func TestSampleProducerRejects(t *testing.T) {
 	repo := workertest.Repo(t)
 	newConsumer(t, repo, 0, 0)

@@ -47,6 +47,7 @@ type Agent struct {
 
 	held   *api.SampleBatch   // finished, waiting for its bootstrap value
 	outbox []*api.SampleBatch // complete, not yet accepted by the producer
+	free   []*api.SampleBatch // sent: to hold the next batches
 }
 
 // newAgent returns an agent that asks client for its actions and sends
@@ -141,15 +142,28 @@ func (a *Agent) record(reward float32, terminated, truncated bool) ([]api.Episod
 	a.steps++
 	switch batchEndAfter(terminated, truncated, a.builder.Len(), a.sampleSteps) {
 	case sendNow:
-		b := a.builder.Build(0)
-		a.outbox = append(a.outbox, &b)
+		b := a.box(a.builder.Build(0))
+		a.outbox = append(a.outbox, b)
 		return b.Episodes, nil
 	case awaitBootstrap:
-		b := a.builder.Build(0) // BootstrapValue is set by the next take
-		a.held = &b
+		b := a.box(a.builder.Build(0)) // BootstrapValue is set by the next take
+		a.held = b
 		return b.Episodes, nil
 	}
 	return nil, nil
+}
+
+// box puts b in a batch that was sent, or a new one: a batch a step
+// would otherwise cost an allocation of its own.
+func (a *Agent) box(b api.SampleBatch) *api.SampleBatch {
+	var p *api.SampleBatch
+	if k := len(a.free); k > 0 {
+		p, a.free[k-1], a.free = a.free[k-1], nil, a.free[:k-1]
+	} else {
+		p = new(api.SampleBatch)
+	}
+	*p = b
+	return p
 }
 
 // cutRemainder finishes the partial batch with the value of the taken
@@ -180,6 +194,7 @@ func (a *Agent) send() (sent int, refused bool, err error) {
 		// Post does not retain the batch (see stream.SamplePoster), so its
 		// arrays can hold the agent's next batch.
 		a.builder.Recycle(*a.outbox[0])
+		a.free = append(a.free, a.outbox[0])
 		a.outbox = slices.Delete(a.outbox, 0, 1)
 		sent++
 		a.sent++

@@ -43,7 +43,8 @@ type SampleBuilder struct {
 	epLen    int32
 
 	ready bool         // the buffers for the current batch are allocated
-	spare *SampleBatch // buffers given back by Recycle
+	spare    SampleBatch // buffers given back by Recycle, while hasSpare
+	hasSpare bool
 }
 
 // NewSampleBuilder returns a builder for observations of obsDim floats and
@@ -65,8 +66,9 @@ func NewSampleBuilder(obsDim, actDim, capacity int) (*SampleBuilder, error) {
 // not in Build, so that a batch recycled right after Build is reused at once.
 func (b *SampleBuilder) allocate() {
 	b.ready = true
-	if s := b.spare; s != nil {
-		b.spare = nil
+	if b.hasSpare {
+		s := &b.spare
+		b.hasSpare = false
 		b.obs, b.rewards = s.Obs.Data[:0], s.Rewards.Data[:0]
 		b.actions, b.cont = s.Actions.Data[:0], s.ContActions.Data[:0]
 		b.term, b.trunc = s.Terminated.Data[:0], s.Truncated.Data[:0]
@@ -212,7 +214,9 @@ func (b *SampleBuilder) Recycle(batch SampleBatch) {
 		fits = fits && cap(batch.ContActions.Data) >= c*b.actDim && batch.Actions.IsZero()
 	}
 	if fits {
-		b.spare = &batch
+		// Kept by value: a pointer to batch would move every batch
+		// recycled to the heap.
+		b.spare, b.hasSpare = batch, true
 	}
 }
 

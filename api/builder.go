@@ -42,7 +42,7 @@ type SampleBuilder struct {
 	epReturn float32
 	epLen    int32
 
-	ready bool         // the buffers for the current batch are allocated
+	ready    bool        // the buffers for the current batch are allocated
 	spare    SampleBatch // buffers given back by Recycle, while hasSpare
 	hasSpare bool
 }

@@ -245,13 +245,14 @@ func TestSampleBatchDecodeReuses(t *testing.T) {
 	}
 	dec := msgpack.NewDecoder(nil)
 	var rd bytes.Reader
-	if n := testing.AllocsPerRun(100, func() {
+	n := testing.AllocsPerRun(100, func() {
 		rd.Reset(frame)
 		dec.Reset(&rd)
 		if err := dec.Decode(&into); err != nil {
 			t.Fatal(err)
 		}
-	}); n != 0 {
+	})
+	if n != 0 && !raceEnabled {
 		t.Errorf("decoding a batch of the same actor into the last one allocates %v times, want 0", n)
 	}
 

@@ -44,7 +44,10 @@ func (inf Inference) EncodeMsgpack(e *msgpack.Encoder) error {
 
 // DecodeMsgpack implements [msgpack.CustomDecoder], as reflection decodes
 // the struct: keys in any order, unknown keys skipped, nil as the zero
-// Inference. The tensors' storage is reused (see [Tensor.DecodeMsgpack]).
+// Inference; and unlike reflection, a field whose key is absent is zero
+// rather than left as it was. The tensors' storage is reused (see
+// [Tensor.DecodeMsgpack]), so that a client decoding every reply into one
+// Inference allocates nothing.
 func (inf *Inference) DecodeMsgpack(d *msgpack.Decoder) error {
 	n, err := d.DecodeMapLen() // -1: nil
 	if err != nil {
@@ -56,6 +59,7 @@ func (inf *Inference) DecodeMsgpack(d *msgpack.Decoder) error {
 	}
 	s := getScratch()
 	defer putScratch(s)
+	var seen Inference // the fields decoded are copied here, the rest stay zero
 	for range n {
 		key, err := readString(d, s[:32], true)
 		if err != nil {
@@ -64,14 +68,18 @@ func (inf *Inference) DecodeMsgpack(d *msgpack.Decoder) error {
 		switch string(key) {
 		case keyActions:
 			err = inf.Actions.DecodeMsgpack(d)
+			seen.Actions = inf.Actions
 		case keyContActions:
 			err = inf.ContActions.DecodeMsgpack(d)
+			seen.ContActions = inf.ContActions
 		case keyLogProbs:
 			err = inf.LogProbs.DecodeMsgpack(d)
+			seen.LogProbs = inf.LogProbs
 		case keyValues:
 			err = inf.Values.DecodeMsgpack(d)
+			seen.Values = inf.Values
 		case keyVersion:
-			inf.Version, err = d.DecodeInt64()
+			seen.Version, err = d.DecodeInt64()
 		default:
 			err = d.Skip()
 		}
@@ -79,6 +87,7 @@ func (inf *Inference) DecodeMsgpack(d *msgpack.Decoder) error {
 			return fmt.Errorf("api: decoding Inference: %s: %w", key, err)
 		}
 	}
+	*inf = seen
 	return nil
 }
 

@@ -94,7 +94,10 @@ func TestInferenceDecode(t *testing.T) {
 		{name: "a version that is not an integer", frame: enc(map[string]any{"version": "x"}), wantErr: "version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var got Inference
+			// Decoded into a used Inference: an absent key must not leave
+			// the last reply's field.
+			got := Inference{ContActions: Tensor[float32]{Shape: []int{1, 1}, Data: []float32{9}},
+				LogProbs: vec([]float32{-1, -1}), Values: vec([]float32{3, 3}), Version: 99}
 			err := msgpack.Unmarshal(tc.frame, &got)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

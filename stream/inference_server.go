@@ -101,22 +101,24 @@ type heldMsg struct {
 // InferenceServer receives inference requests for one policy on a ROUTER
 // socket and sends the answers back. It is for one goroutine.
 type InferenceServer struct {
-	opts   InferenceServerOptions
-	log    *slog.Logger
-	sock   *zmq.Socket
-	addr   string
-	key    string
-	dim    int // required observation length; 0 until known
-	held   *heldMsg
-	dec    *zsock.Decoder
-	enc    *zsock.Encoder
-	reqIDs api.Tensor[int64]
-	reqObs api.Tensor[float32]
-	shape1 [1]int
-	shape2 [2]int
-	malLog zsock.RateLog
-	stats  InferenceServerStats
-	shm    *shmServer // nil: ZMQ only
+	opts    InferenceServerOptions
+	log     *slog.Logger
+	sock    *zmq.Socket
+	addr    string
+	key     string
+	dim     int     // required observation length; 0 until known
+	held    heldMsg // while hasHeld; by value, so that a request received costs no allocation
+	hasHeld bool
+	view    api.Inference // a reply's rows of the batch's inference, being encoded
+	dec     *zsock.Decoder
+	enc     *zsock.Encoder
+	reqIDs  api.Tensor[int64]
+	reqObs  api.Tensor[float32]
+	shape1  [1]int
+	shape2  [2]int
+	malLog  zsock.RateLog
+	stats   InferenceServerStats
+	shm     *shmServer // nil: ZMQ only
 	sharedWait
 	// zmqLooked is when a Poll last found the ZeroMQ socket empty, zmqLive
 	// whether that Poll had received from it before (see zmqRecheck).
@@ -198,8 +200,8 @@ receive:
 	for drops := 0; len(b.ids) < maxRows && drops < maxDropsPerPoll; {
 		var msg heldMsg
 		switch {
-		case s.held != nil:
-			msg, s.held = *s.held, nil
+		case s.hasHeld:
+			msg, s.held, s.hasHeld = s.held, heldMsg{}, false
 		case !zmqDrained:
 			parts, err := s.sock.RecvMessageBytes(zmq.DONTWAIT)
 			if zsock.IsEAGAIN(err) {
@@ -242,7 +244,7 @@ receive:
 		}
 		n := s.reqIDs.Shape[0]
 		if len(b.ids) > 0 && len(b.ids)+n > maxRows {
-			s.held = &msg
+			s.held, s.hasHeld = msg, true
 			break receive
 		}
 		b.spans = append(b.spans, span{identity: msg.identity, peer: msg.peer, start: len(b.ids), n: n})
@@ -357,9 +359,9 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 		s.shape1[0] = sp.n
 		ids := api.Tensor[int64]{Shape: s.shape1[:], Data: b.ids[sp.start : sp.start+sp.n]}
 		// The view's [n] shapes share shape1 with ids: the values are equal.
-		view := inferenceRows(out, sp.start, sp.n, &s.shape1, &s.shape2)
+		s.view = inferenceRows(out, sp.start, sp.n, &s.shape1, &s.shape2)
 		e := s.enc.Reset()
-		if err := encodeReply(e, ids, &view); err != nil {
+		if err := encodeReply(e, ids, &s.view); err != nil {
 			return fmt.Errorf("stream: encode inference reply: %w", err)
 		}
 		delivered, err := s.send(sp.identity, sp.peer)
@@ -396,7 +398,7 @@ func (s *InferenceServer) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.held = nil
+	s.held, s.hasHeld = heldMsg{}, false
 	err := endpoint.Close(s.opts.Repo, s.key, s.sock, "inference server")
 	if s.shm != nil {
 		err = errors.Join(err, s.shm.close())

@@ -56,18 +56,18 @@ func decodePair(d *zsock.Decoder, frame []byte, keyA string, decA func(*msgpack.
 	}
 	var haveA, haveB bool
 	for range n {
-		key, err := dec.DecodeString()
+		key, err := d.Key()
 		if err != nil {
 			return fmt.Errorf("reading key: %w", err)
 		}
 		switch {
-		case key == keyA && !haveA:
+		case string(key) == keyA && !haveA:
 			haveA = true
 			err = decA(dec)
-		case key == keyB && !haveB:
+		case string(key) == keyB && !haveB:
 			haveB = true
 			err = decB(dec)
-		case decAlt != nil && key == keyAlt && !haveB:
+		case decAlt != nil && string(key) == keyAlt && !haveB:
 			haveB = true
 			err = decAlt(dec)
 		default:
@@ -126,14 +126,8 @@ func encodeRefusal(e *msgpack.Encoder, ids api.Tensor[int64], msg string) error 
 // checks that the inference answers every id. A refusal leaves inf empty
 // and returns the server's reason, never "".
 func decodeReply(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], inf *api.Inference) (refusal string, err error) {
-	// Fields absent from the message must not keep the previous reply's
-	// values (msgpack leaves them alone); the data capacity is kept.
-	*inf = api.Inference{
-		Actions:     api.Tensor[int32]{Data: inf.Actions.Data[:0]},
-		ContActions: api.Tensor[float32]{Data: inf.ContActions.Data[:0]},
-		LogProbs:    api.Tensor[float32]{Data: inf.LogProbs.Data[:0]},
-		Values:      api.Tensor[float32]{Data: inf.Values.Data[:0]},
-	}
+	// inf's storage is reused; fields absent from the message decode as
+	// zero (api.Inference.DecodeMsgpack), not as the previous reply's.
 	var refused bool
 	err = decodePair(d, frame, keyIDs, ids.DecodeMsgpack,
 		keyInference, func(dec *msgpack.Decoder) error { return dec.Decode(inf) },
@@ -149,6 +143,7 @@ func decodeReply(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], inf *ap
 		return "", fmt.Errorf("ids has shape %v, want [n]", ids.Shape)
 	}
 	if refused {
+		*inf = api.Inference{}
 		if refusal == "" {
 			return "", errors.New("error is empty")
 		}

@@ -13,6 +13,7 @@ import (
 type Decoder struct {
 	rd  bytes.Reader
 	dec *msgpack.Decoder
+	key [32]byte // Key's; in the Decoder, as a buffer on the stack would escape
 }
 
 // NewDecoder returns a Decoder.
@@ -35,6 +36,25 @@ func (d *Decoder) Reset(frame []byte) (*msgpack.Decoder, error) {
 	d.rd.Reset(frame)
 	d.dec.Reset(&d.rd)
 	return d.dec, nil
+}
+
+// Key reads a map key of the frame being decoded, a string of at most 32
+// bytes (longer is an error: no key of the protocol is), without
+// allocating. It is valid until the next Key.
+func (d *Decoder) Key() ([]byte, error) {
+	n, err := d.dec.DecodeBytesLen()
+	switch {
+	case err != nil:
+		return nil, err
+	case n < 0:
+		return nil, fmt.Errorf("got nil, want a key")
+	case n > len(d.key):
+		return nil, fmt.Errorf("a key of %d bytes, want at most %d", n, len(d.key))
+	}
+	if err := d.dec.ReadFull(d.key[:n]); err != nil {
+		return nil, err
+	}
+	return d.key[:n], nil
 }
 
 // Finish reports trailing bytes after the message: a frame holds exactly

@@ -335,6 +335,48 @@ func TestDecoder(t *testing.T) {
 	}
 }
 
+// Key reads short keys without allocating and refuses what no key of the
+// protocol is.
+func TestDecoderKey(t *testing.T) {
+	d := NewDecoder()
+	for _, c := range []struct {
+		name, want, err string
+		frame           []byte
+	}{
+		{name: "str", frame: []byte{0xa3, 'i', 'd', 's'}, want: "ids"},
+		{name: "bin", frame: []byte{0xc4, 2, 'o', 'k'}, want: "ok"},
+		{name: "32 bytes", frame: append([]byte{0xd9, 32}, bytes.Repeat([]byte{'k'}, 32)...), want: strings.Repeat("k", 32)},
+		{name: "33 bytes", frame: append([]byte{0xd9, 33}, bytes.Repeat([]byte{'k'}, 33)...), err: "at most 32"},
+		{name: "nil", frame: []byte{0xc0}, err: "want a key"},
+		{name: "a number", frame: []byte{0x01}, err: "invalid code"},
+	} {
+		if _, err := d.Reset(c.frame); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		key, err := d.Key()
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: error %v, want one mentioning %q", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil || string(key) != c.want {
+			t.Errorf("%s: Key() = %q, %v; want %q", c.name, key, err, c.want)
+		}
+	}
+	frame := []byte{0xa9, 'i', 'n', 'f', 'e', 'r', 'e', 'n', 'c', 'e'}
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := d.Reset(frame); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Key(); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Key allocates %v times", n)
+	}
+}
+
 func TestRateLog(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))

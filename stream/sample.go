@@ -185,7 +185,7 @@ func (p *SampleProducer) Post(b *api.SampleBatch) error {
 		return fmt.Errorf("stream: Post: %w", err)
 	}
 	e := p.enc.Reset()
-	if err := e.Encode(b); err != nil {
+	if err := b.EncodeMsgpack(e); err != nil { // the codec itself: Encode would find it through reflection
 		return fmt.Errorf("stream: encode sample batch: %w", err)
 	}
 	size := p.enc.Len()

@@ -112,7 +112,7 @@ func decodeRequest(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], obs *
 // encodeReply writes {"ids": ids, "inference": inf}.
 func encodeReply(e *msgpack.Encoder, ids api.Tensor[int64], inf *api.Inference) error {
 	return encodePair(e, keyIDs, ids.EncodeMsgpack,
-		keyInference, func(e *msgpack.Encoder) error { return e.Encode(inf) })
+		keyInference, inf.EncodeMsgpack)
 }
 
 // encodeRefusal writes {"ids": ids, "error": msg}: the server will not
@@ -130,7 +130,7 @@ func decodeReply(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], inf *ap
 	// zero (api.Inference.DecodeMsgpack), not as the previous reply's.
 	var refused bool
 	err = decodePair(d, frame, keyIDs, ids.DecodeMsgpack,
-		keyInference, func(dec *msgpack.Decoder) error { return dec.Decode(inf) },
+		keyInference, inf.DecodeMsgpack,
 		keyError, func(dec *msgpack.Decoder) (err error) {
 			refused = true
 			refusal, err = dec.DecodeString()
@@ -162,7 +162,7 @@ func decodeSampleBatch(d *zsock.Decoder, frame []byte, b *api.SampleBatch) error
 	if err != nil {
 		return err
 	}
-	if err := dec.Decode(b); err != nil {
+	if err := b.DecodeMsgpack(dec); err != nil { // the codec itself, not found through reflection
 		return err
 	}
 	if err := d.Finish(); err != nil {

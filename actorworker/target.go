@@ -77,6 +77,17 @@ type TargetStats struct {
 	Version int64
 }
 
+// Add adds o's counts to s; Version becomes the newer of the two.
+func (s *TargetStats) Add(o TargetStats) {
+	s.EnvSteps += o.EnvSteps
+	s.AgentSteps += o.AgentSteps
+	s.Episodes += o.Episodes
+	s.BatchesSent += o.BatchesSent
+	s.InferenceFailures += o.InferenceFailures
+	s.Backpressure += o.Backpressure
+	s.Version = max(s.Version, o.Version)
+}
+
 type phase int
 
 const (
@@ -580,14 +591,7 @@ func (r *EnvRing) Len() int { return len(r.targets) }
 // count into the ring's Stats. A target belongs to one ring.
 func (r *EnvRing) Add(targets ...*EnvTarget) {
 	for _, t := range targets {
-		s := t.stats
-		r.total.EnvSteps += s.EnvSteps
-		r.total.AgentSteps += s.AgentSteps
-		r.total.Episodes += s.Episodes
-		r.total.BatchesSent += s.BatchesSent
-		r.total.InferenceFailures += s.InferenceFailures
-		r.total.Backpressure += s.Backpressure
-		r.total.Version = max(r.total.Version, s.Version)
+		r.total.Add(t.stats)
 		t.sum = &r.total
 	}
 	r.targets = append(r.targets, targets...)

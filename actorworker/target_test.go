@@ -18,14 +18,7 @@ func checkRig(t *testing.T, r *rig, cfg rigConfig) (kinds map[string]int) {
 	kinds = map[string]int{}
 	var sum actorworker.TargetStats
 	for _, tg := range r.ring.Targets() {
-		st := tg.Stats()
-		sum.EnvSteps += st.EnvSteps
-		sum.AgentSteps += st.AgentSteps
-		sum.Episodes += st.Episodes
-		sum.BatchesSent += st.BatchesSent
-		sum.InferenceFailures += st.InferenceFailures
-		sum.Backpressure += st.Backpressure
-		sum.Version = max(sum.Version, st.Version)
+		sum.Add(tg.Stats())
 	}
 	// The ring keeps the sum as the targets count, not by visiting them.
 	if got := r.ring.Stats(); got != sum {

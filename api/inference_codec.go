@@ -67,17 +67,13 @@ func (inf *Inference) DecodeMsgpack(d *msgpack.Decoder) error {
 		}
 		switch string(key) {
 		case keyActions:
-			err = inf.Actions.DecodeMsgpack(d)
-			seen.Actions = inf.Actions
+			err = decodeKept(d, &inf.Actions, &seen.Actions)
 		case keyContActions:
-			err = inf.ContActions.DecodeMsgpack(d)
-			seen.ContActions = inf.ContActions
+			err = decodeKept(d, &inf.ContActions, &seen.ContActions)
 		case keyLogProbs:
-			err = inf.LogProbs.DecodeMsgpack(d)
-			seen.LogProbs = inf.LogProbs
+			err = decodeKept(d, &inf.LogProbs, &seen.LogProbs)
 		case keyValues:
-			err = inf.Values.DecodeMsgpack(d)
-			seen.Values = inf.Values
+			err = decodeKept(d, &inf.Values, &seen.Values)
 		case keyVersion:
 			seen.Version, err = d.DecodeInt64()
 		default:

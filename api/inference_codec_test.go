@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -98,19 +97,7 @@ func TestInferenceDecode(t *testing.T) {
 			// the last reply's field.
 			got := Inference{ContActions: Tensor[float32]{Shape: []int{1, 1}, Data: []float32{9}},
 				LogProbs: vec([]float32{-1, -1}), Values: vec([]float32{3, 3}), Version: 99}
-			err := msgpack.Unmarshal(tc.frame, &got)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
+			checkDecoded(t, msgpack.Unmarshal(tc.frame, &got), tc.wantErr, got, tc.want)
 		})
 	}
 }

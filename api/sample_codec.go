@@ -161,26 +161,19 @@ func (b *SampleBatch) DecodeMsgpack(d *msgpack.Decoder) error {
 			err = b.Obs.DecodeMsgpack(d)
 			seen.Obs = b.Obs
 		case keyActions:
-			err = b.Actions.DecodeMsgpack(d)
-			seen.Actions = b.Actions
+			err = decodeKept(d, &b.Actions, &seen.Actions)
 		case keyContActions:
-			err = b.ContActions.DecodeMsgpack(d)
-			seen.ContActions = b.ContActions
+			err = decodeKept(d, &b.ContActions, &seen.ContActions)
 		case keyRewards:
-			err = b.Rewards.DecodeMsgpack(d)
-			seen.Rewards = b.Rewards
+			err = decodeKept(d, &b.Rewards, &seen.Rewards)
 		case keyTerminated:
-			err = b.Terminated.DecodeMsgpack(d)
-			seen.Terminated = b.Terminated
+			err = decodeKept(d, &b.Terminated, &seen.Terminated)
 		case keyTruncated:
-			err = b.Truncated.DecodeMsgpack(d)
-			seen.Truncated = b.Truncated
+			err = decodeKept(d, &b.Truncated, &seen.Truncated)
 		case keyLogProbs:
-			err = b.LogProbs.DecodeMsgpack(d)
-			seen.LogProbs = b.LogProbs
+			err = decodeKept(d, &b.LogProbs, &seen.LogProbs)
 		case keyValues:
-			err = b.Values.DecodeMsgpack(d)
-			seen.Values = b.Values
+			err = decodeKept(d, &b.Values, &seen.Values)
 		case keyBootstrapValue:
 			seen.BootstrapValue, err = d.DecodeFloat32()
 		case keyEpisodes:
@@ -198,6 +191,14 @@ func (b *SampleBatch) DecodeMsgpack(d *msgpack.Decoder) error {
 	}
 	*b = seen
 	return nil
+}
+
+// decodeKept decodes a tensor into t, reusing its storage, and copies it
+// to kept.
+func decodeKept[T Numeric](d *msgpack.Decoder, t, kept *Tensor[T]) error {
+	err := t.DecodeMsgpack(d)
+	*kept = *t
+	return err
 }
 
 // decodeStringLike decodes a string as msgpack's DecodeString does (nil

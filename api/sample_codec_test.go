@@ -140,20 +140,26 @@ func TestSampleBatchDecode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got SampleBatch
-			err := msgpack.Unmarshal(tc.in, &got)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
+			checkDecoded(t, msgpack.Unmarshal(tc.in, &got), tc.wantErr, got, tc.want)
 		})
+	}
+}
+
+// checkDecoded checks a decode's outcome: an error mentioning wantErr, or
+// with wantErr "" no error and got equal to want.
+func checkDecoded[V any](t *testing.T, err error, wantErr string, got, want V) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one mentioning %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
 

@@ -52,14 +52,29 @@ func (a *Adam) Update(params, grad []float32) error {
 	c2 := 1 - math.Pow(float64(a.Beta2), t)
 	stepSize := float32(float64(a.LR) / c1)
 	invSqrtC2 := float32(1 / math.Sqrt(c2))
-	b1, b2 := a.Beta1, a.Beta2
-	for i, g := range grad {
-		m := b1*a.M[i] + (1-b1)*g
-		v := b2*a.V[i] + (1-b2)*g*g
-		a.M[i], a.V[i] = m, v
-		params[i] -= stepSize * m / (float32(math.Sqrt(float64(v)))*invSqrtC2 + a.Eps)
-	}
+	active.adam(params, a.M, a.V, grad, adamStep{a.Beta1, a.Beta2, stepSize, invSqrtC2, a.Eps})
 	return nil
+}
+
+// vecAdamMin is the parameter count from which the native kernels run the
+// Adam step's loop in C (adam.c): below it the cgo call costs more than it
+// saves.
+const vecAdamMin = 256
+
+// adamStep is what one Adam step's loop needs besides the vectors.
+type adamStep struct{ b1, b2, stepSize, invSqrtC2, eps float32 }
+
+// adamGo is the Adam step's loop over equal-length params, m, v and grad.
+// The native kernels run the same operations in C (adam.c), bit for bit.
+func adamGo(params, m, v, grad []float32, s adamStep) {
+	m, v, grad = m[:len(params)], v[:len(params)], grad[:len(params)]
+	for i := range params {
+		g := grad[i]
+		mi := s.b1*m[i] + (1-s.b1)*g
+		vi := s.b2*v[i] + (1-s.b2)*g*g
+		m[i], v[i] = mi, vi
+		params[i] -= s.stepSize * mi / (float32(math.Sqrt(float64(vi)))*s.invSqrtC2 + s.eps)
+	}
 }
 
 // ClipGradNorm scales grad in place so that its Euclidean norm is at most

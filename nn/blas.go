@@ -30,12 +30,13 @@ type kernels struct {
 	// OpenBLAS keeps to its thread count and takes the batch whole.
 	fansOut bool
 	tanh    func(y []float32)
+	adam    func(params, m, v, grad []float32, s adamStep)
 }
 
 // goKernels are gonum's pure-Go BLAS, called directly rather than through
 // blas32's package-level implementation so that another package calling
 // blas32.Use cannot change the numerics of this one, and tanh32 in Go.
-var goKernels = kernels{name: "gonum", blas: gonum.Implementation{}, fansOut: true, tanh: tanhGo}
+var goKernels = kernels{name: "gonum", blas: gonum.Implementation{}, fansOut: true, tanh: tanhGo, adam: adamGo}
 
 // active are the kernels in use: nativeKernels (blas_openblas.go), or
 // goKernels in a build with the tag noopenblas. The benchmarks swap it to

@@ -8,6 +8,7 @@ package nn
 // #include <cblas.h>
 // void openblas_set_num_threads(int);
 // void distrl_tanh(float *y, size_t n);
+// size_t distrl_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2, float step, float inv_sqrt_c2, float eps);
 import "C"
 
 import (
@@ -20,7 +21,7 @@ import (
 
 // nativeKernels are OpenBLAS (Debian's libopenblas-dev, which make deps
 // installs) and the vectorised tanh of tanh.c.
-var nativeKernels = kernels{name: "openblas", blas: openBLAS{}, tanh: tanhSlice}
+var nativeKernels = kernels{name: "openblas", blas: openBLAS{}, tanh: tanhSlice, adam: adamSlice}
 
 // OpenBLAS runs one thread per call unless OPENBLAS_NUM_THREADS says
 // otherwise: a process of distrl shares the machine with the other workers
@@ -115,4 +116,16 @@ func tanhSlice(y []float32) {
 		return
 	}
 	C.distrl_tanh(ptr(y), C.size_t(len(y)))
+}
+
+// adamSlice is adamGo, sixteen lanes at a time in C (adam.c) where the CPU
+// has AVX-512, bit for bit the same.
+func adamSlice(params, m, v, grad []float32, s adamStep) {
+	done := 0
+	if len(params) >= vecAdamMin {
+		m, v, grad = m[:len(params)], v[:len(params)], grad[:len(params)]
+		done = int(C.distrl_adam(ptr(params), ptr(m), ptr(v), ptr(grad), C.size_t(len(params)),
+			C.float(s.b1), C.float(s.b2), C.float(s.stepSize), C.float(s.invSqrtC2), C.float(s.eps)))
+	}
+	adamGo(params[done:], m[done:], v[done:], grad[done:], s)
 }

@@ -17,7 +17,9 @@ import (
 var halfLog2Pi = 0.5 * math.Log(2*math.Pi)
 
 // logSumExp returns log(Σ exp(l_i)), shifted by the maximum so that large
-// logits cannot overflow exp. It is -Inf if every logit is -Inf.
+// logits cannot overflow exp. It is -Inf if every logit is -Inf. The
+// exponentials and the log are the sampler's expNeg and logAtLeast1 (a
+// tenth of a CartPole PPO update went to math.Exp and math.Log).
 func logSumExp(l []float32) float64 {
 	mx := math.Inf(-1)
 	for _, v := range l {
@@ -28,9 +30,9 @@ func logSumExp(l []float32) float64 {
 	}
 	var s float64
 	for _, v := range l {
-		s += math.Exp(float64(v) - mx)
+		s += expNeg(float64(v) - mx)
 	}
-	return mx + math.Log(s)
+	return mx + logAtLeast1(s) // s >= 1: the largest term is exp(0)
 }
 
 // SampleCategorical draws an action from the categorical distribution with
@@ -197,7 +199,7 @@ func entropy(logits []float32, lse float64) float64 {
 		lp := float64(v) - lse
 		// p log p -> 0 as p -> 0: skip zeros to avoid 0·(-Inf) = NaN, but let
 		// a NaN through so that NaN logits give a NaN entropy.
-		if p := math.Exp(lp); p != 0 {
+		if p := expNeg(lp); p != 0 { // lp <= 0: lse >= every logit
 			h -= p * lp
 		}
 	}
@@ -216,7 +218,7 @@ func CategoricalLogProbGrad(logits []float32, a int32, scale float32, dLogits []
 	lse := logSumExp(logits)
 	s := float64(scale)
 	for j, v := range logits {
-		dLogits[j] -= float32(s * math.Exp(float64(v)-lse))
+		dLogits[j] -= float32(s * expNeg(float64(v)-lse))
 	}
 	dLogits[a] += scale
 }
@@ -235,7 +237,7 @@ func CategoricalEntropyGrad(logits []float32, scale float32, dLogits []float32) 
 	s := float64(scale)
 	for j, v := range logits {
 		lp := float64(v) - lse
-		if p := math.Exp(lp); p != 0 {
+		if p := expNeg(lp); p != 0 {
 			dLogits[j] -= float32(s * p * (lp + h))
 		}
 	}

@@ -19,8 +19,7 @@ func TestCUDAEngine(t *testing.T) {
 	if err := cudainit.Err(); err != nil {
 		t.Skip(err)
 	}
-	minAtar := nn.Spec{ObsDim: 400, InputShape: []int{10, 10, 4}, Conv: []nn.ConvLayer{{Filters: 16, Kernel: 3, Stride: 1}},
-		Hidden: []int{128}, Activation: nn.ReLU, Head: nn.Categorical, ActionDim: 6}
+	minAtar := minAtarSpec
 	mlp := nn.Spec{ObsDim: 100, Hidden: []int{512, 512}, Activation: nn.ReLU, Head: nn.Categorical, ActionDim: 18}
 	checkEngine(t, cuda.EngineOpener(0), map[string]nn.Spec{"minatar": minAtar, "mlp-512x512": mlp, "conv": convSpec()},
 		[]int{1, 7, 64, 512, 4096, 8192}, 1e-4, 20, 1e-3)
@@ -30,8 +29,7 @@ func TestCUDAEngine(t *testing.T) {
 // network on the CPU learner and on GPU 0, at the Ape-X built-ins' batch
 // of 64 and at 512. samples/s counts the batch's transitions.
 func BenchmarkUpdateMinAtar(b *testing.B) {
-	spec := nn.Spec{ObsDim: 400, InputShape: []int{10, 10, 4}, Conv: []nn.ConvLayer{{Filters: 16, Kernel: 3, Stride: 1}},
-		Hidden: []int{128}, Activation: nn.ReLU, Head: nn.Categorical, ActionDim: 6}
+	spec := minAtarSpec
 	cfg := DefaultConfig()
 	cfg.Dueling = true
 	for _, n := range []int{64, 512} {

@@ -26,8 +26,7 @@ import (
 func TestGroupMatchesOneLearner(t *testing.T) {
 	repo := workertest.Repo(t)
 	cartPole := nn.Spec{ObsDim: 4, Hidden: []int{64, 64}, Activation: nn.Tanh, Head: nn.Categorical, ActionDim: 2}
-	minAtar := nn.Spec{ObsDim: 400, InputShape: []int{10, 10, 4}, Conv: []nn.ConvLayer{{Filters: 16, Kernel: 3, Stride: 1}},
-		Hidden: []int{128}, Activation: nn.ReLU, Head: nn.Categorical, ActionDim: 6}
+	minAtar := minAtarSpec
 	for _, tc := range []struct {
 		name    string
 		spec    nn.Spec

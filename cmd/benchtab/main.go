@@ -123,6 +123,8 @@ var rows = slices.Concat([]row{
 	{"CartPole to 475: pipeline vs one process (median env steps)", "e2e.BenchmarkLearnCartPole steps-to-475", "ppo.BenchmarkSolveCartPole steps-to-475", false},
 	{"trainer samples/s in the pipeline vs PPO update alone", "e2e.BenchmarkLearnCartPole trainer-samples/s", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", true},
 	{"PPO update, minibatch=256 (samples/s)", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", "", true},
+	{"DQN update of MinAtar's network on the CPU, batch=64 (samples/s)", "dqn.BenchmarkUpdate/net=minatar/batch=64 samples/s", "", true},
+	{"DQN update of MinAtar's network on the CPU, batch=512 (samples/s)", "dqn.BenchmarkUpdate/net=minatar/batch=512 samples/s", "", true},
 	{"PPO update, minibatch=256, threads=2 vs 1 (samples/s)", "ppo.BenchmarkPPOUpdate/threads=2/minibatch=256 samples/s", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", true},
 	{"PPO update, minibatch=1024, threads=2 vs 1 (samples/s)", "ppo.BenchmarkPPOUpdate/threads=2/minibatch=1024 samples/s", "ppo.BenchmarkPPOUpdate/minibatch=1024 samples/s", true},
 	{"PPO trainer's intake at MinAtar's size, learning aside (samples/s)", "trainerworker.BenchmarkTrainerIntake samples/s", "", true},
@@ -337,6 +339,10 @@ func kernelRows() []row {
 			}
 		}
 	}
+	out = append(out, row{
+		title:    "nn Adam step, 150k parameters, one core: native vs Go's loop (Mparams/s)",
+		measured: "nn.BenchmarkAdam/kernels=native Mparams/s", limit: "nn.BenchmarkAdam/kernels=gonum Mparams/s", higherIsBetter: true,
+	})
 	return out
 }
 

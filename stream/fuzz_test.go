@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/distrl/distrl/api"
@@ -46,13 +47,32 @@ func FuzzDecodeInferenceReply(f *testing.F) {
 	}
 	f.Add(append([]byte(nil), e.Bytes()...))
 	mptest.Seed(f, mptest.InMaps(keyIDs, keyInference, keyError), mptest.Nest(keyInference, mptest.InMaps(mptest.Keys(api.Inference{})...)))
+	if err := encodeReply(e.Reset(), ids, inf); err != nil {
+		f.Fatal(err)
+	}
+	good := append([]byte(nil), e.Bytes()...)
 	d := zsock.NewDecoder()
 	f.Fuzz(func(t *testing.T, in []byte) {
+		var ids api.Tensor[int64]
+		var inf api.Inference
 		mptest.BoundedAlloc(t, in, func() {
-			var ids api.Tensor[int64]
-			var inf api.Inference
 			_, _ = decodeReply(d, in, &ids, &inf)
 		})
+		// Decoded into the Inference of an earlier reply (a client's),
+		// the frame reads the same.
+		var usedIDs api.Tensor[int64]
+		var used api.Inference
+		if _, err := decodeReply(d, good, &usedIDs, &used); err != nil {
+			t.Fatal(err)
+		}
+		refFresh, errFresh := decodeReply(d, in, &ids, &inf)
+		refUsed, errUsed := decodeReply(d, in, &usedIDs, &used)
+		if (errFresh == nil) != (errUsed == nil) || refFresh != refUsed {
+			t.Fatalf("fresh: %q, %v; into a used Inference: %q, %v", refFresh, errFresh, refUsed, errUsed)
+		}
+		if errFresh == nil && (!reflect.DeepEqual(inf, used) || !reflect.DeepEqual(ids, usedIDs)) {
+			t.Fatalf("fresh %+v %+v, into a used Inference %+v %+v", ids, inf, usedIDs, used)
+		}
 	})
 }
 
@@ -75,9 +95,22 @@ func FuzzDecodeSampleBatch(f *testing.F) {
 	mptest.Seed(f, mptest.InMaps(mptest.Keys(api.SampleBatch{})...))
 	d := zsock.NewDecoder()
 	f.Fuzz(func(t *testing.T, in []byte) {
+		var batch api.SampleBatch
 		mptest.BoundedAlloc(t, in, func() {
-			var batch api.SampleBatch
 			_ = decodeSampleBatch(d, in, &batch)
 		})
+		// Decoded into a batch that held another (a sink's, with
+		// SampleConsumerOptions.Reuse), the frame reads the same.
+		var used api.SampleBatch
+		if err := decodeSampleBatch(d, good, &used); err != nil {
+			t.Fatal(err)
+		}
+		errFresh, errUsed := decodeSampleBatch(d, in, &batch), decodeSampleBatch(d, in, &used)
+		if (errFresh == nil) != (errUsed == nil) {
+			t.Fatalf("fresh: %v; into a used batch: %v", errFresh, errUsed)
+		}
+		if errFresh == nil && !reflect.DeepEqual(batch, used) {
+			t.Fatalf("fresh %+v, into a used batch %+v", batch, used)
+		}
 	})
 }

@@ -121,9 +121,11 @@ type InferenceServer struct {
 	shm     *shmServer // nil: ZMQ only
 	sharedWait
 	// zmqLooked is when a Poll last found the ZeroMQ socket empty, zmqLive
-	// whether that Poll had received from it before (see zmqRecheck).
+	// whether that Poll had received from it before, zmqGotAt when a
+	// request last came there (see zmqRecheck).
 	zmqLooked time.Time
 	zmqLive   bool
+	zmqGotAt  time.Time
 }
 
 // zmqRecheck is how often a server with clients on shared memory looks at
@@ -133,8 +135,26 @@ type InferenceServer struct {
 // polls some 20,000 times a second. A request over ZeroMQ (a client on
 // another node) then waits at most this long for a busy server; an idle
 // one wakes for it at once, and one that found a request there keeps
-// looking at every poll.
-const zmqRecheck = 100 * time.Microsecond
+// looking at every poll. Once nothing has come there for zmqQuiet, it
+// looks every zmqRecheckQuiet: a node's own actors on shared memory then
+// cost the server a tenth of those receives (they were a tenth of a
+// policy worker's CPU with 2 actors of 8 environments), and only the
+// first request of a client on another node after such a spell waits up
+// to a millisecond.
+const (
+	zmqRecheck      = 100 * time.Microsecond
+	zmqRecheckQuiet = time.Millisecond
+	zmqQuiet        = time.Second
+)
+
+// zmqRecheckAt is how long after finding the ZeroMQ socket empty a busy
+// server looks there again.
+func (s *InferenceServer) zmqRecheckAt(now time.Time) time.Duration {
+	if now.Sub(s.zmqGotAt) < zmqQuiet {
+		return zmqRecheck
+	}
+	return zmqRecheckQuiet
+}
 
 // NewInferenceServer binds a ROUTER socket on a free port of opts.Host and
 // registers it for opts.Policy under opts.Index. ctx bounds the
@@ -194,7 +214,7 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 	if s.shm != nil {
 		s.shm.poll(now)
 	}
-	zmqDrained := !s.zmqLive && s.sharedPeers() > 0 && now.Sub(s.zmqLooked) < zmqRecheck
+	zmqDrained := !s.zmqLive && s.sharedPeers() > 0 && now.Sub(s.zmqLooked) < s.zmqRecheckAt(now)
 	zmqGot := false // this Poll received from the ZeroMQ socket
 receive:
 	for drops := 0; len(b.ids) < maxRows && drops < maxDropsPerPoll; {
@@ -208,7 +228,7 @@ receive:
 				s.zmqLooked, s.zmqLive, zmqDrained = now, zmqGot, true
 				continue
 			}
-			zmqGot = true
+			zmqGot, s.zmqGotAt = true, now
 			if err != nil {
 				s.finish(b)
 				return len(b.ids), fmt.Errorf("stream: receive inference request: %w", err)

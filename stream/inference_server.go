@@ -137,10 +137,10 @@ type InferenceServer struct {
 // one wakes for it at once, and one that found a request there keeps
 // looking at every poll. Once nothing has come there for zmqQuiet, it
 // looks every zmqRecheckQuiet: a node's own actors on shared memory then
-// cost the server a tenth of those receives (they were a tenth of a
-// policy worker's CPU with 2 actors of 8 environments), and only the
-// first request of a client on another node after such a spell waits up
-// to a millisecond.
+// cost the server a tenth of those receives (with the loop's reads of its
+// control socket, they were a tenth of a policy worker's CPU with 2 actors
+// of 8 environments), and only the first request of a client on another
+// node after such a spell waits up to a millisecond.
 const (
 	zmqRecheck      = 100 * time.Microsecond
 	zmqRecheckQuiet = time.Millisecond

@@ -117,6 +117,7 @@ var rows = slices.Concat([]row{
 	{"actor, inline policy, Python CartPole ring=64 vs Go CartPole ring=8 (env steps/s)", "actorworker.BenchmarkActorInline/python-ring=64 steps/s", "actorworker.BenchmarkActorInline/ring=8 steps/s", true},
 	// Not a limit but the encoding it replaces: the ratio is the speed-up.
 	{"tensor encode, bin vs msgpack float array, 4096 floats (time)", "api.BenchmarkTensorEncodeBin4096 ns/op", "api.BenchmarkFloatsAsMsgpackArray4096 ns/op", false},
+	{"sample batch of 27 CartPole steps, encode+decode: codec vs msgpack reflection (time)", "api.BenchmarkSampleBatchCodec/codec ns/op", "api.BenchmarkSampleBatchCodec/reflection ns/op", false},
 	// Learning: the distributed pipeline (processes) against the same PPO in
 	// one goroutine, where every sample is fresh and nothing crosses a socket.
 	{"CartPole to 475: pipeline vs one process (median wall s)", "e2e.BenchmarkLearnCartPole s-to-475", "ppo.BenchmarkSolveCartPole s-to-475", false},

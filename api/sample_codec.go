@@ -208,12 +208,8 @@ func decodeStringLike(d *msgpack.Decoder, buf []byte, old string) (string, error
 	if err != nil || n <= 0 {
 		return "", err
 	}
-	v := buf[:min(n, len(buf))]
-	if n > len(buf) {
-		if v, err = readGrowing(d, n); err != nil {
-			return "", err
-		}
-	} else if err := d.ReadFull(v); err != nil {
+	v, err := readBytes(d, buf, n)
+	if err != nil {
 		return "", err
 	}
 	if string(v) == old {

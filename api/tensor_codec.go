@@ -290,10 +290,16 @@ func readString(d *msgpack.Decoder, buf []byte, grow bool) ([]byte, error) {
 	if n < 0 {
 		return nil, errors.New("got nil, want a string")
 	}
+	if n > len(buf) && !grow {
+		return nil, fmt.Errorf("string of %d bytes, want at most %d", n, len(buf))
+	}
+	return readBytes(d, buf, n)
+}
+
+// readBytes reads the next n bytes into buf, or into a slice of their own
+// (readGrowing) where buf is too short.
+func readBytes(d *msgpack.Decoder, buf []byte, n int) ([]byte, error) {
 	if n > len(buf) {
-		if !grow {
-			return nil, fmt.Errorf("string of %d bytes, want at most %d", n, len(buf))
-		}
 		return readGrowing(d, n)
 	}
 	if err := d.ReadFull(buf[:n]); err != nil {

@@ -72,6 +72,12 @@ var rows = slices.Concat([]row{
 	{"pipeline, 4 actors x 8 envs vs one loop of 32 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=8 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=32 steps/s", true},
 	{"pipeline, 4 actors x 64 envs vs one loop of 256 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=64 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=256 steps/s", true},
 	{"pipeline, 4 actors x 256 envs vs one loop of 1024 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=256 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=1024 steps/s", true},
+	// What a hand-off costs this machine, which bounds the pipelines of few
+	// environments per actor: two loops on one CPU yielding to each other,
+	// as processes (an actor and its policy worker) against as threads of
+	// one process, and a yield with nobody to switch to.
+	{"hand-off between two processes vs two threads on one CPU (ns per switch)", "worker.BenchmarkHandOff/processes ns/switch", "worker.BenchmarkHandOff/threads ns/switch", false},
+	{"a yield with nobody to switch to (ns, the system call alone)", "worker.BenchmarkHandOff/alone ns/switch", "", false},
 }, pipelineBreakdown(), scaleRows(), kernelRows(), gpuRows(), []row{
 	// Transport: the same pipeline with inference over shared memory (the
 	// default between processes of one node), over ipc:// and over tcp on

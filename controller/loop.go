@@ -268,8 +268,21 @@ func (c *Controller) restart(ctx context.Context, spec WorkerSpec, old Handle, k
 	if err := c.waitRegistered(ctx, []launched{{spec, h}}, registerBase+time.Duration(spec.Hosts())*registerPerProc); err != nil {
 		return h, err
 	}
-	if err := c.configureAndStart(ctx, spec.GroupName(), spec.Index, spec.Hosts()); err != nil {
-		return h, err
+	// The process's groups in start order, as at the start (a colocated
+	// policy worker before its actor).
+	for _, group := range c.cfg.Groups() {
+		n := 0
+		switch {
+		case group == spec.GroupName():
+			n = spec.Hosts()
+		case slices.ContainsFunc(spec.With, func(w Companion) bool { return w.Group == group }):
+			n = 1
+		default:
+			continue
+		}
+		if err := c.configureAndStart(ctx, group, spec.Index, n); err != nil {
+			return h, err
+		}
 	}
 	return h, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/nameresolve/names"
@@ -26,7 +27,12 @@ type WorkerSpec struct {
 	// Name names the process: "{group}/{index}" for a process of one
 	// worker, "{group}/{first}-{last}" for a host of many.
 	Name string
-	// Workers are the names of the workers it hosts, by index.
+	// With are the workers of other groups it hosts besides, each the
+	// worker of the process's own index in its group (a group's colocate:
+	// `rlctl worker --with`); Args carries their flags.
+	With []Companion
+	// Workers are the names of the workers it hosts, by index, then those
+	// of With.
 	Workers []string
 	// Args are the flags of `rlctl worker` after --type, --index and
 	// --count, which the scheduler adds: name server, experiment, trial,
@@ -42,6 +48,40 @@ type WorkerSpec struct {
 	// Resources are what the process asked for: a cluster scheduler turns
 	// them into its resource requests; the local one ignores them.
 	Resources experiment.Resources
+}
+
+// Companion is a worker of another group that a process hosts besides
+// its own: GROUP/INDEX, of type Type, INDEX the process's.
+type Companion struct {
+	Group, Type string
+}
+
+// arg is the companion as `rlctl worker --with` takes it: GROUP, or
+// GROUP=TYPE where the group is not named after its type.
+func (c Companion) arg() string {
+	if c.Group == c.Type {
+		return c.Group
+	}
+	return c.Group + "=" + c.Type
+}
+
+// HostedWorker is one worker of a process: its name, group, type and index.
+type HostedWorker struct {
+	Name, Group, Type string
+	Index             int
+}
+
+// Members are the workers the process hosts, in the order of Workers.
+func (s WorkerSpec) Members() []HostedWorker {
+	out := make([]HostedWorker, 0, len(s.Workers))
+	for i, name := range s.Workers {
+		w := HostedWorker{Name: name, Group: s.GroupName(), Type: s.Type, Index: s.Index + i}
+		if k := i - s.Hosts(); k >= 0 {
+			w.Group, w.Type, w.Index = s.With[k].Group, s.With[k].Type, s.Index
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // GroupName is the group of the process's workers: Group, or Type.
@@ -74,18 +114,28 @@ func hostedName(group string, first, count, perProcess int) string {
 
 // ProcessSpecs are the processes of group g, named group, of type typ:
 // one per worker, or per_process workers each with the remainder in the
-// last.
-func ProcessSpecs(group, typ string, g experiment.Group, dir TrialDir, args, env []string, exe string) []WorkerSpec {
+// last; each process also hosts the worker of its index of each group of
+// with (whose colocate names group: then per_process is 1).
+func ProcessSpecs(group, typ string, g experiment.Group, dir TrialDir, args, env []string, exe string, with ...Companion) []WorkerSpec {
 	per := g.WorkersPerProcess()
+	if len(with) > 0 {
+		args = slices.Clone(args)
+		for _, c := range with {
+			args = append(args, "--with", c.arg())
+		}
+	}
 	var out []WorkerSpec
 	for first := 0; first < g.N(); first += per {
 		n := min(per, g.N()-first)
-		ws := make([]string, n)
+		ws := make([]string, n, n+len(with))
 		for i := range ws {
 			ws[i] = names.WorkerName(group, first+i)
 		}
+		for _, c := range with {
+			ws = append(ws, names.WorkerName(c.Group, first))
+		}
 		name := hostedName(group, first, n, per)
-		spec := WorkerSpec{Type: typ, Index: first, Count: n, PerProcess: per, Name: name, Workers: ws,
+		spec := WorkerSpec{Type: typ, Index: first, Count: n, PerProcess: per, Name: name, With: with, Workers: ws,
 			Args: args, Env: env, Executable: exe, LogPath: dir.Log(name), Resources: g.Resources}
 		if group != typ {
 			spec.Group = group

@@ -69,8 +69,7 @@ func (c *Controller) workerEnv() []string {
 func heartbeat(hungAfter time.Duration, groups map[string]experiment.Group) time.Duration {
 	n := 0
 	for _, g := range groups {
-		per := g.WorkersPerProcess()
-		n += (g.N() + per - 1) / per
+		n += g.Processes()
 	}
 	hb := min(max(hungAfter/10, 100*time.Millisecond), time.Second)
 	return max(hb, min(time.Duration(n)*time.Millisecond, hungAfter/3))
@@ -81,11 +80,18 @@ func heartbeat(hungAfter time.Duration, groups map[string]experiment.Group) time
 func groupSpecs(cfg *experiment.Config, dir TrialDir, args, env []string, cudaBinary string) [][]WorkerSpec {
 	var out [][]WorkerSpec
 	for _, group := range cfg.Groups() {
+		if cfg.Workers[group].Colocate != "" {
+			continue // its workers are in the host group's processes
+		}
 		exe := ""
 		if usesCUDA(cfg.Workers[group]) {
 			exe = cudaBinary
 		}
-		out = append(out, ProcessSpecs(group, cfg.TypeOf(group), cfg.Workers[group], dir, args, env, exe))
+		var with []Companion
+		for _, c := range cfg.Colocated(group) {
+			with = append(with, Companion{Group: c, Type: cfg.TypeOf(c)})
+		}
+		out = append(out, ProcessSpecs(group, cfg.TypeOf(group), cfg.Workers[group], dir, args, env, exe, with...))
 	}
 	return out
 }
@@ -192,8 +198,9 @@ func (c *Controller) restartingProcs() int {
 // addProcess takes a started process and its workers into the trial.
 func (c *Controller) addProcess(spec WorkerSpec, h Handle) {
 	p := &process{spec: spec, handle: h}
-	for i, name := range spec.Workers {
-		m := &trialWorker{name: name, group: spec.GroupName(), typ: spec.Type, index: spec.Index + i, proc: p}
+	for _, w := range spec.Members() {
+		name := w.Name
+		m := &trialWorker{name: name, group: w.Group, typ: w.Type, index: w.Index, proc: p}
 		p.members = append(p.members, m)
 		c.members = append(c.members, m)
 		c.byName[name] = m

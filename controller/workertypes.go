@@ -88,11 +88,16 @@ func CheckWorkers(cfg *experiment.Config, types WorkerTypes, checkpoints string)
 			continue
 		}
 		g := cfg.Workers[group]
-		if t.Grouped && g.N() > 1 && g.WorkersPerProcess() > 1 {
+		if host, ok := cfg.Workers[g.Colocate]; ok && usesCUDA(g) && !usesCUDA(host) {
+			// Its workers run in the host's binary, rlctl, not rlctl-cuda.
+			return &WorkerConfigError{Field: "workers." + group + ".colocate",
+				Err: fmt.Errorf("%s: %s is on a CUDA device and %s on the CPU; a colocated group runs in its host's processes, so put both on CUDA or neither", g.Colocate, group, g.Colocate)}
+		}
+		if t.Grouped && g.N() > 1 && (g.WorkersPerProcess() > 1 || g.Colocate != "") {
 			// Members wait for each other inside an update: two on one
 			// loop would wait for ever, each for the other's turn.
 			return &WorkerConfigError{Field: "workers." + group + ".per_process",
-				Err: fmt.Errorf("%d: the %d %s workers learn as one group, whose members each need a process (a loop) of their own; leave per_process out", g.PerProcess, g.N(), group)}
+				Err: fmt.Errorf("%d: the %d %s workers learn as one group, whose members each need a process (a loop) of their own; leave per_process and colocate out", g.PerProcess, g.N(), group)}
 		}
 		if t.Check == nil {
 			continue
@@ -117,7 +122,7 @@ func checkBounds(cfg *experiment.Config) error {
 	for _, group := range cfg.Groups() {
 		g := cfg.Workers[group]
 		workers += g.N()
-		procs += (g.N() + g.WorkersPerProcess() - 1) / g.WorkersPerProcess()
+		procs += g.Processes()
 		if workers > MaxWorkers || procs > MaxProcesses {
 			return &WorkerConfigError{Field: "workers." + group + ".count",
 				Err: fmt.Errorf("%v: the trial would have %d or more workers in %d or more processes; at most %d workers in %d processes (per_process hosts several in one)",

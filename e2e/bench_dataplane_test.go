@@ -93,6 +93,37 @@ func BenchmarkPipelineActors(b *testing.B) {
 	}
 }
 
+// BenchmarkPipelineHosted is BenchmarkPipelineActors' pipelines of 2
+// and 4 actors with the actors hosted in one process (a group's
+// per_process): one loop steps them in turn, so an actor's wait for its
+// actions is another's turn instead of a hand-off between processes.
+func BenchmarkPipelineHosted(b *testing.B) {
+	c := newCluster(b)
+	for _, actors := range []int{2, 4} {
+		for _, envs := range []int{8, 64} {
+			b.Run(fmt.Sprintf("actors=%d/envs=%d", actors, envs), func(b *testing.B) {
+				benchPipeline(b, c.benchTrial(b), pipeline{actors: actors, ring: envs, actorsPerProcess: actors})
+			})
+		}
+	}
+}
+
+// BenchmarkPipelineColocated is BenchmarkPipelineActors with a policy
+// worker in each actor's process (rlctl worker --with policy, the policy
+// group's colocate: actor, as in cartpole-sink): the actor's requests go
+// to it through shared memory in the same loop, with no hand-off between
+// processes; each policy worker batches only its own actor's requests.
+func BenchmarkPipelineColocated(b *testing.B) {
+	c := newCluster(b)
+	for _, actors := range []int{1, 2, 4} {
+		for _, envs := range []int{8, 64, 256} {
+			b.Run(fmt.Sprintf("actors=%d/envs=%d", actors, envs), func(b *testing.B) {
+				benchPipeline(b, c.benchTrial(b), pipeline{actors: actors, ring: envs, colocate: true})
+			})
+		}
+	}
+}
+
 // BenchmarkPipelineScale is cartpole-sink grown to the size of a 16-core
 // machine: 1, 2, 4, 8 and 14 actors of 64 CartPoles sharing 1, 2 or 4
 // policy worker processes (threads: auto) and a sink. On a machine of
@@ -200,6 +231,12 @@ func (s pipelineStats) busy() float64 { return s.BusyFrac * s.Uptime }
 type pipeline struct {
 	actors, ring, slots int
 	policies            int // policy worker processes; 0 is 1
+	// actorsPerProcess: the actors are hosted this many to a process
+	// (rlctl worker --count, a group's per_process); 0 is 1.
+	actorsPerProcess int
+	// colocate: each actor's process hosts policy worker i too (rlctl
+	// worker --with policy, a group's colocate); policies is then actors.
+	colocate bool
 	policy              map[string]any
 	policyBinary        string
 }
@@ -208,18 +245,30 @@ type pipeline struct {
 // measures it.
 func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 	actors, ring, slots, policies := p.actors, p.ring, p.slots, max(p.policies, 1)
+	if p.colocate {
+		policies = actors
+	}
 	ctx := ctxFor(b, time.Minute+time.Duration(b.N)*pipelineWindow)
 	// procs: the policy workers, the sink, the actors, in that order.
 	var procs []*proc
 	policyNames := make([]string, policies)
 	for j := range policies {
-		procs = append(procs, c.workerOf(cmp.Or(p.policyBinary, rlctl), "policy", j))
+		if !p.colocate {
+			procs = append(procs, c.workerOf(cmp.Or(p.policyBinary, rlctl), "policy", j))
+		}
 		policyNames[j] = names.WorkerName("policy", j)
 	}
+	firstActorProc := len(procs) + 1 // after the sink
 	procs = append(procs, c.worker("sink", 0))
 	actorNames := make([]string, actors)
+	perProcess := max(p.actorsPerProcess, 1)
 	for i := range actors {
-		procs = append(procs, c.worker("actor", i))
+		switch {
+		case p.colocate:
+			procs = append(procs, c.worker("actor", i, "--with", "policy"))
+		case i%perProcess == 0:
+			procs = append(procs, c.worker("actor", i, "--count", fmt.Sprint(min(perProcess, actors-i))))
+		}
 		actorNames[i] = names.WorkerName("actor", i)
 	}
 	// The harness kills the processes when the sub-benchmark ends; Go may
@@ -342,14 +391,16 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 		// CPU time of the processes (every thread, libzmq's too) per step:
 		// on a machine of C cores the pipeline cannot pass C/cpu steps/s,
 		// however its work overlaps.
+		// Colocated, the actors' processes' CPU holds their policy
+		// workers' too (policy-cpu-us/step is then 0).
 		var actorCPU, policyCPU time.Duration
-		for i := range actors {
-			actorCPU += cpu1[policies+1+i] - cpu0[policies+1+i]
+		for i := firstActorProc; i < len(procs); i++ {
+			actorCPU += cpu1[i] - cpu0[i]
 		}
-		for j := range policies {
+		for j := range firstActorProc - 1 {
 			policyCPU += cpu1[j] - cpu0[j]
 		}
-		sinkCPU := cpu1[policies] - cpu0[policies]
+		sinkCPU := cpu1[firstActorProc-1] - cpu0[firstActorProc-1]
 		perStep := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(steps) }
 		b.ReportMetric(perStep(actorCPU+policyCPU+sinkCPU), "cpu-us/step")
 		b.ReportMetric(perStep(actorCPU), "actor-cpu-us/step")

@@ -76,8 +76,16 @@ type Group struct {
 	// last process takes the remainder. 0 or 1: a process per worker.
 	// Hosted workers share one loop goroutine, so this is for light
 	// workers (echo at scale), and a process is restarted as a whole.
-	PerProcess int       `json:"per_process,omitempty"`
-	Resources  Resources `json:"resources,omitzero"`
+	PerProcess int `json:"per_process,omitempty"`
+	// Colocate names the group whose processes host this group's workers:
+	// worker k runs in the process of that group's worker k (`rlctl
+	// worker --with`), in the same loop. A policy group colocated with its
+	// actors answers each actor without a hand-off between processes
+	// (docs/dataplane.md, "Colocated policy workers"). Both groups run a
+	// process per worker and this group has as many workers as the other
+	// (count: auto means that many).
+	Colocate  string    `json:"colocate,omitempty"`
+	Resources Resources `json:"resources,omitzero"`
 	// Config is the kwargs of the workers' configure command. String values
 	// may hold IndexPlaceholder.
 	Config map[string]any `json:"config,omitempty"`
@@ -149,12 +157,27 @@ func (c *Config) ResolveCounts(cores int) {
 			actors = max(actors, 0) + int(g.Count)
 		}
 	}
-	for typ, g := range c.Workers {
+	for name, g := range c.Workers {
 		if g.Count == Auto {
 			g.Count = Count(AutoPolicyWorkers(cores, actors))
-			c.Workers[typ] = g
+			if host, ok := c.Workers[g.Colocate]; ok && host.Count != Auto {
+				g.Count = host.Count // one in each of the host's processes
+			}
+			c.Workers[name] = g
 		}
 	}
+}
+
+// Colocated lists the groups whose workers the processes of group host
+// (their Colocate names it), sorted by name.
+func (c *Config) Colocated(group string) []string {
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(c.Workers)) {
+		if g := c.Workers[name]; g.Colocate != "" && g.Colocate == group {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // N is the group's number of workers once ResolveCounts has run (an
@@ -163,6 +186,15 @@ func (g Group) N() int { return max(int(g.Count), 0) }
 
 // WorkersPerProcess is PerProcess with its default applied: at least 1.
 func (g Group) WorkersPerProcess() int { return max(g.PerProcess, 1) }
+
+// Processes is how many processes of its own the group runs: none where
+// another group's processes host its workers (Colocate).
+func (g Group) Processes() int {
+	if g.Colocate != "" {
+		return 0
+	}
+	return (g.N() + g.WorkersPerProcess() - 1) / g.WorkersPerProcess()
+}
 
 // Resources is what one worker of a group needs. The local scheduler only
 // records them; a cluster scheduler turns them into its resource requests.

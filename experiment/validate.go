@@ -75,6 +75,9 @@ func (c *Config) Validate(knownTypes []string) error {
 		if g.PerProcess < 0 {
 			bad(field+".per_process", g.PerProcess, "an integer >= 0 (0 or 1: one process per worker)")
 		}
+		if g.Colocate != "" {
+			c.validateColocate(name, g, bad)
+		}
 		total += g.N()
 		if g.Count == Auto {
 			total++ // at least 1
@@ -133,6 +136,28 @@ func (c *Config) Validate(knownTypes []string) error {
 		errs = append(errs, c.CheckPolicies())
 	}
 	return errors.Join(errs...)
+}
+
+// validateColocate checks group name's colocate: another group, not
+// itself hosted elsewhere, both a process per worker, and as many workers
+// as it has (or auto).
+func (c *Config) validateColocate(name string, g Group, bad func(field string, value any, allowed string)) {
+	field := "workers." + name
+	host, ok := c.Workers[g.Colocate]
+	switch {
+	case !ok || g.Colocate == name:
+		bad(field+".colocate", g.Colocate, "another group of this experiment, whose processes host this group's workers")
+		return
+	case host.Colocate != "":
+		bad(field+".colocate", g.Colocate, "a group that runs its own processes: "+g.Colocate+" is colocated with "+host.Colocate)
+	case g.PerProcess > 1:
+		bad(field+".per_process", g.PerProcess, "0 or 1 in a colocated group: each of its workers is hosted with one of "+g.Colocate)
+	case host.PerProcess > 1:
+		bad("workers."+g.Colocate+".per_process", host.PerProcess, "0 or 1: "+name+" is colocated with it, a worker with each of its processes")
+	}
+	if g.Count != Auto && host.Count != Auto && g.Count != host.Count {
+		bad(field+".count", int(g.Count), fmt.Sprintf("%d or auto: one with each %s worker (colocate)", int(host.Count), g.Colocate))
+	}
 }
 
 // minMetricsInterval keeps the controller from spending its time polling.

@@ -1,8 +1,10 @@
 package stream
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
+	"os"
 	"slices"
 	"time"
 
@@ -239,8 +241,15 @@ func (s *shmServer) close() error {
 // every policy worker on this node that offers one.
 type shmClient struct {
 	shmPeers
-	c        *shm.Client
-	sendNext int // the channel the next request tries first
+	c *shm.Client
+	// pid is this process's id: channels to a policy worker in this
+	// process (a colocated one, `--with`) are kept first in peers, local
+	// of them, and take every request they have room for.
+	pid   int
+	local int
+	// sendNext is the channel the next request tries first, among the
+	// local ones or, while there are none, among all.
+	sendNext int
 }
 
 // newShmClient makes the client's doorbell; nil where shared memory is off
@@ -255,7 +264,7 @@ func newShmClient(log *slog.Logger) *shmClient {
 		log.Warn("stream: no shared-memory doorbell; requests to same-node policy workers go over ZMQ", "err", err)
 		return nil
 	}
-	return &shmClient{shmPeers: shmPeers{log: log, bell: c.Doorbell()}, c: c}
+	return &shmClient{shmPeers: shmPeers{log: log, bell: c.Doorbell()}, c: c, pid: os.Getpid()}
 }
 
 // observe dials the records that offer a listener on this node and drops
@@ -284,24 +293,70 @@ func (s *shmClient) observe(snap map[string]string) {
 		s.log.Debug("stream: shared memory to policy worker", "key", key, "dir", dir)
 		s.peers = append(s.peers, &shmPeer{key: key, dir: dir, ch: ch})
 	}
+	s.sortLocal()
 }
 
-// send hands msg to the next channel with room; false when none took it
-// (none open, all full, or msg too large), and ZMQ must carry it.
+// sortLocal moves the channels to policy workers of this process to the
+// front of peers and counts them.
+func (s *shmClient) sortLocal() {
+	slices.SortStableFunc(s.peers, func(a, b *shmPeer) int {
+		return cmp.Compare(s.rank(a), s.rank(b))
+	})
+	s.local = 0
+	for _, p := range s.peers {
+		if s.rank(p) == 0 {
+			s.local++
+		}
+	}
+}
+
+// tier is the range of peers that holds the channels to this process
+// (local) or to others.
+func (s *shmClient) tier(local bool) (lo, hi int) {
+	if local {
+		return 0, s.local
+	}
+	return s.local, len(s.peers)
+}
+
+// rank is 0 for a channel to this process, else 1.
+func (s *shmClient) rank(p *shmPeer) int {
+	if p.ch.PeerPID() == s.pid {
+		return 0
+	}
+	return 1
+}
+
+// send hands msg to the next channel with room, a policy worker of this
+// process first (round robin among them, and among the others after);
+// false when none took it (none open, all full, or msg too large), and ZMQ
+// must carry it.
+//
+// Why this process first: a policy worker hosted with its actor (`rlctl
+// worker --with`, a group's colocate) answers in the same loop, with no
+// hand-off between processes; on the 2-core development VM such a
+// hand-off costs 6.5-6.8 us (worker.BenchmarkHandOff).
 func (s *shmClient) send(msg []byte) bool {
-	for tries := len(s.peers); tries > 0 && len(s.peers) > 0; tries-- {
-		s.sendNext %= len(s.peers)
-		p := s.peers[s.sendNext]
-		s.sendNext++
-		err := p.ch.Send(msg)
-		switch {
-		case err == nil:
-			return true
-		case errors.Is(err, shm.ErrFull):
-		case errors.Is(err, shm.ErrTooLarge):
-			return false
-		default:
-			s.drop(p, "send failed", err)
+	for _, local := range []bool{true, false} {
+		lo, hi := s.tier(local)
+		for tries := hi - lo; tries > 0; tries-- {
+			if lo, hi = s.tier(local); lo == hi { // a drop shrank it
+				break
+			}
+			i := lo + s.sendNext%(hi-lo)
+			s.sendNext++
+			p := s.peers[i]
+			err := p.ch.Send(msg)
+			switch {
+			case err == nil:
+				return true
+			case errors.Is(err, shm.ErrFull):
+			case errors.Is(err, shm.ErrTooLarge):
+				return false
+			default:
+				s.drop(p, "send failed", err)
+				s.sortLocal()
+			}
 		}
 	}
 	return false

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,6 +71,7 @@ func workerCommand() *cli.Command {
 			&cli.StringFlag{Name: "group", Usage: "the experiment's group of workers this one is of: the worker is named GROUP/INDEX (default: TYPE)"},
 			&cli.IntFlag{Name: "index", Value: 0, Usage: "worker index: the worker is named GROUP/INDEX"},
 			&cli.IntFlag{Name: "count", Value: 1, Usage: "run this many workers in this process, TYPE/INDEX to TYPE/INDEX+COUNT-1, sharing one socket and one loop (scale tests: thousands of workers on one machine)"},
+			&cli.StringSliceFlag{Name: "with", Usage: "also run the worker `GROUP[=TYPE]`/INDEX in this process and loop (a group's colocate: an actor's policy worker answers it without a hand-off between processes); TYPE defaults to GROUP; with --count 1"},
 			&cli.StringFlag{Name: "host", EnvVars: []string{"RLCTL_HOST"}, Usage: "address to bind and advertise (default: this machine's address on the interface that routes to the name server)"},
 			&cli.IntFlag{Name: "port", Value: 0, Usage: "port to bind (0: any free port)"},
 			&cli.DurationFlag{Name: "ttl", Value: worker.DefaultAddressTTL, Usage: "lease of the address record: how long it outlives a killed worker"},
@@ -92,6 +94,13 @@ func runWorker(c *cli.Context) error {
 	}
 	if c.Int("count") < 1 || (c.Int("count") > 1 && c.Int("port") != 0) {
 		return cli.Exit(fmt.Sprintf("--count %d: must be >= 1, and 1 with --port", c.Int("count")), 2)
+	}
+	companions, err := parseWith(c.StringSlice("with"))
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	if len(companions) > 0 && (c.Int("count") != 1 || c.Int("port") != 0) {
+		return cli.Exit("--with: needs --count 1 and no --port (each companion binds a port of its own)", 2)
 	}
 	types, err := builtinTypes()
 	if err != nil {
@@ -121,6 +130,16 @@ func runWorker(c *cli.Context) error {
 	workers, err := worker.NewHosted(c.Context, opts, c.Int("count"))
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
+	}
+	for _, w := range companions {
+		o := opts
+		o.Type, o.Group = w.typ, w.group
+		extra, err := worker.NewHosted(c.Context, o, 1)
+		if err != nil {
+			shutdownAll(workers)
+			return cli.Exit(err.Error(), 1)
+		}
+		workers = append(workers, extra...)
 	}
 	if p := c.String("cpuprofile"); p != "" {
 		stop, err := startCPUProfile(fmt.Sprintf("%s.%s.%d", p, cmp.Or(c.String("group"), c.String("type")), c.Int("index")), c.Duration("cpuprofile-for"))
@@ -244,4 +263,30 @@ func serveMetrics(addr, host string, opts *worker.Options, sess *session) (*webs
 	opts.Metrics, opts.MetricsAddr = reg, advertised
 	sess.log.Info("serving metrics", "url", "http://"+advertised+"/metrics")
 	return srv, nil
+}
+
+// companion is one --with: a worker of group, of type typ, hosted in this
+// process at its index.
+type companion struct{ group, typ string }
+
+// parseWith reads the --with values, GROUP or GROUP=TYPE.
+func parseWith(values []string) ([]companion, error) {
+	var out []companion
+	for _, v := range values {
+		group, typ, _ := strings.Cut(v, "=")
+		typ = cmp.Or(typ, group)
+		if group == "" || typ == "" || strings.ContainsAny(v, "/ ") {
+			return nil, fmt.Errorf("--with %q: want GROUP or GROUP=TYPE", v)
+		}
+		out = append(out, companion{group: group, typ: typ})
+	}
+	return out, nil
+}
+
+// shutdownAll ends workers that were made but will not run: RunMany under
+// an ended context has each exit and give up its records.
+func shutdownAll(workers []*worker.Worker) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = worker.RunMany(ctx, workers)
 }

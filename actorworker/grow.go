@@ -158,6 +158,7 @@ func (w *Worker) inferenceStats() (stream.InferenceClientStats, bool) {
 		s.Messages += cs.Messages
 		s.Bytes += cs.Bytes
 		s.SharedMemory += cs.SharedMemory
+		s.SameProcess += cs.SameProcess
 		s.Replies += cs.Replies
 		s.RoundTrip = max(s.RoundTrip, cs.RoundTrip)
 		s.Failed += cs.Failed

@@ -921,6 +921,7 @@ func (w *Worker) Stats() map[string]any {
 		out["inference_messages"], out["inference_bytes"] = cs.Messages, cs.Bytes
 		out["inference_rtt_us"] = float64(cs.RoundTrip) / 1e3
 		out["inference_shm_messages"] = cs.SharedMemory
+		out["inference_local_messages"] = cs.SameProcess
 	}
 	// Over several mappings: epsilon is the first exploring one's, the
 	// counts are totals.

@@ -61,6 +61,55 @@ func TestProcessSpecs(t *testing.T) {
 	}
 }
 
+// A group's processes host the colocated groups' workers of their index:
+// named in Workers after their own, with --with for each in Args, and as
+// Members of their own group, type and index. A colocated group has no
+// processes of its own (groupSpecs).
+func TestProcessSpecsWithCompanions(t *testing.T) {
+	dir := TrialDir("/w/exp/t1")
+	with := []Companion{{Group: "policy", Type: "policy"}, {Group: "red", Type: "sink"}}
+	got := ProcessSpecs("actor", "actor", experiment.Group{Count: 2}, dir, []string{"--ttl", "3s"}, nil, "", with...)
+	if len(got) != 2 {
+		t.Fatalf("%d processes, want 2", len(got))
+	}
+	for i, p := range got {
+		want := []string{fmt.Sprint("actor/", i), fmt.Sprint("policy/", i), fmt.Sprint("red/", i)}
+		if !slices.Equal(p.Workers, want) {
+			t.Errorf("process %d hosts %v, want %v", i, p.Workers, want)
+		}
+		if args := []string{"--ttl", "3s", "--with", "policy", "--with", "red=sink"}; !slices.Equal(p.Args, args) {
+			t.Errorf("process %d: args %q, want %q", i, p.Args, args)
+		}
+		members := p.Members()
+		wantMembers := []HostedWorker{{want[0], "actor", "actor", i}, {want[1], "policy", "policy", i}, {want[2], "red", "sink", i}}
+		if !slices.Equal(members, wantMembers) {
+			t.Errorf("process %d members %+v, want %+v", i, members, wantMembers)
+		}
+	}
+
+	cfg, err := experiment.Parse([]byte(`
+name: t
+workers:
+  actor: {count: 2, config: {env: CartPole-v1}}
+  policy: {count: auto, colocate: actor, config: {env: CartPole-v1}}
+  sink: {count: 1}
+stop: {env_steps: 100}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ResolveCounts(2)
+	var names []string
+	for _, specs := range groupSpecs(cfg, dir, nil, nil, "") {
+		for _, spec := range specs {
+			names = append(names, spec.Name+"="+strings.Join(spec.Workers, ","))
+		}
+	}
+	if want := []string{"sink/0=sink/0", "actor/0=actor/0,policy/0", "actor/1=actor/1,policy/1"}; !slices.Equal(names, want) {
+		t.Errorf("processes %q, want %q", names, want)
+	}
+}
+
 func TestWorkerCommand(t *testing.T) {
 	for _, tt := range []struct {
 		spec WorkerSpec

@@ -62,6 +62,13 @@ func TestCheckWorkers(t *testing.T) {
 		{"a group hosted in one process", "workers: {trainer: {count: 2, per_process: 2}}", "workers.trainer.per_process: 2: the 2 trainer workers learn as one group", nil},
 		{"a group's members in processes of their own", "workers: {trainer: {count: 2, per_process: 1}}", "",
 			[]string{"trainer/0 /ck/trainer0", "trainer/1 /ck/trainer1"}},
+		{"a group's members colocated", "workers: {actor: {count: 2}, trainer: {count: 2, colocate: actor}}", "workers.trainer.per_process: 0: the 2 trainer workers learn as one group", nil},
+		{"colocated on CUDA, hosts on the CPU", "workers: {actor: {count: 1}, echo: {count: 1, colocate: actor, config: {device: 'cuda:0'}}}",
+			"workers.echo.colocate: actor: echo is on a CUDA device and actor on the CPU", []string{"actor/0 <nil>"}},
+		{"colocated on CUDA with hosts on CUDA", "workers: {actor: {count: 1, config: {device: 'cuda:0'}}, echo: {count: 1, colocate: actor, config: {device: 'cuda:0'}}}", "",
+			[]string{"actor/0 <nil>"}},
+		{"colocated processes are not counted", "workers: {echo: {count: 4096}, actor: {count: 4096, colocate: echo}}", "",
+			[]string{"actor/0 <nil>", "actor/4095 <nil>"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,12 @@ func TestValidateErrors(t *testing.T) {
 		{name: "named group without type", set: []string{"workers.red.count=1"}, field: "workers.red", value: "red"},
 		{name: "bad group name", set: []string{"workers.a b.count=1", "workers.a b.type=actor"}, field: "workers.a b", value: "a b"},
 		{name: "auto for actors by type", set: []string{"workers.red.count=auto", "workers.red.type=actor"}, field: "workers.red.count", value: "auto"},
+		{name: "colocate with no such group", set: []string{"workers.policy.colocate=actors"}, field: "workers.policy.colocate", value: "actors"},
+		{name: "colocate with itself", set: []string{"workers.policy.colocate=policy"}, field: "workers.policy.colocate", value: "policy"},
+		{name: "colocate count", set: []string{"workers.policy.colocate=actor"}, field: "workers.policy.count", value: 1},
+		{name: "colocate per process", set: []string{"workers.policy.colocate=actor", "workers.policy.count=2", "workers.policy.per_process=2"}, field: "workers.policy.per_process", value: 2},
+		{name: "colocate with hosts", set: []string{"workers.policy.colocate=actor", "workers.policy.count=2", "workers.actor.per_process=2"}, field: "workers.actor.per_process", value: 2},
+		{name: "colocate chain", set: []string{"workers.policy.colocate=actor", "workers.policy.count=2", "workers.sink.count=2", "workers.sink.colocate=policy"}, field: "workers.sink.colocate", value: "policy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -408,5 +415,36 @@ workers:
 	c.ResolveCounts(32)
 	if got := c.Workers["policy-red"].Count; got != 5 {
 		t.Errorf("policy-red count auto = %v, want 5 (one per actor)", got)
+	}
+}
+
+// A colocated group runs no processes of its own; count: auto is its
+// host's count, whatever the cores; Colocated lists it under its host.
+func TestColocate(t *testing.T) {
+	c := parse(t, `
+name: t
+workers:
+  actor: {count: 3, config: {env: CartPole-v1}}
+  policy: {count: auto, colocate: actor, config: {env: CartPole-v1}}
+  sink: {count: 1}
+stop: {env_steps: 100}
+`)
+	if err := c.Validate(allTypes); err != nil {
+		t.Fatal(err)
+	}
+	c.ResolveCounts(64)
+	if n := c.Workers["policy"].N(); n != 3 {
+		t.Errorf("colocated policy count %d with 3 actors on 64 cores, want 3", n)
+	}
+	for group, want := range map[string]int{"actor": 3, "policy": 0, "sink": 1} {
+		if got := c.Workers[group].Processes(); got != want {
+			t.Errorf("%s runs %d processes, want %d", group, got, want)
+		}
+	}
+	if got := c.Colocated("actor"); !slices.Equal(got, []string{"policy"}) {
+		t.Errorf("Colocated(actor) = %v", got)
+	}
+	if got := c.Colocated("sink"); len(got) != 0 {
+		t.Errorf("Colocated(sink) = %v", got)
 	}
 }

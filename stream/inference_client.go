@@ -97,7 +97,10 @@ type InferenceClientStats struct {
 	// SharedMemory counts the request messages sent over shared memory
 	// (to policy workers on this node), out of Messages.
 	SharedMemory int64
-	Replies      int64 // results received in time
+	// SameProcess counts those of them sent to a policy worker of this
+	// process (colocated with the client: `rlctl worker --with`).
+	SameProcess int64
+	Replies     int64 // results received in time
 	// RoundTrip is a moving average (over about 16 replies) of the time
 	// from the turn that posted a request to the Poll that took its
 	// reply: what a ring waits for its actions, the figure that says
@@ -306,8 +309,11 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 	}
 	// Policy workers on this node get it through shared memory; ZMQ takes
 	// what no ring has room for.
-	if c.shm != nil && c.shm.send(c.enc.Bytes()) {
+	if sent, local := c.shm.send(c.enc.Bytes()); sent {
 		c.stats.SharedMemory++
+		if local {
+			c.stats.SameProcess++
+		}
 	} else if _, err := c.sock.SendBytes(c.enc.Bytes(), zmq.DONTWAIT); err != nil {
 		if zsock.IsEAGAIN(err) {
 			// IMMEDIATE makes this the answer when no connection is up

@@ -329,14 +329,17 @@ func (s *shmClient) rank(p *shmPeer) int {
 
 // send hands msg to the next channel with room, a policy worker of this
 // process first (round robin among them, and among the others after);
-// false when none took it (none open, all full, or msg too large), and ZMQ
-// must carry it.
+// sent is false when none took it (none open, all full, or msg too large,
+// or s is nil), and ZMQ must carry it; local says it went to this process.
 //
 // Why this process first: a policy worker hosted with its actor (`rlctl
 // worker --with`, a group's colocate) answers in the same loop, with no
 // hand-off between processes; on the 2-core development VM such a
 // hand-off costs 6.5-6.8 us (worker.BenchmarkHandOff).
-func (s *shmClient) send(msg []byte) bool {
+func (s *shmClient) send(msg []byte) (sent, local bool) {
+	if s == nil {
+		return false, false
+	}
 	for _, local := range []bool{true, false} {
 		lo, hi := s.tier(local)
 		for tries := hi - lo; tries > 0; tries-- {
@@ -349,17 +352,17 @@ func (s *shmClient) send(msg []byte) bool {
 			err := p.ch.Send(msg)
 			switch {
 			case err == nil:
-				return true
+				return true, local
 			case errors.Is(err, shm.ErrFull):
 			case errors.Is(err, shm.ErrTooLarge):
-				return false
+				return false, false
 			default:
 				s.drop(p, "send failed", err)
 				s.sortLocal()
 			}
 		}
 	}
-	return false
+	return false, false
 }
 
 func (s *shmClient) close() error {

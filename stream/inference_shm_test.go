@@ -34,6 +34,10 @@ func TestInferenceTransports(t *testing.T) {
 			if tc.shm != (st.SharedMemory == st.Messages && st.Messages > 0) || !tc.shm && st.SharedMemory != 0 {
 				t.Errorf("%d of %d request messages over shared memory", st.SharedMemory, st.Messages)
 			}
+			// The server is in this process: a colocated policy worker.
+			if st.SameProcess != st.SharedMemory {
+				t.Errorf("%d of %d shared-memory messages went to this process's server", st.SameProcess, st.SharedMemory)
+			}
 			if got, want := srv.SharedMemoryClients(), map[bool]int{true: 1}[tc.shm]; got != want {
 				t.Errorf("server has %d shared-memory clients, want %d", got, want)
 			}

@@ -236,9 +236,9 @@ type pipeline struct {
 	actorsPerProcess int
 	// colocate: each actor's process hosts policy worker i too (rlctl
 	// worker --with policy, a group's colocate); policies is then actors.
-	colocate bool
-	policy              map[string]any
-	policyBinary        string
+	colocate     bool
+	policy       map[string]any
+	policyBinary string
 }
 
 // benchPipeline starts the processes of pipeline p in c's trial and

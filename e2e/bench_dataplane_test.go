@@ -93,21 +93,6 @@ func BenchmarkPipelineActors(b *testing.B) {
 	}
 }
 
-// BenchmarkPipelineHosted is BenchmarkPipelineActors' pipelines of 2
-// and 4 actors with the actors hosted in one process (a group's
-// per_process): one loop steps them in turn, so an actor's wait for its
-// actions is another's turn instead of a hand-off between processes.
-func BenchmarkPipelineHosted(b *testing.B) {
-	c := newCluster(b)
-	for _, actors := range []int{2, 4} {
-		for _, envs := range []int{8, 64} {
-			b.Run(fmt.Sprintf("actors=%d/envs=%d", actors, envs), func(b *testing.B) {
-				benchPipeline(b, c.benchTrial(b), pipeline{actors: actors, ring: envs, actorsPerProcess: actors})
-			})
-		}
-	}
-}
-
 // BenchmarkPipelineColocated is BenchmarkPipelineActors with a policy
 // worker in each actor's process (rlctl worker --with policy, the policy
 // group's colocate: actor, as in cartpole-sink): the actor's requests go
@@ -115,12 +100,10 @@ func BenchmarkPipelineHosted(b *testing.B) {
 // processes; each policy worker batches only its own actor's requests.
 func BenchmarkPipelineColocated(b *testing.B) {
 	c := newCluster(b)
-	for _, actors := range []int{1, 2, 4} {
-		for _, envs := range []int{8, 64, 256} {
-			b.Run(fmt.Sprintf("actors=%d/envs=%d", actors, envs), func(b *testing.B) {
-				benchPipeline(b, c.benchTrial(b), pipeline{actors: actors, ring: envs, colocate: true})
-			})
-		}
+	for _, p := range []struct{ actors, envs int }{{1, 8}, {2, 8}, {4, 8}, {2, 64}, {2, 256}} {
+		b.Run(fmt.Sprintf("actors=%d/envs=%d", p.actors, p.envs), func(b *testing.B) {
+			benchPipeline(b, c.benchTrial(b), pipeline{actors: p.actors, ring: p.envs, colocate: true})
+		})
 	}
 }
 
@@ -231,9 +214,6 @@ func (s pipelineStats) busy() float64 { return s.BusyFrac * s.Uptime }
 type pipeline struct {
 	actors, ring, slots int
 	policies            int // policy worker processes; 0 is 1
-	// actorsPerProcess: the actors are hosted this many to a process
-	// (rlctl worker --count, a group's per_process); 0 is 1.
-	actorsPerProcess int
 	// colocate: each actor's process hosts policy worker i too (rlctl
 	// worker --with policy, a group's colocate); policies is then actors.
 	colocate     bool
@@ -261,13 +241,11 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 	firstActorProc := len(procs) + 1 // after the sink
 	procs = append(procs, c.worker("sink", 0))
 	actorNames := make([]string, actors)
-	perProcess := max(p.actorsPerProcess, 1)
 	for i := range actors {
-		switch {
-		case p.colocate:
+		if p.colocate {
 			procs = append(procs, c.worker("actor", i, "--with", "policy"))
-		case i%perProcess == 0:
-			procs = append(procs, c.worker("actor", i, "--count", fmt.Sprint(min(perProcess, actors-i))))
+		} else {
+			procs = append(procs, c.worker("actor", i))
 		}
 		actorNames[i] = names.WorkerName("actor", i)
 	}

@@ -72,6 +72,17 @@ var rows = slices.Concat([]row{
 	{"pipeline, 4 actors x 8 envs vs one loop of 32 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=8 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=32 steps/s", true},
 	{"pipeline, 4 actors x 64 envs vs one loop of 256 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=64 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=256 steps/s", true},
 	{"pipeline, 4 actors x 256 envs vs one loop of 1024 envs (env steps/s)", "e2e.BenchmarkPipelineActors/actors=4/envs=256 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=1024 steps/s", true},
+	// The same pipelines with a policy worker in each actor's process
+	// (colocate, as cartpole-sink runs them), against the same single
+	// loops, and against policy workers of their own.
+	{"pipeline, 1 actor x 8 envs, colocated policy worker vs one loop of 8 envs (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=1/envs=8 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=8 steps/s", true},
+	{"pipeline, 2 actors x 8 envs, colocated policy workers vs one loop of 16 envs (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=8 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=16 steps/s", true},
+	{"pipeline, 4 actors x 8 envs, colocated policy workers vs one loop of 32 envs (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=4/envs=8 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=32 steps/s", true},
+	{"pipeline, 2 actors x 64 envs, colocated policy workers vs one loop of 128 envs (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=64 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=128 steps/s", true},
+	{"pipeline, 2 actors x 256 envs, colocated policy workers vs one loop of 512 envs (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=256 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=512 steps/s", true},
+	{"pipeline 2x8: colocated policy workers vs policy worker of its own (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=8 steps/s", "e2e.BenchmarkPipelineActors/actors=2/envs=8 steps/s", true},
+	{"pipeline 2x64: colocated policy workers vs policy worker of its own (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=64 steps/s", "e2e.BenchmarkPipelineActors/actors=2/envs=64 steps/s", true},
+	{"pipeline 2x8, CPU us per env step: colocated vs policy worker of its own", "e2e.BenchmarkPipelineColocated/actors=2/envs=8 cpu-us/step", "e2e.BenchmarkPipelineActors/actors=2/envs=8 cpu-us/step", false},
 	// What a hand-off costs this machine, which bounds the pipelines of few
 	// environments per actor: two loops on one CPU yielding to each other,
 	// as processes (an actor and its policy worker) against as threads of

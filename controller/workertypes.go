@@ -124,7 +124,11 @@ func checkBounds(cfg *experiment.Config) error {
 		workers += g.N()
 		procs += g.Processes()
 		if workers > MaxWorkers || procs > MaxProcesses {
-			return &WorkerConfigError{Field: "workers." + group + ".count",
+			field := group
+			if _, ok := cfg.Workers[g.Colocate]; ok {
+				field = g.Colocate // its count follows its host's
+			}
+			return &WorkerConfigError{Field: "workers." + field + ".count",
 				Err: fmt.Errorf("%v: the trial would have %d or more workers in %d or more processes; at most %d workers in %d processes (per_process hosts several in one)",
 					g.Count, workers, procs, MaxWorkers, MaxProcesses)}
 		}

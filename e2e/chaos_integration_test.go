@@ -88,7 +88,7 @@ func TestHungActorReplaced(t *testing.T) {
 	// it is lifted).
 	p := start(t, "rlctl-start", env, "start", "cartpole-sink", c.trial.Trial, "--workdir", work,
 		"--hung-after", bound.String(), "--worker-ttl", "10s", "--set", "stop.wall_time=20s", "--set", "stop.env_steps=0")
-	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`all 5 workers running`), 30*time.Second)
 	dir := filepath.Join(work, "cartpole-sink", c.trial.Trial)
 	eventually.NoError(t, 30*time.Second, "env steps", func() error {
 		if lines := readMetricsLines(t, filepath.Join(dir, "metrics.jsonl")); len(lines) == 0 || lines[len(lines)-1].EnvSteps == 0 {
@@ -101,7 +101,9 @@ func TestHungActorReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	waitOutput(t, p, regexp.MustCompile(`restarting actor/0 \(1 of \d+\): HUNG: RUNNING but the loop has not turned for`), 30*time.Second)
+	// The process hosts policy/0 as well (colocate): the reason names the
+	// worker found HUNG, either of the two that share its loop.
+	waitOutput(t, p, regexp.MustCompile(`restarting actor/0 \(1 of \d+\): (actor|policy)/0 HUNG: RUNNING but the loop has not turned for`), 30*time.Second)
 	detected := time.Since(stopped)
 	waitOutput(t, p, regexp.MustCompile(`actor/0 restarted \(pid \d+\)`), time.Minute)
 	t.Logf("SIGSTOP -> HUNG detected in %v (bound %v); -> replaced in %v", detected.Round(time.Millisecond), bound, time.Since(stopped).Round(time.Millisecond))

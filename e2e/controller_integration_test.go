@@ -158,7 +158,7 @@ func TestStartRunsToCompletion(t *testing.T) {
 	}
 	dir := filepath.Join(work, "cartpole-sink", "t1")
 	out := readFile(t, p.log)
-	for _, want := range []string{"embedded etcd", "all 4 workers running", "completed: ", "env steps reached"} {
+	for _, want := range []string{"embedded etcd", "all 5 workers running", "completed: ", "env steps reached"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -174,7 +174,7 @@ func TestStartRunsToCompletion(t *testing.T) {
 		t.Fatalf("%d metrics lines, want at least 2", len(lines))
 	}
 	for i, m := range lines {
-		if m.Time.IsZero() || len(m.Workers) != 4 {
+		if m.Time.IsZero() || len(m.Workers) != 5 {
 			t.Errorf("line %d: time %v, %d workers", i+1, m.Time, len(m.Workers))
 		}
 		if i > 0 && (m.EnvSteps < lines[i-1].EnvSteps || m.ElapsedS <= lines[i-1].ElapsedS) {
@@ -188,7 +188,9 @@ func TestStartRunsToCompletion(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "config.yaml")); err != nil {
 		t.Error(err)
 	}
-	for _, w := range []string{"actor-0", "actor-1", "policy-0", "sink-0"} {
+	// The policy workers are hosted in their actors' processes (colocate):
+	// their lines are in the actors' logs.
+	for _, w := range []string{"actor-0", "actor-1", "sink-0"} {
 		if _, err := os.Stat(filepath.Join(dir, "logs", w+".log")); err != nil {
 			t.Error(err)
 		}
@@ -213,13 +215,14 @@ func TestStartRunsToCompletion(t *testing.T) {
 	}
 }
 
-// A policy worker killed mid-run is restarted under its name; the run
-// goes on and ends cleanly when the controller is told to exit.
+// A policy worker killed mid-run is restarted under its name, with the
+// actor whose process hosts it (cartpole-sink colocates them); the run goes
+// on and ends cleanly when the controller is told to exit.
 func TestStartRestartsKilledWorker(t *testing.T) {
 	work := t.TempDir()
 	p := start(t, "rlctl-start", noNameServer, "start", "cartpole-sink", "t2", "--workdir", work,
 		"--set", "stop.env_steps=0", "--set", "metrics_interval=300ms")
-	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`all 5 workers running`), 30*time.Second)
 	dir := filepath.Join(work, "cartpole-sink", "t2")
 	rec := readRecord(t, dir)
 	old := rec.Workers["policy/0"]
@@ -229,7 +232,7 @@ func TestStartRestartsKilledWorker(t *testing.T) {
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	m := waitOutput(t, p, regexp.MustCompile(`policy/0 restarted \(pid (\d+)\)`), 30*time.Second)
+	m := waitOutput(t, p, regexp.MustCompile(`actor/0 restarted \(pid (\d+)\)`), 30*time.Second)
 	if pid, _ := strconv.Atoi(m[1]); pid == old || !processAlive(pid) {
 		t.Fatalf("restarted policy/0 has pid %s (old %d)", m[1], old)
 	}
@@ -272,7 +275,7 @@ func TestStartInterrupted(t *testing.T) {
 	work := t.TempDir()
 	env := []string{"RLCTL_NAMERESOLVE=" + c.endpoint}
 	p := start(t, "rlctl-start", env, "start", "cartpole-sink", "t3", "--workdir", work)
-	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`all 5 workers running`), 30*time.Second)
 	if !strings.Contains(readFile(t, p.log), "name resolve: etcd at "+c.endpoint) {
 		t.Errorf("the controller did not use the name server at %s:\n%s", c.endpoint, readFile(t, p.log))
 	}
@@ -287,9 +290,9 @@ func TestStartInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer repo.Close()
-	// ... and leaves the running trial's records alone: 4 workers and ctl.
-	if live, err := repo.Find(ctxFor(t, 10*time.Second), "distrl/cartpole-sink/t3/worker/"); err != nil || len(live) != 5 {
-		t.Errorf("address records after the refused start: %d, %v; want 5", len(live), err)
+	// ... and leaves the running trial's records alone: 5 workers and ctl.
+	if live, err := repo.Find(ctxFor(t, 10*time.Second), "distrl/cartpole-sink/t3/worker/"); err != nil || len(live) != 6 {
+		t.Errorf("address records after the refused start: %d, %v; want 6", len(live), err)
 	}
 	// rlctl status shows the live workers with their figures.
 	if out, code := runRlctl(t, env, "status", "cartpole-sink", "t3", "--workdir", work); code != 0 ||
@@ -329,7 +332,7 @@ func TestStopCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, "rlctl-start", noNameServer, "start", file, "t4", "--workdir", work)
-	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`all 5 workers running`), 30*time.Second)
 	out, code := runRlctl(t, nil, "stop", file, "t4", "--workdir", work)
 	if code != 0 || !strings.Contains(out, "SIGINT") || !strings.Contains(out, "interrupted") {
 		t.Errorf("rlctl stop: exit %d:\n%s", code, out)
@@ -565,7 +568,7 @@ func TestStartFailsPastMaxRestarts(t *testing.T) {
 	work := t.TempDir()
 	p := start(t, "rlctl-start", noNameServer, "start", "cartpole-sink", "t6", "--workdir", work,
 		"--set", "stop.env_steps=0", "--set", "stop.max_restarts=0", "--set", "metrics_interval=300ms")
-	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`all 5 workers running`), 30*time.Second)
 	dir := filepath.Join(work, "cartpole-sink", "t6")
 	rec := readRecord(t, dir)
 	if err := syscall.Kill(rec.Workers["actor/1"], syscall.SIGKILL); err != nil {

@@ -183,7 +183,7 @@ func startWithDashboard(t *testing.T, listen string) (*proc, string, string) {
 		"--workdir", work, "--dashboard", listen, "--hung-after", "1s", "--worker-ttl", "10s",
 		"--set", "stop.wall_time=90s", "--set", "stop.env_steps=0")
 	u := waitOutput(t, p, dashboardURL, 30*time.Second)[1]
-	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`all 5 workers running`), 30*time.Second)
 	return p, u, filepath.Join(work, "cartpole-sink", c.trial.Trial)
 }
 
@@ -205,7 +205,7 @@ func TestDashboardLiveTrial(t *testing.T) {
 	if strings.Contains(u, "token=") {
 		t.Errorf("a loopback dashboard asks for a token: %s", u)
 	}
-	workers := []string{"actor/0", "actor/1", "policy/0", "sink/0"}
+	workers := []string{"actor/0", "actor/1", "policy/0", "policy/1", "sink/0"}
 	var first page
 	eventually.NoError(t, 60*time.Second, "the page lists every worker RUNNING and a curve", func() error {
 		first = b.look(u, "dashboard-1.png")
@@ -296,18 +296,19 @@ func TestDashboardTokenOffLoopback(t *testing.T) {
 			t.Errorf("GET %s (bearer %q): %d %s, want %d", c.url, c.bearer, code, body, c.want)
 		}
 	}
-	// /sd lists the workers and the dashboard itself.
+	// /sd lists the worker processes (an actor's hosts its policy worker:
+	// 3) and the dashboard itself.
 	_, body := httpStatus(t, "http://"+parsed.Host+"/sd", token)
 	var groups []struct {
 		Targets []string          `json:"targets"`
 		Labels  map[string]string `json:"labels"`
 	}
-	if err := json.Unmarshal([]byte(body), &groups); err != nil || len(groups) != 5 ||
-		groups[4].Labels["process"] != "ctl" || groups[4].Targets[0] != parsed.Host {
+	if err := json.Unmarshal([]byte(body), &groups); err != nil || len(groups) != 4 ||
+		groups[3].Labels["process"] != "ctl" || groups[3].Targets[0] != parsed.Host {
 		t.Errorf("sd: %v %s", err, body)
 	}
 	eventually.NoError(t, 60*time.Second, "the page with the token lists the workers", func() error {
-		if st := b.look(u, "dashboard-token.png").states; st["actor/0"] != "RUNNING" || len(st) != 4 {
+		if st := b.look(u, "dashboard-token.png").states; st["actor/0"] != "RUNNING" || len(st) != 5 {
 			return fmt.Errorf("states %v", st)
 		}
 		return nil

@@ -129,7 +129,7 @@ func TestPrometheusScrapesTrial(t *testing.T) {
 	p := start(t, "rlctl-start", c.env, "start", "cartpole-sink", trial, "--workdir", work,
 		"--dashboard", "127.0.0.1:0", "--set", "stop.wall_time=3m", "--set", "stop.env_steps=0")
 	dash := waitOutput(t, p, dashboardURL, 30*time.Second)[1]
-	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`all 5 workers running`), 30*time.Second)
 	prom := startPrometheus(t, fmt.Sprintf(`  - job_name: distrl
     http_sd_configs:
       - url: %ssd

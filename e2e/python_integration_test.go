@@ -250,7 +250,7 @@ func TestPythonClient(t *testing.T) {
 	work := t.TempDir()
 	p := start(t, "rlctl-start", noNameServer, "start", "cartpole-sink", "c1", "--workdir", work,
 		"--set", "stop.env_steps=0", "--set", "stop.wall_time=2m")
-	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
+	waitOutput(t, p, regexp.MustCompile(`all 5 workers running`), 30*time.Second)
 	rec := readRecord(t, filepath.Join(work, "cartpole-sink", "c1"))
 	pkg, err := filepath.Abs(filepath.Join("..", "python"))
 	if err != nil {
@@ -277,7 +277,7 @@ print(type(t.group_request(["actor/0", "actor/9"], "ping")["actor/9"]).__name__)
 	if err != nil {
 		t.Fatalf("python client: %v\n%s", err, out)
 	}
-	want := "actor/0 actor/1 ctl policy/0 sink/0\nRUNNING\npong\n['actor/0', 'actor/1'] True\nunknown_command\nRPCError\n"
+	want := "actor/0 actor/1 ctl policy/0 policy/1 sink/0\nRUNNING\npong\n['actor/0', 'actor/1'] True\nunknown_command\nRPCError\n"
 	if string(out) != want {
 		t.Errorf("python client printed\n%s\nwant\n%s", out, want)
 	}

@@ -157,7 +157,9 @@ func TestSlurmCartPolePPO(t *testing.T) {
 // A cancelled actor task is resubmitted for its index and the run completes.
 func TestSlurmRestartsCancelledTask(t *testing.T) {
 	s := newSlurmTrial(t, "cartpole-sink")
-	p := s.start("--set", "stop.env_steps=300000")
+	// Enough steps that the other actor does not finish the run before
+	// the cancelled one is back (each runs 200k or more a second).
+	p := s.start("--set", "stop.env_steps=10000000")
 	waitOutput(t, p, workersRunning, time.Minute)
 	out, err := s.sc.Command("squeue", "-h", "-r", "--name=distrl.cartpole-sink."+s.trial.Trial+".actor", "-o", "%i").Output()
 	if err != nil || len(strings.Fields(string(out))) != 2 {

@@ -582,7 +582,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		return worker.PollResult{}, err
 	}
 	// Batches gathered or refused by a full queue, the replay's replies.
-	w.flushSamples(time.Now())
+	w.flushSamples(w.polledAt)
 	sentBefore := w.totals().BatchesSent
 	// Retry batches refused with back-pressure first: their targets cannot
 	// step until they are out.
@@ -604,13 +604,14 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		if err != nil {
 			return worker.PollResult{}, err
 		}
-		w.noteTurn(time.Since(began), steps)
+		took := time.Since(began) // the monotonic clock only: cheaper than time.Now
+		w.noteTurn(took, steps)
 		samples += n
 		budget -= visits
 		if err := w.flushInference(ctx); err != nil {
 			return worker.PollResult{}, err
 		}
-		w.flushSamples(time.Now())
+		w.flushSamples(began.Add(took))
 		// The next slot steps while this one's request is out; inline
 		// results are ready as soon as Flush returns, so an inline actor
 		// goes round again. A turn that stepped nothing ends the poll:

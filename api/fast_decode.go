@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 )
 
@@ -210,4 +211,182 @@ func fastField[T Numeric](b []byte, i int, key string, t *Tensor[T]) (next int, 
 	}
 	rest, ok := t.DecodeFast(b[i:])
 	return len(b) - len(rest), ok
+}
+
+// fastAnyStr reads a string in any of msgpack's str forms (as
+// EncodeString writes it) from b[i:]; unlike fastStr, of any length.
+func fastAnyStr(b []byte, i int) (s []byte, next int, ok bool) {
+	if i >= len(b) {
+		return nil, 0, false
+	}
+	var n, hdr int
+	switch c := b[i]; {
+	case c&0xe0 == 0xa0:
+		n, hdr = int(c&0x1f), 1
+	case c == 0xd9 && i+2 <= len(b):
+		n, hdr = int(b[i+1]), 2
+	case c == 0xda && i+3 <= len(b):
+		n, hdr = int(binary.BigEndian.Uint16(b[i+1:])), 3
+	case c == 0xdb && i+5 <= len(b):
+		v := binary.BigEndian.Uint32(b[i+1:])
+		if uint64(v) > uint64(len(b)) {
+			return nil, 0, false
+		}
+		n, hdr = int(v), 5
+	default:
+		return nil, 0, false
+	}
+	start := i + hdr
+	if n > len(b)-start {
+		return nil, 0, false
+	}
+	return b[start : start+n], start + n, true
+}
+
+// fastStringField reads key and its string value from b[i:], returning
+// old itself where the value equals it (as decodeStringLike does).
+func fastStringField(b []byte, i int, key, old string) (s string, next int, ok bool) {
+	if i, ok = fastKey(b, i, key); !ok {
+		return "", 0, false
+	}
+	v, next, ok := fastAnyStr(b, i)
+	switch {
+	case !ok:
+		return "", 0, false
+	case string(v) == old:
+		return old, next, true
+	}
+	return string(v), next, true
+}
+
+// fastFixed reads key and then a value of code c and n bytes (big-endian)
+// after it from b[i:].
+func fastFixed(b []byte, i int, key string, c byte, n int) (v uint64, next int, ok bool) {
+	if i, ok = fastKey(b, i, key); !ok || i+1+n > len(b) || b[i] != c {
+		return 0, 0, false
+	}
+	for _, x := range b[i+1 : i+1+n] {
+		v = v<<8 | uint64(x)
+	}
+	return v, i + 1 + n, true
+}
+
+// DecodeFast decodes a SampleBatch from the front of b as DecodeMsgpack
+// would, where b starts with one in the form EncodeMsgpack writes (every
+// key in its order, the observations as a tensor rather than packed
+// bits, each tensor in Tensor.DecodeFast's form); it returns the bytes
+// after it. ok is false for anything else (MinAtar's packed frames
+// included), and b is then in no particular state: decode with
+// DecodeMsgpack. Storage is reused as DecodeMsgpack reuses it.
+func (b *SampleBatch) DecodeFast(in []byte) (rest []byte, ok bool) {
+	if len(in) == 0 || in[0] != 0x80|sampleBatchKeys {
+		return nil, false
+	}
+	var seen SampleBatch
+	var v uint64
+	i := 1
+	if seen.Policy, i, ok = fastStringField(in, i, keyPolicy, b.Policy); !ok {
+		return nil, false
+	}
+	if v, i, ok = fastFixed(in, i, keyPolicyVersion, 0xd3, 8); !ok {
+		return nil, false
+	}
+	seen.PolicyVersion = int64(v)
+	if i, ok = fastKey(in, i, keyObs); !ok || i >= len(in) || in[i]&0xf0 == 0x90 || in[i] == 0xdc || in[i] == 0xdd {
+		return nil, false // packed frames go the general way
+	}
+	if i, ok = fastValue(in, i, &b.Obs.Tensor); !ok {
+		return nil, false
+	}
+	seen.Obs = b.Obs
+	if i, ok = fastField(in, i, keyActions, &b.Actions); !ok {
+		return nil, false
+	}
+	seen.Actions = b.Actions
+	if i, ok = fastField(in, i, keyContActions, &b.ContActions); !ok {
+		return nil, false
+	}
+	seen.ContActions = b.ContActions
+	if i, ok = fastField(in, i, keyRewards, &b.Rewards); !ok {
+		return nil, false
+	}
+	seen.Rewards = b.Rewards
+	if i, ok = fastField(in, i, keyTerminated, &b.Terminated); !ok {
+		return nil, false
+	}
+	seen.Terminated = b.Terminated
+	if i, ok = fastField(in, i, keyTruncated, &b.Truncated); !ok {
+		return nil, false
+	}
+	seen.Truncated = b.Truncated
+	if i, ok = fastField(in, i, keyLogProbs, &b.LogProbs); !ok {
+		return nil, false
+	}
+	seen.LogProbs = b.LogProbs
+	if i, ok = fastField(in, i, keyValues, &b.Values); !ok {
+		return nil, false
+	}
+	seen.Values = b.Values
+	if v, i, ok = fastFixed(in, i, keyBootstrapValue, 0xca, 4); !ok {
+		return nil, false
+	}
+	seen.BootstrapValue = math.Float32frombits(uint32(v))
+	if seen.Episodes, i, ok = fastEpisodes(in, i, b.Episodes[:0]); !ok {
+		return nil, false
+	}
+	if seen.ActorID, i, ok = fastStringField(in, i, keyActorID, b.ActorID); !ok {
+		return nil, false
+	}
+	if seen.AgentID, i, ok = fastStringField(in, i, keyAgentID, b.AgentID); !ok {
+		return nil, false
+	}
+	*b = seen
+	return in[i:], true
+}
+
+// fastValue reads the tensor t at b[i:]; the index after it.
+func fastValue[T Numeric](b []byte, i int, t *Tensor[T]) (next int, ok bool) {
+	rest, ok := t.DecodeFast(b[i:])
+	return len(b) - len(rest), ok
+}
+
+// fastEpisodes reads the episodes key and its value, nil or an array of
+// {return: float32, length: int32} as encodeEpisodes writes them, into out.
+func fastEpisodes(b []byte, i int, out []EpisodeStat) (eps []EpisodeStat, next int, ok bool) {
+	if i, ok = fastKey(b, i, keyEpisodes); !ok || i >= len(b) {
+		return nil, 0, false
+	}
+	var n int
+	switch c := b[i]; {
+	case c == 0xc0:
+		return nil, i + 1, true
+	case c&0xf0 == 0x90:
+		n, i = int(c&0x0f), i+1
+	case c == 0xdc && i+3 <= len(b):
+		n, i = int(binary.BigEndian.Uint16(b[i+1:])), i+3
+	default:
+		return nil, 0, false
+	}
+	if n > (len(b)-i)/19 { // each is 19 bytes: fixmap, return, float32, length, int32
+		return nil, 0, false
+	}
+	if out == nil {
+		out = make([]EpisodeStat, 0, n)
+	}
+	for range n {
+		if i >= len(b) || b[i] != 0x82 {
+			return nil, 0, false
+		}
+		r, j, ok := fastFixed(b, i+1, keyReturn, 0xca, 4)
+		if !ok {
+			return nil, 0, false
+		}
+		l, j, ok := fastFixed(b, j, keyLength, 0xd2, 4)
+		if !ok {
+			return nil, 0, false
+		}
+		out = append(out, EpisodeStat{Return: math.Float32frombits(uint32(r)), Length: int32(uint32(l))})
+		i = j
+	}
+	return out, i, true
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -149,4 +150,35 @@ func FuzzDecodeFast(f *testing.F) {
 func sameTensor[T Numeric](a, b Tensor[T]) bool {
 	return slices.Equal(a.Shape, b.Shape) && (a.Shape == nil) == (b.Shape == nil) &&
 		(a.Data == nil) == (b.Data == nil) && bytes.Equal(asBytes(a.Data), asBytes(b.Data))
+}
+
+// The fast path takes a sample batch as actors encode it, observations
+// as a tensor, and decodes it as DecodeMsgpack does, into a used batch
+// too; packed frames (MinAtar's) go the general way.
+func TestSampleBatchDecodeFast(t *testing.T) {
+	batch := func(obs []float32) SampleBatch {
+		return SampleBatch{Policy: "default", PolicyVersion: 7,
+			Obs:     Frames{Tensor: Tensor[float32]{Shape: []int{2, len(obs) / 2}, Data: obs}},
+			Actions: vec([]int32{1, 0}), Rewards: vec([]float32{1, 1}), Terminated: vec([]uint8{0, 1}),
+			Truncated: vec([]uint8{0, 0}), LogProbs: vec([]float32{-0.7, -0.6}), Values: vec([]float32{0.5, 0.4}),
+			BootstrapValue: 0.25, Episodes: []EpisodeStat{{Return: 2, Length: 2}}, ActorID: "actor/3", AgentID: "0"}
+	}
+	frame := mustMarshal(t, batch([]float32{0.5, 2, 3, 4}))
+	for _, start := range []SampleBatch{{}, batch([]float32{9, 9, 9, 9, 9, 9})} {
+		fast, gen := start, start
+		rest, ok := fast.DecodeFast(frame)
+		if !ok || len(rest) != 0 {
+			t.Fatalf("fast path: ok %v, %d bytes left", ok, len(rest))
+		}
+		if err := msgpack.Unmarshal(frame, &gen); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fast, gen) {
+			t.Errorf("fast %+v, DecodeMsgpack %+v", fast, gen)
+		}
+	}
+	var b SampleBatch
+	if _, ok := b.DecodeFast(mustMarshal(t, batch([]float32{0, 1, 1, 0}))); ok {
+		t.Error("the fast path took packed frames")
+	}
 }

@@ -17,37 +17,6 @@ import (
 // errors come from one place). Where they accept an input they decode it
 // exactly as DecodeMsgpack does (FuzzDecodeFast holds them to it).
 
-// fastStr reads a string written as fixstr or, padded (appendStr), as str8,
-// str16 or str32, from b[i:]; the string and the index after it.
-func fastStr(b []byte, i int) (s []byte, next int, ok bool) {
-	if i >= len(b) {
-		return nil, 0, false
-	}
-	c := b[i]
-	var n, hdr int
-	switch {
-	case c&0xe0 == 0xa0:
-		n, hdr = int(c&0x1f), 1
-	case c == 0xd9 && i+2 <= len(b):
-		n, hdr = int(b[i+1]), 2
-	case c == 0xda && i+3 <= len(b):
-		n, hdr = int(binary.BigEndian.Uint16(b[i+1:])), 3
-	case c == 0xdb && i+5 <= len(b):
-		v := binary.BigEndian.Uint32(b[i+1:])
-		if v > 32 { // no key or dtype is longer
-			return nil, 0, false
-		}
-		n, hdr = int(v), 5
-	default:
-		return nil, 0, false
-	}
-	start := i + hdr
-	if n > len(b)-start {
-		return nil, 0, false
-	}
-	return b[start : start+n], start + n, true
-}
-
 // fastKey reads the string key from b[i:], ok only if it is want.
 func fastKey(b []byte, i int, want string) (next int, ok bool) {
 	s, next, ok := fastStr(b, i)
@@ -184,17 +153,12 @@ func (inf *Inference) DecodeFast(b []byte) (rest []byte, ok bool) {
 	if len(b) == 0 || b[0] != 0x85 {
 		return nil, false
 	}
-	i := 1
-	if i, ok = fastField(b, i, keyActions, &inf.Actions); !ok {
-		return nil, false
-	}
-	if i, ok = fastField(b, i, keyContActions, &inf.ContActions); !ok {
-		return nil, false
-	}
-	if i, ok = fastField(b, i, keyLogProbs, &inf.LogProbs); !ok {
-		return nil, false
-	}
-	if i, ok = fastField(b, i, keyValues, &inf.Values); !ok {
+	i, ok := 1, true
+	i, ok = fastKept(b, i, ok, keyActions, &inf.Actions, nil)
+	i, ok = fastKept(b, i, ok, keyContActions, &inf.ContActions, nil)
+	i, ok = fastKept(b, i, ok, keyLogProbs, &inf.LogProbs, nil)
+	i, ok = fastKept(b, i, ok, keyValues, &inf.Values, nil)
+	if !ok {
 		return nil, false
 	}
 	if i, ok = fastKey(b, i, keyVersion); !ok || i+9 > len(b) || b[i] != 0xd3 {
@@ -204,18 +168,26 @@ func (inf *Inference) DecodeFast(b []byte) (rest []byte, ok bool) {
 	return b[i+9:], true
 }
 
-// fastField reads the key and the tensor t from b[i:]; the index after.
-func fastField[T Numeric](b []byte, i int, key string, t *Tensor[T]) (next int, ok bool) {
+// fastKept reads the key and the tensor t from b[i:] where ok (a chain of
+// fields stops at the first that fails), copies t to kept unless nil (as
+// decodeKept), and returns the index after it.
+func fastKept[T Numeric](b []byte, i int, ok bool, key string, t, kept *Tensor[T]) (next int, _ bool) {
+	if !ok {
+		return 0, false
+	}
 	if i, ok = fastKey(b, i, key); !ok {
 		return 0, false
 	}
-	rest, ok := t.DecodeFast(b[i:])
-	return len(b) - len(rest), ok
+	if i, ok = fastValue(b, i, t); ok && kept != nil {
+		*kept = *t
+	}
+	return i, ok
 }
 
-// fastAnyStr reads a string in any of msgpack's str forms (as
-// EncodeString writes it) from b[i:]; unlike fastStr, of any length.
-func fastAnyStr(b []byte, i int) (s []byte, next int, ok bool) {
+// fastStr reads a string in any of msgpack's str forms from b[i:] (a fixstr
+// as EncodeString writes a short one; keys padded to align a tensor's data
+// as str8, str16 or str32, appendStr); the string and the index after it.
+func fastStr(b []byte, i int) (s []byte, next int, ok bool) {
 	if i >= len(b) {
 		return nil, 0, false
 	}
@@ -249,7 +221,7 @@ func fastStringField(b []byte, i int, key, old string) (s string, next int, ok b
 	if i, ok = fastKey(b, i, key); !ok {
 		return "", 0, false
 	}
-	v, next, ok := fastAnyStr(b, i)
+	v, next, ok := fastStr(b, i)
 	switch {
 	case !ok:
 		return "", 0, false
@@ -299,34 +271,16 @@ func (b *SampleBatch) DecodeFast(in []byte) (rest []byte, ok bool) {
 		return nil, false
 	}
 	seen.Obs = b.Obs
-	if i, ok = fastField(in, i, keyActions, &b.Actions); !ok {
+	i, ok = fastKept(in, i, ok, keyActions, &b.Actions, &seen.Actions)
+	i, ok = fastKept(in, i, ok, keyContActions, &b.ContActions, &seen.ContActions)
+	i, ok = fastKept(in, i, ok, keyRewards, &b.Rewards, &seen.Rewards)
+	i, ok = fastKept(in, i, ok, keyTerminated, &b.Terminated, &seen.Terminated)
+	i, ok = fastKept(in, i, ok, keyTruncated, &b.Truncated, &seen.Truncated)
+	i, ok = fastKept(in, i, ok, keyLogProbs, &b.LogProbs, &seen.LogProbs)
+	i, ok = fastKept(in, i, ok, keyValues, &b.Values, &seen.Values)
+	if !ok {
 		return nil, false
 	}
-	seen.Actions = b.Actions
-	if i, ok = fastField(in, i, keyContActions, &b.ContActions); !ok {
-		return nil, false
-	}
-	seen.ContActions = b.ContActions
-	if i, ok = fastField(in, i, keyRewards, &b.Rewards); !ok {
-		return nil, false
-	}
-	seen.Rewards = b.Rewards
-	if i, ok = fastField(in, i, keyTerminated, &b.Terminated); !ok {
-		return nil, false
-	}
-	seen.Terminated = b.Terminated
-	if i, ok = fastField(in, i, keyTruncated, &b.Truncated); !ok {
-		return nil, false
-	}
-	seen.Truncated = b.Truncated
-	if i, ok = fastField(in, i, keyLogProbs, &b.LogProbs); !ok {
-		return nil, false
-	}
-	seen.LogProbs = b.LogProbs
-	if i, ok = fastField(in, i, keyValues, &b.Values); !ok {
-		return nil, false
-	}
-	seen.Values = b.Values
 	if v, i, ok = fastFixed(in, i, keyBootstrapValue, 0xca, 4); !ok {
 		return nil, false
 	}

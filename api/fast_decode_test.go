@@ -54,8 +54,8 @@ func TestDecodeFastTakesTheEncodersForm(t *testing.T) {
 	// Other valid forms go the general way: a map in another key order, a
 	// version written as a small integer, an extra key.
 	for _, b := range [][]byte{
-		mustMarshal(t, map[string]any{"shape": []int{1}, "dtype": "float32", "data": []byte{0, 0, 0, 0}}),
-		mustMarshal(t, map[string]any{"actions": nil, "cont_actions": nil, "logprobs": nil, "values": nil, "version": 3}),
+		marshal(t, map[string]any{"shape": []int{1}, "dtype": "float32", "data": []byte{0, 0, 0, 0}}),
+		marshal(t, map[string]any{"actions": nil, "cont_actions": nil, "logprobs": nil, "values": nil, "version": 3}),
 	} {
 		var f Tensor[float32]
 		var inf Inference
@@ -66,15 +66,6 @@ func TestDecodeFastTakesTheEncodersForm(t *testing.T) {
 			t.Errorf("Inference.DecodeFast took % x", b)
 		}
 	}
-}
-
-func mustMarshal(t testing.TB, v any) []byte {
-	t.Helper()
-	b, err := msgpack.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // checkFastTensor decodes b both ways into fresh and into used tensors;
@@ -163,7 +154,7 @@ func TestSampleBatchDecodeFast(t *testing.T) {
 			Truncated: vec([]uint8{0, 0}), LogProbs: vec([]float32{-0.7, -0.6}), Values: vec([]float32{0.5, 0.4}),
 			BootstrapValue: 0.25, Episodes: []EpisodeStat{{Return: 2, Length: 2}}, ActorID: "actor/3", AgentID: "0"}
 	}
-	frame := mustMarshal(t, batch([]float32{0.5, 2, 3, 4}))
+	frame := marshal(t, batch([]float32{0.5, 2, 3, 4}))
 	for _, start := range []SampleBatch{{}, batch([]float32{9, 9, 9, 9, 9, 9})} {
 		fast, gen := start, start
 		rest, ok := fast.DecodeFast(frame)
@@ -178,7 +169,17 @@ func TestSampleBatchDecodeFast(t *testing.T) {
 		}
 	}
 	var b SampleBatch
-	if _, ok := b.DecodeFast(mustMarshal(t, batch([]float32{0, 1, 1, 0}))); ok {
+	if _, ok := b.DecodeFast(marshal(t, batch([]float32{0, 1, 1, 0}))); ok {
 		t.Error("the fast path took packed frames")
 	}
+}
+
+// marshal is msgpack.Marshal, failing t on an error.
+func marshal(t testing.TB, v any) []byte {
+	t.Helper()
+	out, err := msgpack.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -351,9 +351,13 @@ func (c *RemoteInferenceClient) Poll() error {
 	c.setClock(now)
 	readZMQ := true
 	if c.shm != nil {
+		n := len(c.shm.peers)
 		c.shm.upkeep(now)
 		for p, frame := c.shm.recv(); p != nil; p, frame = c.shm.recv() {
 			c.takeReply(frame, now)
+		}
+		if len(c.shm.peers) != n { // a dead or corrupt channel was dropped
+			c.shm.sortLocal()
 		}
 		readZMQ = !now.After(c.zmqUntil) || now.Sub(c.zmqChecked) >= time.Second
 	}

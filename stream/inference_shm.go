@@ -311,12 +311,14 @@ func (s *shmClient) sortLocal() {
 }
 
 // tier is the range of peers that holds the channels to this process
-// (local) or to others.
+// (local) or to others. Clamped: the client recounts after its Poll drops
+// a channel, but a stale count must never index past peers.
 func (s *shmClient) tier(local bool) (lo, hi int) {
+	l := min(s.local, len(s.peers))
 	if local {
-		return 0, s.local
+		return 0, l
 	}
-	return s.local, len(s.peers)
+	return l, len(s.peers)
 }
 
 // rank is 0 for a channel to this process, else 1.

@@ -114,7 +114,12 @@ func fastPair(frame []byte, keyA string, decA func([]byte) ([]byte, bool), keyB 
 	if rest, ok = fastFixKey(rest, keyB); !ok {
 		return false
 	}
-	rest, ok = decB(rest)
+	return fastWhole(rest, decB)
+}
+
+// fastWhole reports whether decode took all of frame in its fast form.
+func fastWhole(frame []byte, decode func([]byte) ([]byte, bool)) bool {
+	rest, ok := decode(frame)
 	return ok && len(rest) == 0
 }
 
@@ -169,22 +174,18 @@ func encodeRefusal(e *msgpack.Encoder, ids api.Tensor[int64], msg string) error 
 func decodeReply(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], inf *api.Inference) (refusal string, err error) {
 	// inf's storage is reused; fields absent from the message decode as
 	// zero (api.Inference.DecodeMsgpack), not as the previous reply's.
-	if fastWire && fastPair(frame, keyIDs, ids.DecodeFast, keyInference, inf.DecodeFast) {
-		if len(ids.Shape) != 1 {
-			return "", fmt.Errorf("ids has shape %v, want [n]", ids.Shape)
+	var refused bool // a refusal is never in the fast form
+	if !(fastWire && fastPair(frame, keyIDs, ids.DecodeFast, keyInference, inf.DecodeFast)) {
+		err = decodePair(d, frame, keyIDs, ids.DecodeMsgpack,
+			keyInference, inf.DecodeMsgpack,
+			keyError, func(dec *msgpack.Decoder) (err error) {
+				refused = true
+				refusal, err = dec.DecodeString()
+				return err
+			})
+		if err != nil {
+			return "", err
 		}
-		return "", checkInference(inf, ids.Shape[0])
-	}
-	var refused bool
-	err = decodePair(d, frame, keyIDs, ids.DecodeMsgpack,
-		keyInference, inf.DecodeMsgpack,
-		keyError, func(dec *msgpack.Decoder) (err error) {
-			refused = true
-			refusal, err = dec.DecodeString()
-			return err
-		})
-	if err != nil {
-		return "", err
 	}
 	if len(ids.Shape) != 1 {
 		return "", fmt.Errorf("ids has shape %v, want [n]", ids.Shape)
@@ -207,20 +208,17 @@ func decodeReply(d *zsock.Decoder, frame []byte, ids *api.Tensor[int64], inf *ap
 func decodeSampleBatch(d *zsock.Decoder, frame []byte, b *api.SampleBatch) error {
 	// A sink or a trainer decodes every batch: the form distrl's actors
 	// write first, straight from the frame (api.SampleBatch.DecodeFast).
-	if fastWire {
-		if rest, ok := b.DecodeFast(frame); ok && len(rest) == 0 {
-			return b.Validate()
+	if !(fastWire && fastWhole(frame, b.DecodeFast)) {
+		dec, err := d.Reset(frame)
+		if err != nil {
+			return err
 		}
-	}
-	dec, err := d.Reset(frame)
-	if err != nil {
-		return err
-	}
-	if err := b.DecodeMsgpack(dec); err != nil { // the codec itself, not found through reflection
-		return err
-	}
-	if err := d.Finish(); err != nil {
-		return err
+		if err := b.DecodeMsgpack(dec); err != nil { // the codec itself, not found through reflection
+			return err
+		}
+		if err := d.Finish(); err != nil {
+			return err
+		}
 	}
 	return b.Validate()
 }

@@ -34,7 +34,10 @@ func BenchmarkHandOff(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			restore := pinToOneCPU(b)
+			restore, err := pinToOneCPU()
+			if err != nil {
+				b.Fatal(err)
+			}
 			defer restore()
 			var elapsed time.Duration
 			switch mode {
@@ -66,18 +69,23 @@ func TestHandOffChild(t *testing.T) {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	pinToOneCPU(t)
+	restore, err := pinToOneCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
 	fmt.Println("ready")
 	yieldN(n)
 }
 
-// pinToOneCPU keeps the calling thread on the first CPU it may use and
-// returns what restores its previous mask.
-func pinToOneCPU(tb testing.TB) (restore func()) {
-	tb.Helper()
+// pinToOneCPU keeps the calling thread (locked to its goroutine) on the
+// first CPU it may use and returns what restores its previous mask, to be
+// called before the thread is unlocked: an unlocked thread goes back to
+// the runtime's pool, and a pinned one would pin whatever runs on it next.
+func pinToOneCPU() (restore func(), err error) {
 	var prev, one unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &prev); err != nil {
-		tb.Fatal(err)
+		return nil, fmt.Errorf("sched_getaffinity: %w", err)
 	}
 	for c := 0; c < 1024; c++ {
 		if prev.IsSet(c) {
@@ -86,9 +94,9 @@ func pinToOneCPU(tb testing.TB) (restore func()) {
 		}
 	}
 	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		tb.Fatal(err)
+		return nil, fmt.Errorf("sched_setaffinity: %w", err)
 	}
-	return func() { _ = unix.SchedSetaffinity(0, &prev) }
+	return func() { _ = unix.SchedSetaffinity(0, &prev) }, nil
 }
 
 func yieldN(n int) {
@@ -100,16 +108,22 @@ func yieldN(n int) {
 // handOffThreads times n yields on this thread against n on another
 // thread pinned to the same CPU.
 func handOffThreads(b *testing.B, n int) time.Duration {
-	ready, done := make(chan struct{}), make(chan struct{})
+	ready, done := make(chan error), make(chan struct{})
 	go func() {
+		defer close(done)
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		pinToOneCPU(b)
-		close(ready)
+		restore, err := pinToOneCPU()
+		ready <- err // b.Fatal belongs to the benchmark's goroutine
+		if err != nil {
+			return
+		}
+		defer restore()
 		yieldN(n)
-		close(done)
 	}()
-	<-ready
+	if err := <-ready; err != nil {
+		b.Fatal(err)
+	}
 	b.ResetTimer()
 	yieldN(n)
 	<-done

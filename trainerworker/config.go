@@ -81,6 +81,14 @@ type Config struct {
 	// (at least 64 samples each): a count, or "auto" (the default; a
 	// quarter of the node's cores, 1 to 8: worker.AutoThreads).
 	Threads worker.Threads `msgpack:"threads"`
+	// Overlap takes samples in while an update runs (nil: on wherever it
+	// can be): the learner computes on a goroutine of its own while the
+	// loop receives, checks and buffers the next update's batches and
+	// answers fetches and requests, instead of each in turn. Batches taken
+	// during an update are trained with the version it makes, one version
+	// staler than without: it needs max_staleness >= 1, and a trainer
+	// learning alone (a group's members update in step). false: in turn.
+	Overlap *bool `msgpack:"overlap"`
 	// MaxUpdates completes the worker after that many updates, counted
 	// from version 0 (a resumed trainer counts those of its checkpoint);
 	// 0 means unbounded.
@@ -105,6 +113,8 @@ type settings struct {
 	// memberSteps is the steps this trainer buffers for an update: its
 	// share of batch_steps in a group.
 	memberSteps int
+	// overlap: updates run on a goroutine of their own (Config.Overlap).
+	overlap bool
 }
 
 // groupHash is what the members of this trainer's group must agree on.
@@ -156,6 +166,13 @@ func parseConfig(args rpc.Args, index int) (settings, error) {
 		return s, badConfig("%v", err)
 	}
 	s.memberSteps = (cfg.BatchSteps + cfg.GroupSize - 1) / cfg.GroupSize
+	s.overlap = s.staleness >= 1 && cfg.GroupSize <= 1
+	if cfg.Overlap != nil {
+		if *cfg.Overlap && !s.overlap {
+			return s, badConfig("overlap needs max_staleness >= 1 (it is %d) and a trainer learning alone (group_size %d)", s.staleness, cfg.GroupSize)
+		}
+		s.overlap = *cfg.Overlap
+	}
 
 	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
 	if err != nil {

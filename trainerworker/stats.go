@@ -202,6 +202,8 @@ func (w *ppoTrainer) Stats() map[string]any {
 		"checkpoint_version":  w.ckptVer,
 		"resumed_from":        w.resumed,
 		"max_staleness":       w.set.staleness,
+		"overlap":             w.set.overlap,
+		"updating":            w.updating(),
 		"agents":              s.agents.list(),
 	}
 	w.keeper.stats(out)

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/distrl/distrl/algo/ppo"
@@ -22,6 +23,7 @@ import (
 	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/offload"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -59,6 +61,7 @@ type ppoTrainer struct {
 
 	set     settings
 	learner *ppo.Learner
+	spec    nn.Spec // the learner's network's, for checking batches
 	cons    *stream.SampleConsumer
 	pub     *paramstream.Publisher
 	keeper  *keeper      // nil: keeps no versions
@@ -68,10 +71,20 @@ type ppoTrainer struct {
 	// updates since version 0 of this run, checkpoints included.
 	version int64
 	buffer  []*api.SampleBatch
-	bufLen  int   // agent steps in buffer
-	ckptVer int64 // version of the newest checkpoint written or loaded; -1 none
-	resumed int64 // version restored at configure; -1 for a fresh start
-	failed  int   // consecutive failed updates
+	bufLen  int                // agent steps in buffer
+	spare   []*api.SampleBatch // the last update's buffer, emptied, for the next
+	// job runs the updates while the loop takes samples in
+	// (settings.overlap); nil: the loop updates in turn with its intake.
+	job     *offload.Job[updated]
+	running pendingUpdate // the update on job, while job.Running()
+	// full is whether the buffer held an update's worth at the end of the
+	// last Poll (the consumer's socket is then not watched), and fullFlips
+	// counts its changes, for SocketsVersion.
+	full      bool
+	fullFlips uint64
+	ckptVer   int64 // version of the newest checkpoint written or loaded; -1 none
+	resumed   int64 // version restored at configure; -1 for a fresh start
+	failed    int   // consecutive failed updates
 
 	st       counters
 	metrics  metrics
@@ -129,23 +142,35 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 		}
 	}
 	if w.learner != nil {
+		w.settle(ctx)
 		w.finalCheckpoint()
 		w.closeLearner()
+	}
+	w.closeJob()
+	var job *offload.Job[updated]
+	if s.overlap {
+		if job, err = offload.New[updated](); err != nil {
+			_ = learner.Close()
+			return fmt.Errorf("trainer: %w", err)
+		}
 	}
 	var restored *Checkpoint
 	// In a group, rank 0's state is everyone's: only it resumes.
 	if s.cfg.CheckpointDir != "" && (s.cfg.GroupSize <= 1 || w.info.Index == 0) {
 		if restored, err = w.restore(s, learner); err != nil {
 			_ = learner.Close()
+			if job != nil {
+				_ = job.Close()
+			}
 			return err
 		}
 	}
 	if err := w.closeStreams(); err != nil {
 		w.log.Warn("trainer: closing the previous streams", "err", err)
 	}
-	w.set, w.learner = s, learner
+	w.set, w.learner, w.spec, w.job = s, learner, net.Spec(), job
 	w.version, w.ckptVer, w.resumed = 0, -1, -1
-	w.buffer, w.bufLen, w.failed = nil, 0, 0
+	w.buffer, w.bufLen, w.spare, w.failed, w.full = nil, 0, nil, 0, false
 	w.st = newCounters()
 	clear(w.warnings)
 	if restored != nil {
@@ -190,13 +215,14 @@ func (w *ppoTrainer) Configure(ctx context.Context, args rpc.Args) error {
 		"params", net.NumParams(), "version", w.version, "resumed", restored != nil,
 		"batch_steps", s.cfg.BatchSteps, "max_staleness", s.staleness, "lr", s.ppo.LR,
 		"checkpoint_dir", s.cfg.CheckpointDir, "threads", s.cfg.Threads.N(), "group_size", s.cfg.GroupSize, "rank", w.info.Index,
-		"device", cmp.Or(s.cfg.Device, worker.DeviceCPU))
+		"device", cmp.Or(s.cfg.Device, worker.DeviceCPU), "overlap", s.overlap)
 	return nil
 }
 
 // abandon drops a configuration that failed half way: the worker is in
 // ERROR and must not checkpoint or serve it.
 func (w *ppoTrainer) abandon() {
+	w.closeJob()
 	w.closeLearner()
 	w.learner = nil
 	if err := w.closeStreams(); err != nil {
@@ -248,6 +274,17 @@ func (w *ppoTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 	if ok, err := w.grp.ready(ctx, w.sync); err != nil || !ok {
 		return res, err
 	}
+	if w.updating() {
+		if r, ok := w.job.Done(); ok {
+			if err := w.finishUpdate(ctx, w.running, r.Value, r.Err); err != nil {
+				return res, err
+			}
+			// Policy workers fetch right after the notification.
+			if err := w.answerFetches(); err != nil {
+				return res, err
+			}
+		}
+	}
 	// One batch at a time, stopping when an update's worth is buffered:
 	// the rest stays queued, where it pushes back on the actors instead of
 	// growing this update past batch_steps (its share of them in a group)
@@ -268,22 +305,49 @@ func (w *ppoTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 		res.Batches++
 		w.take(b)
 	}
-	if w.bufLen >= w.set.memberSteps {
+	if w.bufLen >= w.set.memberSteps && !w.updating() && !w.reachedMax() {
 		// A member waits for the others' shares without blocking.
 		if ok, err := w.grp.arrive(); err != nil || !ok {
+			w.noteFull()
 			return res, err
 		}
-		if err := w.update(ctx); err != nil {
-			return res, err
-		}
-		// Policy workers fetch right after the notification; answer them
-		// now rather than after the next intake.
-		if err := w.answerFetches(); err != nil {
-			return res, err
+		if w.job != nil {
+			if err := w.startUpdate(); err != nil {
+				return res, err
+			}
+		} else {
+			if err := w.update(ctx); err != nil {
+				return res, err
+			}
+			// Policy workers fetch right after the notification; answer
+			// them now rather than after the next intake.
+			if err := w.answerFetches(); err != nil {
+				return res, err
+			}
 		}
 	}
-	res.Done = w.set.cfg.MaxUpdates > 0 && w.version >= w.set.cfg.MaxUpdates
+	w.noteFull()
+	res.Done = w.reachedMax()
 	return res, nil
+}
+
+// updating reports whether an update runs on the job.
+func (w *ppoTrainer) updating() bool { return w.job != nil && w.job.Running() }
+
+// reachedMax reports whether the trainer has made max_updates versions.
+func (w *ppoTrainer) reachedMax() bool {
+	return w.set.cfg.MaxUpdates > 0 && w.version >= w.set.cfg.MaxUpdates
+}
+
+// noteFull records whether the buffer holds an update's worth: while it
+// does, the consumer's socket is left out of Sockets (the batches waiting
+// there would wake the loop at once, again and again, with nothing it
+// could take), and the loop sleeps until the update finishes.
+func (w *ppoTrainer) noteFull() {
+	if full := w.bufLen >= w.set.memberSteps; full != w.full {
+		w.full = full
+		w.fullFlips++
+	}
 }
 
 func (w *ppoTrainer) answerFetches() error { return answerFetches(w.pub) }
@@ -318,9 +382,14 @@ func (w *ppoTrainer) take(b *api.SampleBatch) {
 		w.st.returns.add(float64(e.Return))
 	}
 	w.metrics.ended(len(b.Episodes), &w.st.returns)
+	// The buffer is trained with the version the running update makes,
+	// if one runs: that is the lag that counts.
 	lag := w.version - b.PolicyVersion
+	if w.updating() {
+		lag++
+	}
 	switch {
-	case lag < 0:
+	case b.PolicyVersion > w.version:
 		// A version this trainer never made: the batch was collected with
 		// parameters of a run this one resumed from an older checkpoint.
 		w.st.droppedFuture++
@@ -346,13 +415,13 @@ func (w *ppoTrainer) take(b *api.SampleBatch) {
 // batch.
 func (w *ppoTrainer) check(b *api.SampleBatch) error {
 	n := b.Len()
-	spec := w.learner.Net().Spec()
+	spec := &w.spec
 	switch {
 	case b.Policy != "" && b.Policy != w.set.cfg.Policy:
 		return fmt.Errorf("batch of policy %q, this trainer trains %q", b.Policy, w.set.cfg.Policy)
 	case n == 0:
 		return nil
-	case !obsFits(b.Obs.Shape[1:], spec):
+	case !obsFits(b.Obs.Shape[1:], *spec):
 		return fmt.Errorf("observations of shape %v, the network takes %d values (%v)", b.Obs.Shape[1:], spec.ObsDim, spec.InputShape)
 	case len(b.LogProbs.Data) != n || len(b.Values.Data) != n:
 		return errors.New("no behaviour log-probabilities or values")
@@ -394,20 +463,90 @@ func finite(x []float32) bool {
 	return true
 }
 
+// testHookUpdate, set by tests only, runs before each PPO update's
+// arithmetic, on the goroutine that runs it.
+var testHookUpdate atomic.Pointer[func()]
+
+// runHook runs testHookUpdate if it is set.
+func runHook() {
+	if f := testHookUpdate.Load(); f != nil {
+		(*f)()
+	}
+}
+
+// updated is what an update on the job returns.
+type updated struct {
+	st   ppo.Stats
+	took time.Duration
+}
+
+// pendingUpdate is an update begun: what finishing it needs.
+type pendingUpdate struct {
+	snap    ppo.LearnerState // to roll back to
+	batches []*api.SampleBatch
+	steps   int
+}
+
 // update runs one PPO update on the buffer, then checkpoints and
 // publishes as configured. The buffer is used up either way: on-policy
 // data that failed once would be staler next time.
 func (w *ppoTrainer) update(ctx context.Context) error {
+	p := w.beginUpdate()
+	runHook()
+	begin := time.Now()
+	st, err := w.learner.UpdateGroup(ctx, p.batches, w.grp.reducer())
+	return w.finishUpdate(ctx, p, updated{st: st, took: time.Since(begin)}, err)
+}
+
+// startUpdate runs the update of the buffer on the job; a later Poll
+// finishes it. Until then only the job touches the learner.
+func (w *ppoTrainer) startUpdate() error {
+	p := w.beginUpdate()
+	learner := w.learner
+	if err := w.job.Start(func() (updated, error) {
+		runHook()
+		begin := time.Now()
+		st, err := learner.Update(p.batches)
+		return updated{st: st, took: time.Since(begin)}, err
+	}); err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	w.running = p
+	return nil
+}
+
+// settle waits for an update running on the job and finishes it, before
+// the learner is checkpointed, replaced or closed.
+func (w *ppoTrainer) settle(ctx context.Context) {
+	if !w.updating() {
+		return
+	}
+	r, _ := w.job.Wait()
+	if err := w.finishUpdate(ctx, w.running, r.Value, r.Err); err != nil {
+		w.log.Warn("trainer: finishing the last update", "err", err)
+	}
+}
+
+// beginUpdate takes the buffer for an update, leaving an empty one, and
+// snapshots the learner.
+func (w *ppoTrainer) beginUpdate() pendingUpdate {
 	// A snapshot to roll back to if a step turns out non-finite, so that
 	// the learner never holds parameters that were neither published nor
 	// checkpointed, and a later checkpoint cannot capture them.
-	snap := w.learner.State()
-	begin := time.Now()
-	st, err := w.learner.UpdateGroup(ctx, w.buffer, w.grp.reducer())
-	steps := w.bufLen
-	w.dropBuffer()
+	p := pendingUpdate{snap: w.learner.State(), batches: w.buffer, steps: w.bufLen}
+	w.buffer, w.bufLen, w.spare = w.spare, 0, nil
+	return p
+}
+
+// finishUpdate accounts for the update p, whose learner returned u and
+// err: a failure is rolled back, a success makes a version (checkpointed
+// and published as configured).
+func (w *ppoTrainer) finishUpdate(ctx context.Context, p pendingUpdate, u updated, err error) error {
+	clear(p.batches)
+	w.spare = p.batches[:0]
+	st, steps := u.st, p.steps
 	if err != nil {
-		if rerr := w.learner.Restore(snap); rerr != nil {
+		if rerr := w.learner.Restore(p.snap); rerr != nil {
 			return fmt.Errorf("trainer: update failed (%w) and the rollback too: %w", err, rerr)
 		}
 		if errors.Is(err, collective.ErrBroken) {
@@ -441,7 +580,7 @@ func (w *ppoTrainer) update(ctx context.Context) error {
 	w.st.updates++
 	w.st.trained += int64(steps)
 	w.st.last, w.st.hasLast = st, true
-	w.st.lastUpdate = now.Sub(begin)
+	w.st.lastUpdate = u.took
 	w.st.rate.add(now, w.st.trained)
 	w.metrics.updated(w.version, int64(steps))
 	w.metrics.ppoLosses(st)
@@ -530,10 +669,11 @@ func (w *ppoTrainer) logRated(msg string, args ...any) {
 	}
 }
 
-// Sockets lets an idle trainer wake for sample batches and fetches.
+// Sockets lets an idle trainer wake for sample batches (unless its
+// buffer is full) and fetches.
 func (w *ppoTrainer) Sockets() []*zmq.Socket {
 	var out []*zmq.Socket
-	if w.cons != nil {
+	if w.cons != nil && !w.full {
 		out = append(out, w.cons.Socket())
 	}
 	if w.pub != nil {
@@ -543,15 +683,24 @@ func (w *ppoTrainer) Sockets() []*zmq.Socket {
 }
 
 // WaitFds and PrepareWait: a group's member at the barrier also wakes for
-// its shared-memory doorbell.
-func (w *ppoTrainer) WaitFds() []int    { return w.grp.waitFds() }
+// its shared-memory doorbell, and an overlapping trainer when its update
+// is done.
+func (w *ppoTrainer) WaitFds() []int {
+	fds := w.grp.waitFds()
+	if w.job != nil {
+		fds = append(fds, w.job.Fd())
+	}
+	return fds
+}
 func (w *ppoTrainer) PrepareWait() bool { return w.grp.prepareWait() }
 
 // Note says where the trainer stands in its group, if it has one.
 func (w *ppoTrainer) Note() string { return w.grp.note(w.st.lastUpdate) }
 
-// SocketsVersion changes when the group's socket joins or leaves Sockets.
-func (w *ppoTrainer) SocketsVersion() uint64 { return w.grp.socketsVersion() }
+// SocketsVersion changes when the group's socket or the consumer's joins
+// or leaves Sockets: both counts only grow, so their sum changes with
+// either.
+func (w *ppoTrainer) SocketsVersion() uint64 { return w.grp.socketsVersion() + w.fullFlips }
 
 // Warning reports what degrades the trainer without stopping it: rejected
 // batches, an update rolled back, a failed checkpoint or record write.
@@ -571,9 +720,23 @@ func (w *ppoTrainer) Warning() string {
 // Close checkpoints the newest state (if there is a checkpoint_dir and it
 // is not on disk yet) and closes the streams.
 func (w *ppoTrainer) Close() error {
+	w.settle(context.Background())
 	w.finalCheckpoint()
+	w.closeJob()
 	w.closeLearner()
 	return w.closeStreams()
+}
+
+// closeJob closes the update job, if there is one; settle has finished
+// its update.
+func (w *ppoTrainer) closeJob() {
+	if w.job == nil {
+		return
+	}
+	if err := w.job.Close(); err != nil {
+		w.log.Warn("trainer: closing the update job", "err", err)
+	}
+	w.job = nil
 }
 
 // closeLearner releases the learner's engine, if it has one.

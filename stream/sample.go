@@ -503,8 +503,29 @@ func (c *SampleConsumer) Poll(n int) ([]*api.SampleBatch, error) {
 	return c.out, nil
 }
 
-// batch is the batch to decode the next frame into: a spare one with
-// Reuse, else a new one.
+// maxSpare bounds the batches Recycle keeps: about an update's worth of
+// short batches.
+const maxSpare = 1024
+
+// Recycle hands back batches Poll returned that the caller keeps no more,
+// nor anything in them: later Polls decode into them, reusing their
+// storage (a learner's update of thousands of steps would otherwise
+// allocate its observations anew for every update, and on a large frame
+// pay the page faults of fresh memory). Beyond an update's worth they are
+// left to the garbage collector.
+func (c *SampleConsumer) Recycle(batches ...*api.SampleBatch) {
+	for _, b := range batches {
+		if len(c.spare) >= maxSpare {
+			return
+		}
+		if b != nil {
+			c.spare = append(c.spare, b)
+		}
+	}
+}
+
+// batch is the batch to decode the next frame into: a spare one (Reuse,
+// Recycle), else a new one.
 func (c *SampleConsumer) batch() *api.SampleBatch {
 	if k := len(c.spare); k > 0 {
 		b := c.spare[k-1]

@@ -1,6 +1,8 @@
 package trainerworker_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,9 +13,12 @@ import (
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/localreplay"
+	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
+	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/trainerworker"
+	zmq "github.com/pebbe/zmq4"
 )
 
 // minAtarBatch is a sample batch of n MinAtar Breakout steps (10x10x4
@@ -117,5 +122,77 @@ func BenchmarkDQNTrainerIntake(b *testing.B) {
 			eventually.True(b, 5*time.Minute, "the updates", func() bool { return updates() >= want })
 			b.ReportMetric(float64((updates()-from)*256)/b.Elapsed().Seconds(), "samples/s")
 		})
+	}
+}
+
+// BenchmarkTrainerOverlap is a PPO trainer of minatar-breakout-ppo's
+// network on the CPU, fed batches of 64 MinAtar steps as fast as it takes
+// them (updates of 2048 steps, one epoch of minibatches of 512), taking
+// samples in and updating in turn (overlap=false) or at once
+// (overlap=true). samples/s is steps trained.
+func BenchmarkTrainerOverlap(b *testing.B) {
+	for _, overlap := range []bool{false, true} {
+		b.Run(fmt.Sprintf("overlap=%v", overlap), func(b *testing.B) {
+			c := newCluster(b)
+			tr := c.start(b, trainerworker.TypeName, 0)
+			c.run(b, tr.Name(), map[string]any{"env": "minatar-breakout",
+				"conv": []map[string]any{{"filters": 16, "kernel": 3, "stride": 1}}, "hidden": []int{128},
+				"activation": "relu", "shared_trunk": true, "batch_steps": 2048,
+				"ppo":           map[string]any{"epochs": 1, "minibatch_size": 512},
+				"max_staleness": 1 << 30, "threads": 1, "overlap": overlap})
+			stop := make(chan struct{})
+			fed := make(chan error, 1)
+			go func() { fed <- feedMinAtar(c.repo, stop, 64) }()
+			defer func() {
+				close(stop)
+				if err := <-fed; err != nil {
+					b.Error(err)
+				}
+			}()
+			updates := func() int64 { return c.trainerStats(b, tr.Name()).Updates }
+			eventually.True(b, time.Minute, "the first update", func() bool { return updates() > 0 })
+			b.ResetTimer()
+			from := updates()
+			eventually.True(b, 5*time.Minute, "the updates", func() bool { return updates() >= from+int64(b.N) })
+			b.ReportMetric(float64((updates()-from)*2048)/b.Elapsed().Seconds(), "samples/s")
+		})
+	}
+}
+
+// feedMinAtar posts MinAtar batches of n steps to the sample stream until stop
+// is closed, as fast as its consumer takes them: a back-pressured post
+// waits for room on the socket, as an actor does.
+func feedMinAtar(repo nameresolve.Repository, stop <-chan struct{}, n int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := stream.NewSampleProducer(ctx, stream.SampleProducerOptions{Repo: repo, Trial: testTrial})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	room := zmq.NewPoller()
+	room.Add(p.Socket(), zmq.POLLOUT)
+	rng := rand.New(rand.NewPCG(1, 3))
+	batches := make([]*api.SampleBatch, 16)
+	for i := range batches {
+		batches[i] = minAtarBatch(rng, n, 0)
+	}
+	for i := 0; ; {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		err := p.Post(batches[i%len(batches)])
+		switch {
+		case err == nil:
+			i++
+		case errors.Is(err, stream.ErrBackpressure):
+			if _, err := room.Poll(10 * time.Millisecond); err != nil {
+				return err
+			}
+		default:
+			return err
+		}
 	}
 }

@@ -365,14 +365,21 @@ func answerFetches(pub *paramstream.Publisher) error {
 }
 
 // take accounts for one batch and buffers it unless it is unusable or too
-// stale.
+// stale; one it does not buffer goes back to the consumer.
 func (w *ppoTrainer) take(b *api.SampleBatch) {
+	if !w.keep(b) {
+		w.recycle(b)
+	}
+}
+
+// keep is take but for the recycling: it reports whether b was buffered.
+func (w *ppoTrainer) keep(b *api.SampleBatch) bool {
 	n := b.Len()
 	if err := w.check(b); err != nil {
 		w.st.rejected++
 		w.warnings["batch"] = fmt.Sprintf("%d sample batches rejected; the last: %v", w.st.rejected, err)
 		w.logRated("trainer: sample batch rejected", "actor", b.ActorID, "err", err, "rejected", w.st.rejected)
-		return
+		return false
 	}
 	w.st.agents.add(b.AgentID)
 	// Every episode counts towards the return, stale or not: it happened,
@@ -394,19 +401,20 @@ func (w *ppoTrainer) take(b *api.SampleBatch) {
 		// parameters of a run this one resumed from an older checkpoint.
 		w.st.droppedFuture++
 		w.st.droppedSteps += int64(n)
-		return
+		return false
 	case lag > w.set.staleness:
 		w.st.lags.add(float64(lag))
 		w.metrics.PolicyLag.Observe(float64(lag))
 		w.st.droppedStale++
 		w.st.droppedSteps += int64(n)
 		w.metrics.DroppedStale.Add(float64(n))
-		return
+		return false
 	}
 	w.st.lags.add(float64(lag))
 	w.metrics.PolicyLag.Observe(float64(lag))
 	w.buffer = append(w.buffer, b)
 	w.bufLen += n
+	return true
 }
 
 // check verifies that PPO can use b, so that one bad batch is dropped here
@@ -542,6 +550,7 @@ func (w *ppoTrainer) beginUpdate() pendingUpdate {
 // err: a failure is rolled back, a success makes a version (checkpointed
 // and published as configured).
 func (w *ppoTrainer) finishUpdate(ctx context.Context, p pendingUpdate, u updated, err error) error {
+	w.recycle(p.batches...)
 	clear(p.batches)
 	w.spare = p.batches[:0]
 	st, steps := u.st, p.steps
@@ -769,8 +778,17 @@ func (w *ppoTrainer) closeStreams() error {
 	return nil
 }
 
+// recycle hands batches back to the consumer to decode into: the learner
+// keeps nothing of them.
+func (w *ppoTrainer) recycle(batches ...*api.SampleBatch) {
+	if w.cons != nil {
+		w.cons.Recycle(batches...)
+	}
+}
+
 // dropBuffer empties the buffer.
 func (w *ppoTrainer) dropBuffer() {
+	w.recycle(w.buffer...)
 	clear(w.buffer)
 	w.buffer, w.bufLen = w.buffer[:0], 0
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -81,13 +82,15 @@ type Config struct {
 	// (at least 64 samples each): a count, or "auto" (the default; a
 	// quarter of the node's cores, 1 to 8: worker.AutoThreads).
 	Threads worker.Threads `msgpack:"threads"`
-	// Overlap takes samples in while an update runs (nil: on wherever it
-	// can be): the learner computes on a goroutine of its own while the
-	// loop receives, checks and buffers the next update's batches and
-	// answers fetches and requests, instead of each in turn. Batches taken
-	// during an update are trained with the version it makes, one version
-	// staler than without: it needs max_staleness >= 1, and a trainer
-	// learning alone (a group's members update in step). false: in turn.
+	// Overlap takes samples in while an update runs: the learner computes
+	// on a goroutine of its own while the loop receives, checks and
+	// buffers the next update's batches and answers fetches and requests,
+	// instead of each in turn. Batches taken during an update are trained
+	// with the version it makes, one version staler than without: it
+	// needs max_staleness >= 1, and a trainer learning alone (a group's
+	// members update in step). nil: on for a learner on a GPU, whose
+	// update leaves the CPU free, where it can be; off on the CPU, where
+	// the update and the intake want the same cores (docs/trainers.md).
 	Overlap *bool `msgpack:"overlap"`
 	// MaxUpdates completes the worker after that many updates, counted
 	// from version 0 (a resumed trainer counts those of its checkpoint);
@@ -162,16 +165,14 @@ func parseConfig(args rpc.Args, index int) (settings, error) {
 	if err := cfg.KeepConfig.check(cfg.CheckpointDir); err != nil {
 		return s, err
 	}
-	if _, _, err := worker.ParseDevice(cfg.Device); err != nil {
+	kind, _, err := worker.ParseDevice(cfg.Device)
+	if err != nil {
 		return s, badConfig("%v", err)
 	}
 	s.memberSteps = (cfg.BatchSteps + cfg.GroupSize - 1) / cfg.GroupSize
-	s.overlap = s.staleness >= 1 && cfg.GroupSize <= 1
-	if cfg.Overlap != nil {
-		if *cfg.Overlap && !s.overlap {
-			return s, badConfig("overlap needs max_staleness >= 1 (it is %d) and a trainer learning alone (group_size %d)", s.staleness, cfg.GroupSize)
-		}
-		s.overlap = *cfg.Overlap
+	canOverlap := s.staleness >= 1 && cfg.GroupSize <= 1
+	if s.overlap, err = overlapFor(cfg.Overlap, kind, canOverlap); err != nil {
+		return s, badConfig("%v (max_staleness %d, group_size %d)", err, s.staleness, cfg.GroupSize)
 	}
 
 	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
@@ -196,6 +197,18 @@ func parseConfig(args rpc.Args, index int) (settings, error) {
 		return s, badConfig("%v", err)
 	}
 	return s, nil
+}
+
+// overlapFor is whether a trainer on a device of kind overlaps its intake
+// and its updates, as configured (nil: the default), where it can.
+func overlapFor(configured *bool, kind string, can bool) (bool, error) {
+	if configured == nil {
+		return can && kind != worker.DeviceCPU, nil
+	}
+	if *configured && !can {
+		return false, errors.New("overlap needs max_staleness >= 1 and a trainer learning alone")
+	}
+	return *configured, nil
 }
 
 func badConfig(format string, args ...any) error {

@@ -27,6 +27,7 @@ import (
 	"github.com/distrl/distrl/telemetry"
 	"github.com/distrl/distrl/worker"
 	"github.com/distrl/distrl/worker/member"
+	"github.com/distrl/distrl/worker/offload"
 	zmq "github.com/pebbe/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -53,6 +54,10 @@ type DQNConfig struct {
 	// "default" both).
 	ReplayStream string `msgpack:"replay_stream"`
 	ReplayTable  string `msgpack:"replay_table"`
+	// Overlap decodes the next sampled batch while an update runs, as
+	// for PPO: only for a trainer learning alone (a group's members step
+	// together); nil: on for a learner on a GPU, off on the CPU.
+	Overlap *bool `msgpack:"overlap"`
 	// BatchSize transitions per update (64); InFlight sample requests kept
 	// waiting per replay shard (2), each held by the shard's rate limiter
 	// up to SampleTimeoutMs (2000).
@@ -111,7 +116,16 @@ type dqnTrainer struct {
 	version  int64
 	inflight map[int64]int // sample request id -> shard
 	td       []float64
-	batch    dqn.Batch
+	// steps are the decoded batches, their storage reused: the one an
+	// update runs on (running) and one decoded meanwhile (ready, nil:
+	// none).
+	steps  [2]dqnStep
+	ready  *dqnStep
+	obsDim int // the network's, to check items against
+	// job runs the updates while the loop decodes the next batch
+	// (DQNConfig.Overlap); nil: in turn. running is the step it runs.
+	job      *offload.Job[dqnUpdated]
+	running  *dqnStep
 	tr       localreplay.Transition // a sampled item, decoded; its storage reused
 	dec      *zsock.Decoder
 	lastStat dqn.Stats
@@ -127,6 +141,20 @@ type dqnTrainer struct {
 	warnings                                                                     map[string]string
 	evalSeed                                                                     int64
 	engines                                                                      Engines
+}
+
+// dqnStep is a sampled batch decoded for an update.
+type dqnStep struct {
+	batch dqn.Batch
+	ids   []int64 // the items' ids at their shard, for the priorities
+	shard int
+}
+
+// dqnUpdated is what an update on the job returns.
+type dqnUpdated struct {
+	st   dqn.Stats
+	td   []float64
+	took time.Duration
 }
 
 func newDQN(info worker.Info, m *telemetry.Trainer, engines Engines) *dqnTrainer {
@@ -171,9 +199,15 @@ func parseDQNConfig(args rpc.Args, index int) (DQNConfig, dqn.Config, policy.Con
 	if err := cfg.KeepConfig.check(cfg.CheckpointDir); err != nil {
 		return cfg, dcfg, pc, err
 	}
-	if _, _, err := worker.ParseDevice(cfg.Device); err != nil {
+	kind, _, err := worker.ParseDevice(cfg.Device)
+	if err != nil {
 		return cfg, dcfg, pc, dqnBad("%v", err)
 	}
+	overlap, err := overlapFor(cfg.Overlap, kind, cfg.GroupSize <= 1)
+	if err != nil {
+		return cfg, dcfg, pc, dqnBad("%v (group_size %d)", err, cfg.GroupSize)
+	}
+	cfg.Overlap = &overlap // what Configure reads
 	dcfg = dqn.DefaultConfig()
 	if err := worker.DecodeConfig(rpc.RawArgs(cfg.DQN), "trainer config: dqn", &dcfg); err != nil {
 		return cfg, dcfg, pc, err
@@ -181,7 +215,7 @@ func parseDQNConfig(args rpc.Args, index int) (DQNConfig, dqn.Config, policy.Con
 	if err := dcfg.Validate(); err != nil {
 		return cfg, dcfg, pc, dqnBad("%v", err)
 	}
-	pc, err := policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
+	pc, err = policy.ConfigForEnv(cfg.Env, cfg.EnvConfig)
 	if err != nil {
 		return cfg, dcfg, pc, dqnBad("%v", err)
 	}
@@ -224,8 +258,16 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 		_ = learner.Close()
 		return dqnBad("%v", err)
 	}
+	w.settle(ctx)
 	w.close()
-	w.cfg, w.dcfg, w.learner, w.evalEnv = cfg, dcfg, learner, evalEnv
+	if *cfg.Overlap {
+		if w.job, err = offload.New[dqnUpdated](); err != nil {
+			_ = learner.Close()
+			_ = evalEnv.Close()
+			return fmt.Errorf("trainer: %w", err)
+		}
+	}
+	w.cfg, w.dcfg, w.learner, w.evalEnv, w.obsDim = cfg, dcfg, learner, evalEnv, learner.Spec().ObsDim
 	w.hash = configHash(cfg.Policy, learner.Spec()) + fmt.Sprintf("-dueling=%v", dcfg.Dueling)
 	w.version, w.trained, w.resumed = 0, 0, -1
 	w.inflight = map[int64]int{}
@@ -266,7 +308,7 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 	}
 	w.log.Info("trainer configured", "algorithm", AlgoDQN, "policy", cfg.Policy, "env", cfg.Env,
 		"params", learner.Online().NumParams(), "version", w.version, "dueling", dcfg.Dueling, "batch_size", cfg.BatchSize,
-		"group_size", cfg.GroupSize, "rank", w.info.Index, "device", cmp.Or(cfg.Device, worker.DeviceCPU))
+		"group_size", cfg.GroupSize, "rank", w.info.Index, "device", cmp.Or(cfg.Device, worker.DeviceCPU), "overlap", w.job != nil)
 	return nil
 }
 
@@ -383,33 +425,115 @@ func (w *dqnTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 			}
 		}
 	}
-	// One step per sampled batch; a group's members take each together,
-	// after a barrier that never blocks.
-	for range updatesPerPoll {
-		if !ready || len(w.pending) == 0 {
-			break
-		}
-		if ok, err := w.grp.arrive(); err != nil || !ok {
-			if err != nil {
-				return res, err
-			}
-			break
-		}
-		r := w.pending[0]
-		w.pending[0] = nil
-		w.pending = w.pending[1:]
-		if err := w.train(ctx, r); err != nil {
+	if w.job != nil {
+		if err := w.overlapSteps(ctx); err != nil {
 			return res, err
 		}
+	} else if err := w.stepsInTurn(ctx, ready); err != nil {
+		return res, err
 	}
 	if ready {
 		w.request()
 	}
-	res.Done = w.cfg.MaxUpdates > 0 && w.version >= w.cfg.MaxUpdates
+	res.Done = w.reachedMax()
 	return res, nil
 }
 
+// reachedMax reports whether the trainer has made max_updates versions.
+func (w *dqnTrainer) reachedMax() bool { return w.cfg.MaxUpdates > 0 && w.version >= w.cfg.MaxUpdates }
+
 func (w *dqnTrainer) answerFetches() error { return answerFetches(w.pub) }
+
+// stepsInTurn makes one step per sampled batch, decoding and updating in
+// turn; a group's members take each together, after a barrier that never
+// blocks.
+func (w *dqnTrainer) stepsInTurn(ctx context.Context, ready bool) error {
+	for range updatesPerPoll {
+		if !ready || len(w.pending) == 0 {
+			return nil
+		}
+		if ok, err := w.grp.arrive(); err != nil || !ok {
+			return err
+		}
+		s := w.decode(w.popPending())
+		if s.batch.Len() == 0 && w.grp == nil {
+			continue // a group's member takes part with nothing to add
+		}
+		runHook()
+		begin := time.Now()
+		st, td, err := w.learner.UpdateGroup(ctx, &s.batch, w.td, w.grp.reducer())
+		if err := w.finishStep(ctx, s, dqnUpdated{st: st, td: td, took: time.Since(begin)}, err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// overlapSteps finishes the update on the job if it is done, starts the
+// next on a decoded batch, and decodes the one after while it runs.
+func (w *dqnTrainer) overlapSteps(ctx context.Context) error {
+	for range updatesPerPoll {
+		if w.running != nil {
+			r, ok := w.job.Done()
+			if !ok {
+				break
+			}
+			s := w.running
+			w.running = nil
+			if err := w.finishStep(ctx, s, r.Value, r.Err); err != nil {
+				return err
+			}
+		}
+		for w.ready == nil && len(w.pending) > 0 {
+			if s := w.decode(w.popPending()); s.batch.Len() > 0 {
+				w.ready = s
+			}
+		}
+		if w.ready == nil || w.reachedMax() {
+			return nil
+		}
+		s, learner, td := w.ready, w.learner, w.td
+		w.ready = nil
+		if err := w.job.Start(func() (dqnUpdated, error) {
+			runHook()
+			begin := time.Now()
+			st, td, err := learner.Update(&s.batch, td)
+			return dqnUpdated{st: st, td: td, took: time.Since(begin)}, err
+		}); err != nil {
+			return fmt.Errorf("trainer: %w", err)
+		}
+		w.running = s
+	}
+	// The update runs: decode the next batch meanwhile.
+	for w.ready == nil && len(w.pending) > 0 {
+		if s := w.decode(w.popPending()); s.batch.Len() > 0 {
+			w.ready = s
+		}
+	}
+	return nil
+}
+
+// settle waits for an update running on the job and finishes it, before
+// the learner is checkpointed, replaced or closed.
+func (w *dqnTrainer) settle(ctx context.Context) {
+	if w.running == nil {
+		return
+	}
+	r, _ := w.job.Wait()
+	s := w.running
+	w.running = nil
+	if err := w.finishStep(ctx, s, r.Value, r.Err); err != nil {
+		w.log.Warn("trainer: finishing the last update", "err", err)
+	}
+}
+
+// popPending takes the oldest sampled batch.
+func (w *dqnTrainer) popPending() *replaystream.Reply {
+	r := w.pending[0]
+	w.pending[0] = nil
+	w.pending = w.pending[1:]
+	return r
+}
 
 // memberBatch is how many transitions this trainer samples for a step:
 // its share of batch_size in a group.
@@ -452,7 +576,10 @@ func (w *dqnTrainer) request() {
 	for _, s := range w.inflight {
 		per[s]++
 	}
-	for _, r := range w.pending { // sampled, not trained on yet
+	// Sampled and not decoded yet; one decoded while an update runs no
+	// longer holds a place, so the replay keeps InFlight requests while
+	// the trainer has a batch in hand.
+	for _, r := range w.pending {
 		per[r.Shard]++
 	}
 	for _, shard := range w.client.Shards() {
@@ -468,13 +595,20 @@ func (w *dqnTrainer) request() {
 	}
 }
 
-// train makes one update on a sampled batch and sends the priorities back.
-func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
-	b := &w.batch
+// decode decodes a sampled batch into the step that is neither running
+// nor ready (there is one whenever ready is nil); items that are
+// not transitions of the network's observations are left out (and
+// warned of).
+func (w *dqnTrainer) decode(r *replaystream.Reply) *dqnStep {
+	s := &w.steps[0]
+	if s == w.running || s == w.ready {
+		s = &w.steps[1]
+	}
+	b := &s.batch
 	b.Obs, b.NextObs, b.Actions, b.Rewards, b.Discounts, b.Weights = b.Obs[:0], b.NextObs[:0], b.Actions[:0], b.Rewards[:0], b.Discounts[:0], b.Weights[:0]
-	d := w.learner.Spec().ObsDim
+	s.ids, s.shard = s.ids[:0], r.Shard
+	d := w.obsDim
 	tr := &w.tr
-	ids := make([]int64, 0, len(r.Items))
 	for i, data := range r.Items {
 		if err := localreplay.DecodeTransition(w.dec, data, tr); err != nil || tr.Obs.Len() != d || tr.NextObs.Len() != d {
 			w.warnings["batch"] = fmt.Sprintf("an item of shard %d is not a transition of %d-float observations: %v", r.Shard, d, err)
@@ -483,13 +617,15 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 		b.Obs, b.NextObs = append(b.Obs, tr.Obs.Data...), append(b.NextObs, tr.NextObs.Data...)
 		b.Actions, b.Rewards, b.Discounts = append(b.Actions, tr.Action), append(b.Rewards, tr.Reward), append(b.Discounts, tr.Discount)
 		b.Weights = append(b.Weights, float32(r.Weights.Data[i]))
-		ids = append(ids, r.IDs.Data[i])
+		s.ids = append(s.ids, r.IDs.Data[i])
 	}
-	if len(ids) == 0 && w.grp == nil {
-		return nil // a group's member takes part with nothing to add
-	}
-	begin := time.Now()
-	st, td, err := w.learner.UpdateGroup(ctx, b, w.td, w.grp.reducer())
+	return s
+}
+
+// finishStep accounts for the update of s, whose learner returned u and
+// err, and sends the batch's priorities back.
+func (w *dqnTrainer) finishStep(ctx context.Context, s *dqnStep, u dqnUpdated, err error) error {
+	st, td, ids := u.st, u.td, s.ids
 	w.td = td
 	if errors.Is(err, collective.ErrBroken) {
 		w.log.Warn("trainer: group broke during a step; forming again", "version", w.version, "err", err)
@@ -503,7 +639,7 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 	}
 	delete(w.warnings, "update")
 	w.grp.updated()
-	w.lastStep = time.Since(begin)
+	w.lastStep = u.took
 	w.lastStat = st
 	w.version++
 	w.trained += int64(len(ids))
@@ -515,7 +651,7 @@ func (w *dqnTrainer) train(ctx context.Context, r *replaystream.Reply) error {
 		for i, x := range td {
 			prios[i] = x + 1e-6
 		}
-		if _, err := w.client.Send(r.Shard, &replaystream.Request{Op: replaystream.OpUpdate, Table: w.cfg.ReplayTable,
+		if _, err := w.client.Send(s.shard, &replaystream.Request{Op: replaystream.OpUpdate, Table: w.cfg.ReplayTable,
 			IDs: api.Tensor[int64]{Shape: []int{len(ids)}, Data: ids}, Priorities: api.Tensor[float64]{Shape: []int{len(prios)}, Data: prios}}); err == nil {
 			w.prioritySent += int64(len(ids))
 		}
@@ -623,8 +759,15 @@ func (w *dqnTrainer) IdleFor() time.Duration {
 }
 
 // WaitFds and PrepareWait: a group's member at the barrier also wakes for
-// its shared-memory doorbell.
-func (w *dqnTrainer) WaitFds() []int    { return w.grp.waitFds() }
+// its shared-memory doorbell, an overlapping trainer when its update is
+// done.
+func (w *dqnTrainer) WaitFds() []int {
+	fds := w.grp.waitFds()
+	if w.job != nil {
+		fds = append(fds, w.job.Fd())
+	}
+	return fds
+}
 func (w *dqnTrainer) PrepareWait() bool { return w.grp.prepareWait() }
 
 // Note says where the trainer stands in its group, if it has one.
@@ -650,7 +793,8 @@ func (w *dqnTrainer) Stats() map[string]any {
 		"mean_td": w.lastStat.MeanTD, "grad_norm": w.lastStat.GradNorm, member.StatEpisodes: w.episodes,
 		"sample_errors": w.sampleErrors, "update_errors": w.updateErrors, "priorities_sent": w.prioritySent,
 		"checkpoints": w.checkpoints, "checkpoint_failures": w.ckptFailures, "resumed_from": w.resumed,
-		"device": cmp.Or(w.cfg.Device, worker.DeviceCPU),
+		"device": cmp.Or(w.cfg.Device, worker.DeviceCPU), "overlap": w.job != nil,
+		"updating": w.running != nil,
 	}
 	if w.client != nil {
 		out["replay_shards"] = len(w.client.Shards())
@@ -685,6 +829,11 @@ func (w *dqnTrainer) close() error {
 	}
 	clear(w.pending)
 	w.pending = w.pending[:0]
+	w.ready = nil
+	if w.job != nil {
+		errs = append(errs, w.job.Close())
+		w.job = nil
+	}
 	if w.evalEnv != nil {
 		errs = append(errs, w.evalEnv.Close())
 		w.evalEnv = nil
@@ -694,6 +843,7 @@ func (w *dqnTrainer) close() error {
 
 // Close checkpoints what it has and closes the streams.
 func (w *dqnTrainer) Close() error {
+	w.settle(context.Background())
 	if w.learner != nil && w.cfg.CheckpointDir != "" && w.grp.leads() {
 		w.checkpoint()
 	}

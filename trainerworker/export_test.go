@@ -1,6 +1,6 @@
 package trainerworker
 
-// SetUpdateHook makes f run before each PPO update's arithmetic, on the
+// SetUpdateHook makes f run before each update's arithmetic, on the
 // goroutine that runs it, until the returned function undoes it.
 func SetUpdateHook(f func()) (undo func()) {
 	testHookUpdate.Store(&f)

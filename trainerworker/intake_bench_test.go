@@ -44,12 +44,20 @@ func minAtarBatch(rng *rand.Rand, n int, v int64) *api.SampleBatch {
 // network too small to cost anything (no convolution, 8 hidden units), so
 // that what is measured is receiving, decoding, buffering and flattening
 // the samples, GAE, and publishing: what a GPU trainer's process still
-// does on its CPU. samples/s is steps trained.
+// does on its CPU. samples/s is steps trained, taking in and updating in
+// turn (overlap=false, the CPU's default) or at once (overlap=true, a GPU
+// learner's).
 func BenchmarkTrainerIntake(b *testing.B) {
+	for _, overlap := range []bool{false, true} {
+		b.Run(fmt.Sprintf("overlap=%v", overlap), func(b *testing.B) { benchTrainerIntake(b, overlap) })
+	}
+}
+
+func benchTrainerIntake(b *testing.B, overlap bool) {
 	c := newCluster(b)
 	tr := c.start(b, trainerworker.TypeName, 0)
 	c.run(b, tr.Name(), map[string]any{"env": "minatar-breakout", "hidden": []int{8}, "batch_steps": 8192,
-		"ppo": map[string]any{"epochs": 1, "minibatch_size": 8192}, "max_staleness": 1000, "threads": 1})
+		"ppo": map[string]any{"epochs": 1, "minibatch_size": 8192}, "max_staleness": 1000, "threads": 1, "overlap": overlap})
 	prod := newProducer(b, c.repo)
 	rng := rand.New(rand.NewPCG(1, 1))
 	batches := make([]*api.SampleBatch, 16)
@@ -77,52 +85,59 @@ func BenchmarkTrainerIntake(b *testing.B) {
 // transitions, no rate limit), decoded, and their priorities sent back,
 // on a network too small to cost anything, with in_flight sample requests
 // waiting at the replay. samples/s is transitions trained on: with a
-// learner on a GPU (525k samples/s at batch 512) this is the bound.
+// learner on a GPU (525k samples/s at batch 512) this is the bound. In
+// turn (overlap=false, the CPU's default) or decoding the next batch
+// while an update runs (overlap=true, a GPU learner's).
 func BenchmarkDQNTrainerIntake(b *testing.B) {
 	for _, inFlight := range []int{2, 8} {
-		b.Run(fmt.Sprintf("in_flight=%d", inFlight), func(b *testing.B) {
-			c := newCluster(b)
-			rp := c.start(b, replayworker.TypeName, 0)
-			c.run(b, rp.Name(), map[string]any{"tables": []map[string]any{{"name": "default", "alpha": 0.6, "beta": 0.4,
-				"limiter": map[string]any{"min_size": 256}}}})
-			tr := c.start(b, trainerworker.TypeName, 0)
-			c.run(b, tr.Name(), map[string]any{"algorithm": "dqn", "env": "minatar-breakout", "hidden": []int{8}, "batch_size": 256,
-				"in_flight": inFlight, "eval_every": 1 << 30, "publish_every": 20, "dqn": map[string]any{"dueling": true}})
-			cl, err := replaystream.NewClient(workertest.Ctx(b, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
-			if err != nil {
-				b.Fatal(err)
+		for _, overlap := range []bool{false, true} {
+			b.Run(fmt.Sprintf("in_flight=%d/overlap=%v", inFlight, overlap), func(b *testing.B) { benchDQNIntake(b, inFlight, overlap) })
+		}
+	}
+}
+
+func benchDQNIntake(b *testing.B, inFlight int, overlap bool) {
+	c := newCluster(b)
+	rp := c.start(b, replayworker.TypeName, 0)
+	c.run(b, rp.Name(), map[string]any{"tables": []map[string]any{{"name": "default", "alpha": 0.6, "beta": 0.4,
+		"limiter": map[string]any{"min_size": 256}}}})
+	tr := c.start(b, trainerworker.TypeName, 0)
+	c.run(b, tr.Name(), map[string]any{"algorithm": "dqn", "env": "minatar-breakout", "hidden": []int{8}, "batch_size": 256,
+		"in_flight": inFlight, "eval_every": 1 << 30, "publish_every": 20, "dqn": map[string]any{"dueling": true},
+		"overlap": overlap})
+	cl, err := replaystream.NewClient(workertest.Ctx(b, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cl.Close() })
+	rng := rand.New(rand.NewPCG(1, 2))
+	frame := func() api.Frames {
+		f := api.NewFrames(api.NewTensor[float32](10, 10, 4))
+		for i := range f.Data {
+			if rng.IntN(10) == 0 {
+				f.Data[i] = 1
 			}
-			b.Cleanup(func() { cl.Close() })
-			rng := rand.New(rand.NewPCG(1, 2))
-			frame := func() api.Frames {
-				f := api.NewFrames(api.NewTensor[float32](10, 10, 4))
-				for i := range f.Data {
-					if rng.IntN(10) == 0 {
-						f.Data[i] = 1
-					}
-				}
-				return f
-			}
-			for range 10 {
-				insertTransitions(b, cl, 500, func() localreplay.Transition {
-					return localreplay.Transition{Obs: frame(), NextObs: frame(), Action: rng.Int32N(6), Discount: 0.97}
-				})
-			}
-			updates := func() int64 {
-				var s struct {
-					Updates int64 `msgpack:"updates"`
-				}
-				c.request(b, tr.Name(), "stats", nil, &s)
-				return s.Updates
-			}
-			eventually.True(b, 20*time.Second, "the first update", func() bool { return updates() > 0 })
-			b.ResetTimer()
-			from := updates()
-			want := from + int64(b.N)
-			eventually.True(b, 5*time.Minute, "the updates", func() bool { return updates() >= want })
-			b.ReportMetric(float64((updates()-from)*256)/b.Elapsed().Seconds(), "samples/s")
+		}
+		return f
+	}
+	for range 10 {
+		insertTransitions(b, cl, 500, func() localreplay.Transition {
+			return localreplay.Transition{Obs: frame(), NextObs: frame(), Action: rng.Int32N(6), Discount: 0.97}
 		})
 	}
+	updates := func() int64 {
+		var s struct {
+			Updates int64 `msgpack:"updates"`
+		}
+		c.request(b, tr.Name(), "stats", nil, &s)
+		return s.Updates
+	}
+	eventually.True(b, 20*time.Second, "the first update", func() bool { return updates() > 0 })
+	b.ResetTimer()
+	from := updates()
+	want := from + int64(b.N)
+	eventually.True(b, 5*time.Minute, "the updates", func() bool { return updates() >= want })
+	b.ReportMetric(float64((updates()-from)*256)/b.Elapsed().Seconds(), "samples/s")
 }
 
 // BenchmarkTrainerOverlap is a PPO trainer of minatar-breakout-ppo's

@@ -1,8 +1,10 @@
 package trainerworker_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,10 +39,10 @@ func TestOverlap(t *testing.T) {
 		// What the three batches make: versions, and batches too stale.
 		wantVersion, wantStale int64
 	}{
-		{"default", map[string]any{}, true, 3, 0},
-		{"on", map[string]any{"overlap": true, "max_staleness": 1}, true, 2, 1},
-		{"off", map[string]any{"overlap": false}, false, 3, 0},
-		{"max_staleness 0", map[string]any{"max_staleness": 0}, false, 1, 2},
+		{"on", map[string]any{"overlap": true}, true, 3, 0},
+		{"on, max_staleness 1", map[string]any{"overlap": true, "max_staleness": 1}, true, 2, 1},
+		{"default on the CPU", map[string]any{}, false, 3, 0},
+		{"off, max_staleness 0", map[string]any{"overlap": false, "max_staleness": 0}, false, 1, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			entered := make(chan struct{}, 4)
@@ -137,5 +139,75 @@ func checkEnd(t *testing.T, c *cluster, name string, wantVersion, wantStale int6
 	})
 	if s := c.trainerStats(t, name); s.Trained != 64*wantVersion {
 		t.Errorf("%d samples trained, want %d", s.Trained, 64*wantVersion)
+	}
+}
+
+// TestDQNOverlap holds each DQN update at a gate: overlapping, the trainer
+// answers meanwhile, and sends the held update's priorities only once it
+// is let go; in turn, its loop is in the update and answers nothing.
+func TestDQNOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  map[string]any
+		want bool
+	}{
+		{"on", map[string]any{"overlap": true}, true},
+		{"default on the CPU", map[string]any{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entered := make(chan struct{}, 1)
+			gate := make(chan struct{})
+			var let sync.Once
+			t.Cleanup(trainerworker.SetUpdateHook(func() {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				<-gate
+			}))
+			t.Cleanup(func() { let.Do(func() { close(gate) }) })
+			c := newCluster(t)
+			cfg := map[string]any{"batch_size": 32, "eval_every": 1 << 20}
+			for k, v := range tc.cfg {
+				cfg[k] = v
+			}
+			_, tr := startDQN(t, c, cfg)
+			select {
+			case <-entered:
+			case <-time.After(20 * time.Second):
+				t.Fatal("no update began")
+			}
+			var st struct {
+				Overlap        bool  `msgpack:"overlap"`
+				Updating       bool  `msgpack:"updating"`
+				Updates        int64 `msgpack:"updates"`
+				PrioritiesSent int64 `msgpack:"priorities_sent"`
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			err := c.panel.Request(ctx, tr.Name(), member.CmdStats, nil, &st)
+			if !tc.want {
+				if err == nil {
+					t.Fatal("stats answered while the loop is in its update")
+				}
+				let.Do(func() { close(gate) })
+				eventually.True(t, 20*time.Second, "updates once let go", func() bool {
+					c.request(t, tr.Name(), member.CmdStats, nil, &st)
+					return st.Updates > 2 && !st.Overlap
+				})
+				return
+			}
+			if err != nil {
+				t.Fatalf("stats while an update is held: %v", err)
+			}
+			if !st.Overlap || !st.Updating || st.Updates != 0 || st.PrioritiesSent != 0 {
+				t.Fatalf("while the first update is held: %+v", st)
+			}
+			let.Do(func() { close(gate) })
+			eventually.True(t, 20*time.Second, "updates and priorities once let go", func() bool {
+				c.request(t, tr.Name(), member.CmdStats, nil, &st)
+				return st.Updates > 2 && st.PrioritiesSent >= 3*32
+			})
+		})
 	}
 }

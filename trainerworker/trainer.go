@@ -471,8 +471,8 @@ func finite(x []float32) bool {
 	return true
 }
 
-// testHookUpdate, set by tests only, runs before each PPO update's
-// arithmetic, on the goroutine that runs it.
+// testHookUpdate, set by tests only, runs before each update's
+// arithmetic (PPO and DQN), on the goroutine that runs it.
 var testHookUpdate atomic.Pointer[func()]
 
 // runHook runs testHookUpdate if it is set.

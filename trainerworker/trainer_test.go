@@ -39,6 +39,7 @@ func TestConfigureRejectsBadConfig(t *testing.T) {
 		{"overlap with max_staleness 0", map[string]any{"overlap": true, "max_staleness": 0}},
 		{"overlap in a group", map[string]any{"overlap": true, "group_size": 2}},
 		{"overlap not a bool", map[string]any{"overlap": "yes"}},
+		{"dqn: overlap in a group", map[string]any{"algorithm": "dqn", "overlap": true, "group_size": 2}},
 		{"negative publish_every", map[string]any{"publish_every": -2}},
 		{"negative checkpoint_every", map[string]any{"checkpoint_every": -2}},
 		{"negative max_updates", map[string]any{"max_updates": -2}},

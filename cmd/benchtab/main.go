@@ -145,8 +145,14 @@ var rows = slices.Concat([]row{
 	{"DQN update of MinAtar's network on the CPU, batch=512 (samples/s)", "dqn.BenchmarkUpdate/net=minatar/batch=512 samples/s", "", true},
 	{"PPO update, minibatch=256, threads=2 vs 1 (samples/s)", "ppo.BenchmarkPPOUpdate/threads=2/minibatch=256 samples/s", "ppo.BenchmarkPPOUpdate/minibatch=256 samples/s", true},
 	{"PPO update, minibatch=1024, threads=2 vs 1 (samples/s)", "ppo.BenchmarkPPOUpdate/threads=2/minibatch=1024 samples/s", "ppo.BenchmarkPPOUpdate/minibatch=1024 samples/s", true},
-	{"PPO trainer's intake at MinAtar's size, learning aside (samples/s)", "trainerworker.BenchmarkTrainerIntake samples/s", "", true},
-	{"DQN trainer's intake at MinAtar's size, batches of 256, learning aside (samples/s)", "trainerworker.BenchmarkDQNTrainerIntake/in_flight=2 samples/s", "", true},
+	{"PPO trainer's intake at MinAtar's size, learning aside (samples/s)", "trainerworker.BenchmarkTrainerIntake/overlap=false samples/s", "", true},
+	{"DQN trainer's intake at MinAtar's size, batches of 256, learning aside (samples/s)", "trainerworker.BenchmarkDQNTrainerIntake/in_flight=2/overlap=false samples/s", "", true},
+	// Taking samples in while the update runs (overlap: a GPU learner's
+	// default) against in turn (the CPU's), same run. The 2-core machine
+	// has no core to spare for it when the update is on the CPU.
+	{"PPO trainer's intake, overlapping vs in turn (samples/s)", "trainerworker.BenchmarkTrainerIntake/overlap=true samples/s", "trainerworker.BenchmarkTrainerIntake/overlap=false samples/s", true},
+	{"DQN trainer's intake, in_flight=8, overlapping vs in turn (samples/s)", "trainerworker.BenchmarkDQNTrainerIntake/in_flight=8/overlap=true samples/s", "trainerworker.BenchmarkDQNTrainerIntake/in_flight=8/overlap=false samples/s", true},
+	{"PPO trainer of MinAtar's network on the CPU, overlapping vs in turn (samples/s)", "trainerworker.BenchmarkTrainerOverlap/overlap=true samples/s", "trainerworker.BenchmarkTrainerOverlap/overlap=false samples/s", true},
 	{"policy lag at the trainer, p50 (versions)", "e2e.BenchmarkLearnCartPole lag-p50", "", false},
 	{"policy lag at the trainer, p99 (versions)", "e2e.BenchmarkLearnCartPole lag-p99", "", false},
 	// Replay (package replay): a prioritized table of 1M items against the

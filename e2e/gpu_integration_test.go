@@ -183,18 +183,31 @@ func BenchmarkMinAtarCUDA(b *testing.B) {
 		b.Skipf("no GPU: %s", cudaBin.list)
 	}
 	window := cmp.Or(os.Getenv("MINATAR_CUDA_WINDOW"), "75s")
+	// The GPU trainers take samples in while they update (overlap, their
+	// default); the rows with "/overlap=false" run them in turn, to
+	// measure what that is worth.
 	for _, c := range []struct {
 		exp, trainer, window string
+		inTurn               bool
 	}{
-		{"minatar-breakout-ppo-cuda", "cuda:0", window},
-		{"minatar-breakout-ppo-cuda", "cpu", "45s"},
-		{"minatar-breakout-apex-cuda", "cuda:0", "45s"},
-		{"minatar-breakout-apex", "cpu", "45s"},
+		{"minatar-breakout-ppo-cuda", "cuda:0", window, false},
+		{"minatar-breakout-ppo-cuda", "cuda:0", "45s", true},
+		{"minatar-breakout-ppo-cuda", "cpu", "45s", false},
+		{"minatar-breakout-apex-cuda", "cuda:0", "45s", false},
+		{"minatar-breakout-apex-cuda", "cuda:0", "45s", true},
+		{"minatar-breakout-apex", "cpu", "45s", false},
 	} {
-		b.Run(fmt.Sprintf("exp=%s/trainer=%s", c.exp, c.trainer), func(b *testing.B) {
+		name := fmt.Sprintf("exp=%s/trainer=%s", c.exp, c.trainer)
+		args := []string{"start", "--workdir", "", c.exp, "t", "--set", "stop.wall_time=" + c.window,
+			"--set", "workers.trainer.config.device=" + c.trainer}
+		if c.inTurn {
+			name += "/overlap=false"
+			args = append(args, "--set", "workers.trainer.config.overlap=false")
+		}
+		b.Run(name, func(b *testing.B) {
 			work := b.TempDir()
-			_, errOut, code := runOutputs(b, 5*time.Minute, noNameServer, "start", "--workdir", work, c.exp, "t",
-				"--set", "stop.wall_time="+c.window, "--set", "workers.trainer.config.device="+c.trainer)
+			args[2] = work
+			_, errOut, code := runOutputs(b, 5*time.Minute, noNameServer, args...)
 			if code != 0 {
 				b.Fatalf("rlctl start exited %d: %s", code, errOut)
 			}

@@ -90,7 +90,7 @@ type Config struct {
 	// needs max_staleness >= 1, and a trainer learning alone (a group's
 	// members update in step). nil: on for a learner on a GPU, whose
 	// update leaves the CPU free, where it can be; off on the CPU, where
-	// the update and the intake want the same cores (docs/trainers.md).
+	// the update and the intake want the same cores (docs/gpu.md).
 	Overlap *bool `msgpack:"overlap"`
 	// MaxUpdates completes the worker after that many updates, counted
 	// from version 0 (a resumed trainer counts those of its checkpoint);

@@ -411,6 +411,10 @@ func gpuRows() []row {
 			measured: minatar + "minatar-breakout-ppo-cuda/trainer=cuda:0 trained/s", limit: minatar + "minatar-breakout-ppo-cuda/trainer=cpu trained/s", higherIsBetter: true},
 		row{title: "minatar-breakout-apex-cuda vs minatar-breakout-apex (frames/s)",
 			measured: minatar + "minatar-breakout-apex-cuda/trainer=cuda:0 frames/s", limit: minatar + "minatar-breakout-apex/trainer=cpu frames/s", higherIsBetter: true},
+		row{title: "minatar-breakout-ppo-cuda: GPU trainer overlapping vs in turn (trainer samples/s)",
+			measured: minatar + "minatar-breakout-ppo-cuda/trainer=cuda:0 trained/s", limit: minatar + "minatar-breakout-ppo-cuda/trainer=cuda:0/overlap=false trained/s", higherIsBetter: true},
+		row{title: "minatar-breakout-apex-cuda: GPU learner overlapping vs in turn (frames/s)",
+			measured: minatar + "minatar-breakout-apex-cuda/trainer=cuda:0 frames/s", limit: minatar + "minatar-breakout-apex-cuda/trainer=cuda:0/overlap=false frames/s", higherIsBetter: true},
 	)
 	for _, net := range []string{"64x64", "512x512"} {
 		key := fmt.Sprintf("e2e.BenchmarkPipelineCUDA/net=%s/device=", net)

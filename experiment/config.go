@@ -68,8 +68,8 @@ type Config struct {
 type Group struct {
 	// Type is the worker type; empty: the group's name is its type.
 	Type string `json:"type,omitempty"`
-	// Count is how many: a number, or "auto" for a policy group, which
-	// ResolveCounts turns into one on the machine of the controller.
+	// Count is how many: a number, or "auto" for a policy or sink group,
+	// which ResolveCounts turns into one on the machine of the controller.
 	Count Count `json:"count"`
 	// PerProcess is how many of the group's workers one process hosts
 	// (`rlctl worker --count`): worker i runs in process i/PerProcess, the
@@ -94,8 +94,9 @@ type Group struct {
 // Count is a group's number of workers: an integer >= 0, or Auto.
 type Count int
 
-// Auto is count: auto, which only the policy group may give:
-// ResolveCounts replaces it by AutoPolicyWorkers. No number decodes to it.
+// Auto is count: auto, which only policy and sink groups may give:
+// ResolveCounts replaces it by AutoPolicyWorkers or AutoSinks. No number
+// decodes to it.
 const Auto Count = math.MinInt
 
 // autoText is how Auto is written.
@@ -146,6 +147,19 @@ func AutoPolicyWorkers(cores, actors int) int {
 	return max(n, 1)
 }
 
+// actorsPerSink is how many actors' samples one sink of count: auto takes:
+// at rings of 64 CartPoles a sink's process spent 0.42 us a step against
+// an actor process's 1.2 (docs/dataplane.md), so four actors keep a sink
+// about as busy as an actor's process and one sink cannot bound 14.
+const actorsPerSink = 4
+
+// AutoSinks is what count: auto means for sinks: one per 4 actors (actors
+// < 0: no actor group), at least 1. Actors' sample producers hand their
+// messages to the stream's consumers in turn, so the sinks share the load.
+func AutoSinks(actors int) int {
+	return max((actors+actorsPerSink-1)/actorsPerSink, 1)
+}
+
 // ResolveCounts replaces count: auto by its number for a controller on a
 // machine of cores cores (runtime.NumCPU()); counts already numbers stay.
 // The controller calls it before it starts anything; rlctl start before
@@ -160,6 +174,9 @@ func (c *Config) ResolveCounts(cores int) {
 	for name, g := range c.Workers {
 		if g.Count == Auto {
 			g.Count = Count(AutoPolicyWorkers(cores, actors))
+			if c.TypeOf(name) == TypeSink {
+				g.Count = Count(AutoSinks(actors))
+			}
 			if host, ok := c.Workers[g.Colocate]; ok && host.Count != Auto {
 				g.Count = host.Count // one in each of the host's processes
 			}
@@ -271,7 +288,7 @@ func (s Stop) Restarts() int {
 }
 
 // The worker types the configuration itself knows of: ResolveCounts counts
-// actors for a policy group's count: auto.
+// actors for a policy or sink group's count: auto.
 const (
 	TypeActor  = "actor"
 	TypePolicy = "policy"
@@ -487,7 +504,7 @@ func jsonType(goType string) string {
 	case "int", "int64", "float64":
 		return "number"
 	case "experiment.Count":
-		return "integer >= 0 (or auto, for a policy group)"
+		return "integer >= 0 (or auto, for a policy or sink group)"
 	case "experiment.Duration":
 		return "duration such as 90s or 10m"
 	case "string":

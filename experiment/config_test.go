@@ -337,10 +337,44 @@ stop: {env_steps: 100}
 	if y, _ := c.YAML(); !strings.Contains(string(y), "count: 4") {
 		t.Errorf("snapshot:\n%s", y)
 	}
-	err := parse(t, "name: t\nworkers:\n  sink: {count: auto}\n").Validate(allTypes)
+	err := parse(t, "name: t\nworkers:\n  trainer: {count: auto}\n").Validate(allTypes)
 	var fe *FieldError
-	if !errors.As(err, &fe) || fe.Field != "workers.sink.count" || !strings.Contains(fe.Allowed, "auto is for policy groups") {
-		t.Errorf("auto sink count: %v, want a FieldError on workers.sink.count", err)
+	if !errors.As(err, &fe) || fe.Field != "workers.trainer.count" || !strings.Contains(fe.Allowed, "auto is for policy and sink groups") {
+		t.Errorf("auto trainer count: %v, want a FieldError on workers.trainer.count", err)
+	}
+}
+
+func TestAutoSinks(t *testing.T) {
+	for _, tc := range []struct{ actors, want int }{
+		{-1, 1}, {0, 1}, {1, 1}, {2, 1}, {4, 1}, {5, 2}, {8, 2}, {14, 4}, {64, 16},
+	} {
+		if got := AutoSinks(tc.actors); got != tc.want {
+			t.Errorf("AutoSinks(%d actors) = %d, want %d", tc.actors, got, tc.want)
+		}
+	}
+	// A sink group of count: auto follows the actors, --set included; a
+	// group of another name whose type is sink too; a policy group's auto
+	// stays the policy rule.
+	c := parse(t, `
+name: t
+workers:
+  actor: {count: 2, config: {env: CartPole-v1}}
+  policy: {count: auto, config: {env: CartPole-v1}}
+  sink: {count: auto}
+  tap: {type: sink, count: auto, config: {stream: other}}
+stop: {env_steps: 100}
+`)
+	if err := c.Set("workers.actor.count=14"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(allTypes); err != nil {
+		t.Fatal(err)
+	}
+	c.ResolveCounts(16)
+	for group, want := range map[string]int{"sink": 4, "tap": 4, "policy": 4, "actor": 14} {
+		if n := c.Workers[group].N(); n != want {
+			t.Errorf("%s count %d with 14 actors on 16 cores, want %d", group, n, want)
+		}
 	}
 }
 

@@ -67,8 +67,8 @@ func (c *Config) Validate(knownTypes []string) error {
 			bad(field, name, "a worker type: "+known+"; or give the group a type")
 		}
 		switch {
-		case g.Count == Auto && typ != TypePolicy:
-			bad(field+".count", autoText, "an integer >= 0 (auto is for policy groups)")
+		case g.Count == Auto && typ != TypePolicy && typ != TypeSink:
+			bad(field+".count", autoText, "an integer >= 0 (auto is for policy and sink groups)")
 		case g.Count < 0 && g.Count != Auto:
 			bad(field+".count", int(g.Count), "an integer >= 0")
 		}

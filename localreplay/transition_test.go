@@ -97,3 +97,63 @@ func BenchmarkDecodeTransition(b *testing.B) {
 		}
 	}
 }
+
+// DecodeTransition reads what msgpack writes for a Transition as msgpack's
+// reflection reads it, into fresh and used values alike; a key the item
+// leaves out is zero, and one it does not know is skipped.
+func TestDecodeTransitionMatchesReflection(t *testing.T) {
+	binary := make([]float32, 400)
+	for i := range binary {
+		binary[i] = float32(i % 7 / 6)
+	}
+	used := func() Transition {
+		return Transition{Obs: frames([]int{3}, 9, 9, 9), NextObs: frames([]int{3}, 8, 8, 8), Action: 5, Reward: 7,
+			RewardVec: api.Tensor[float32]{Shape: []int{2}, Data: []float32{6, 6}}, Discount: 0.5, NStepReturn: 4, LambdaReturn: 3, Priority: 2}
+	}
+	for _, tc := range []struct {
+		name string
+		tr   Transition
+	}{
+		{"minatar", Transition{Obs: frames([]int{10, 10, 4}, binary...), NextObs: frames([]int{10, 10, 4}, binary...),
+			Action: 3, Reward: 1, Discount: 0.97, Priority: 1}},
+		{"cartpole", Transition{Obs: frames([]int{4}, 0.1, -0.2, 0.3, 0.04), NextObs: frames([]int{4}, 0.2, 0.1, -0.5, 1),
+			Action: 1, Reward: 2.5, Discount: 0.9, NStepReturn: 3.25, LambdaReturn: 3.5, Priority: 0.75}},
+		{"reward vector", Transition{Obs: frames([]int{2}, 1, 0), NextObs: frames([]int{2}, 0, 1),
+			RewardVec: api.Tensor[float32]{Shape: []int{3}, Data: []float32{1, -1, 0.5}}, Reward: 0.5}},
+		{"zero", Transition{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			item, err := msgpack.Marshal(&tc.tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want Transition
+			if err := msgpack.Unmarshal(item, &want); err != nil {
+				t.Fatal(err)
+			}
+			d := zsock.NewDecoder()
+			for _, into := range []Transition{{}, used()} {
+				got := into
+				if err := DecodeTransition(d, item, &got); err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+					t.Errorf("into %+v:\ngot  %+v\nwant %+v", into.Action, got, want)
+				}
+			}
+		})
+	}
+	// Keys left out are zero; unknown ones are skipped.
+	item, err := msgpack.Marshal(map[string]any{"obs": frames([]int{1}, 1), "next_obs": frames([]int{1}, 0), "action": 2,
+		"future_key": []int{1, 2, 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := used()
+	if err := DecodeTransition(zsock.NewDecoder(), item, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Action != 2 || got.Reward != 0 || got.Priority != 0 || !got.RewardVec.IsZero() || got.Obs.Data[0] != 1 || len(got.NextObs.Data) != 1 {
+		t.Errorf("decoded %+v", got)
+	}
+}

@@ -609,17 +609,33 @@ func (w *dqnTrainer) decode(r *replaystream.Reply) *dqnStep {
 	s.ids, s.shard = s.ids[:0], r.Shard
 	d := w.obsDim
 	tr := &w.tr
+	// The observations are decoded straight into the batch: each item's
+	// frames get the batch's free capacity as their storage, so one of the
+	// network's width lands in place (decoding reuses what capacity there
+	// is) and is not copied again.
+	b.Obs, b.NextObs = slices.Grow(b.Obs, len(r.Items)*d), slices.Grow(b.NextObs, len(r.Items)*d)
 	for i, data := range r.Items {
+		tr.Obs.Data, tr.NextObs.Data = b.Obs[len(b.Obs):len(b.Obs)], b.NextObs[len(b.NextObs):len(b.NextObs)]
 		if err := localreplay.DecodeTransition(w.dec, data, tr); err != nil || tr.Obs.Len() != d || tr.NextObs.Len() != d {
 			w.warnings["batch"] = fmt.Sprintf("an item of shard %d is not a transition of %d-float observations: %v", r.Shard, d, err)
 			continue
 		}
-		b.Obs, b.NextObs = append(b.Obs, tr.Obs.Data...), append(b.NextObs, tr.NextObs.Data...)
+		b.Obs, b.NextObs = appendInPlace(b.Obs, tr.Obs.Data), appendInPlace(b.NextObs, tr.NextObs.Data)
 		b.Actions, b.Rewards, b.Discounts = append(b.Actions, tr.Action), append(b.Rewards, tr.Reward), append(b.Discounts, tr.Discount)
 		b.Weights = append(b.Weights, float32(r.Weights.Data[i]))
 		s.ids = append(s.ids, r.IDs.Data[i])
 	}
 	return s
+}
+
+// appendInPlace is append(dst, src...) where src may already be the
+// storage right after dst's end (decoded there): then it only extends
+// dst.
+func appendInPlace(dst, src []float32) []float32 {
+	if n := len(dst); len(src) > 0 && cap(dst)-n >= len(src) && &dst[:n+1][n] == &src[0] {
+		return dst[:n+len(src)]
+	}
+	return append(dst, src...)
 }
 
 // finishStep accounts for the update of s, whose learner returned u and

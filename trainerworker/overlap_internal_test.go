@@ -28,3 +28,28 @@ func TestOverlapFor(t *testing.T) {
 		})
 	}
 }
+
+func TestAppendInPlace(t *testing.T) {
+	buf := make([]float32, 2, 8)
+	buf[0], buf[1] = 1, 2
+	tail := buf[2:2]
+	tail = append(tail, 3, 4) // decoded into the free capacity
+	got := appendInPlace(buf, tail)
+	if len(got) != 4 || got[2] != 3 || got[3] != 4 || &got[0] != &buf[0] {
+		t.Fatalf("in place: %v", got)
+	}
+	// Elsewhere (a decode that grew its own storage): copied.
+	other := []float32{5, 6}
+	got = appendInPlace(got, other)
+	if len(got) != 6 || got[4] != 5 || got[5] != 6 || &got[4] == &other[0] {
+		t.Fatalf("copied: %v", got)
+	}
+	// No room left after dst: copied into new storage.
+	full := []float32{1}
+	if got := appendInPlace(full, []float32{2}); len(got) != 2 || got[1] != 2 {
+		t.Fatalf("full: %v", got)
+	}
+	if got := appendInPlace(full[:1:1], nil); len(got) != 1 {
+		t.Fatalf("empty src: %v", got)
+	}
+}

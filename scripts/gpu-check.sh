@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-check.sh [PART...]: every GPU test and benchmark, on a machine with an NVIDIA GPU and no Go. Build the
 # bundle where Go is (`make bundle-gpu`: ../shared/tools/device-bundle -tags cuda ./policy/cuda ./algo/ppo
-# ./algo/dqn ./e2e), carry bin/device to the GPU machine, run
+# ./algo/dqn ./e2e ./trainerworker), carry bin/device to the GPU machine, run
 #
 #   scripts/gpu-check.sh            # every part, about 10 minutes on an H100 with 16 cores
 #
@@ -12,6 +12,8 @@
 #              8192, MinAtar's network and a 512x512 MLP), 20 Adam steps, checkpoints GPU -> CPU -> GPU
 #   bench      policy/cuda: rows/s of the GPU and CPU backends, the GPU's copy/kernel split
 #   trainbench algo/ppo, algo/dqn: a MinAtar update's samples/s on the GPU and on the CPU learner
+#   intake     trainerworker: a PPO and a DQN trainer's intake on this machine's cores (learning aside),
+#              in turn and overlapping: what a GPU trainer's process does on its CPU (about 40 s)
 #   minatar    e2e.BenchmarkMinAtarCUDA: minatar-breakout-ppo-cuda (75 s; 45 s with the trainer in turn, 45 s with
 #              it on the CPU), minatar-breakout-apex-cuda (45 s; 45 s in turn) and minatar-breakout-apex (45 s)
 #   e2e        e2e.TestCUDATrial: cartpole-ppo-cuda through rlctl start, and a device that is not there
@@ -23,7 +25,7 @@ R=bin/device/run
 for g in bin/device/lib/*.gz; do [[ -e $g ]] && gunzip -f "$g"; done # make bundle-gpu packs large libraries
 for g in bin/device/*.gz; do [[ -e $g ]] && gunzip -f "$g" && chmod +x "${g%.gz}"; done
 [[ -e bin/device/rlctl ]] || ln -s rlctl-cuda bin/device/rlctl # make bundle-gpu leaves rlctl out for room
-(($#)) || set -- test train bench trainbench minatar e2e e2ebench
+(($#)) || set -- test train bench trainbench intake minatar e2e e2ebench
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 status=0
 for part in "$@"; do
@@ -39,6 +41,8 @@ for part in "$@"; do
           timeout 120 $R $p.test -test.run '^$' -test.bench UpdateMinAtar -test.timeout 110s 2>&1 |
             tee "$out/$p-bench.txt" | grep -E 'Benchmark|FAIL|panic' || status=1
         done ;;
+  intake) timeout 120 $R trainerworker.test -test.run '^$' -test.bench 'Intake' -test.benchtime 2s -test.timeout 110s 2>&1 |
+          tee "$out/intake-bench.txt" | grep -E 'Benchmark|FAIL|panic' || status=1 ;;
   minatar) timeout 480 $R e2e.test -test.run '^$' -test.bench BenchmarkMinAtarCUDA -test.benchtime 1x -test.timeout 470s 2>&1 |
           tee "$out/minatar-bench.txt" | grep -E 'Benchmark|FAIL|panic|skip|exited' || status=1 ;;
   bench) timeout 150 $R policy_cuda.test -test.run '^$' -test.bench "${BENCH:-.}" -test.benchtime 0.5s -test.timeout 140s 2>&1 |
@@ -47,7 +51,7 @@ for part in "$@"; do
           grep -E -- '--- |gpu_integration|^PASS|^FAIL|^ok|panic' | tail -30 || status=1 ;;
   e2ebench) timeout 200 $R e2e.test -test.run '^$' -test.bench BenchmarkPipelineCUDA -test.timeout 190s 2>&1 |
           tee "$out/e2e-bench.txt" | grep -E 'Benchmark|FAIL|panic|skip' || status=1 ;;
-  *) echo "unknown part $part (test, train, bench, trainbench, minatar, e2e, e2ebench)"; exit 2 ;;
+  *) echo "unknown part $part (test, train, bench, trainbench, intake, minatar, e2e, e2ebench)"; exit 2 ;;
   esac
 done
 echo "== done $(date +%T)"

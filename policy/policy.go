@@ -316,7 +316,7 @@ func (p *ActorCritic) Infer(obs api.Tensor[float32], out *api.Inference) error {
 			}
 			// The log-density does not depend on the mean, so an infinite
 			// mean shows only in the action.
-			if !finite(act) {
+			if !api.AllFinite(act) {
 				lp = float32(math.NaN())
 			}
 			out.LogProbs.Data[i] = lp
@@ -354,14 +354,4 @@ func grow[T any](s []T, n int) []T {
 func setAbsent[T api.Numeric](t *api.Tensor[T]) {
 	t.Shape = nil
 	t.Data = t.Data[:0]
-}
-
-// finite reports whether every element of x is neither NaN nor infinite.
-func finite(x []float32) bool {
-	for _, v := range x {
-		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-			return false
-		}
-	}
-	return true
 }

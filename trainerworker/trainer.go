@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -433,11 +432,11 @@ func (w *ppoTrainer) check(b *api.SampleBatch) error {
 		return fmt.Errorf("observations of shape %v, the network takes %d values (%v)", b.Obs.Shape[1:], spec.ObsDim, spec.InputShape)
 	case len(b.LogProbs.Data) != n || len(b.Values.Data) != n:
 		return errors.New("no behaviour log-probabilities or values")
-	case !finite(b.Obs.Data) || !finite(b.Rewards.Data) || !finite(b.LogProbs.Data) || !finite(b.Values.Data):
+	case !api.AllFinite(b.Obs.Data) || !api.AllFinite(b.Rewards.Data) || !api.AllFinite(b.LogProbs.Data) || !api.AllFinite(b.Values.Data):
 		return errors.New("non-finite observations, rewards, log-probabilities or values")
 	}
 	if spec.Head == nn.Gaussian {
-		if b.ContActions.IsZero() || b.ContActions.Shape[1] != spec.ActionDim || !finite(b.ContActions.Data) {
+		if b.ContActions.IsZero() || b.ContActions.Shape[1] != spec.ActionDim || !api.AllFinite(b.ContActions.Data) {
 			return fmt.Errorf("continuous actions of shape %v, want [%d, %d] and finite", b.ContActions.Shape, n, spec.ActionDim)
 		}
 		return nil
@@ -460,15 +459,6 @@ func obsFits(shape []int, spec nn.Spec) bool {
 		return shape[0] == spec.ObsDim
 	}
 	return slices.Equal(shape, spec.InputShape)
-}
-
-func finite(x []float32) bool {
-	for _, v := range x {
-		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // testHookUpdate, set by tests only, runs before each update's

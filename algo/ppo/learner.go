@@ -495,7 +495,7 @@ func (l *Learner) checkBatch(b *api.SampleBatch) error {
 			return fmt.Errorf("%w: a Gaussian head needs continuous actions of %d values, got shape %v",
 				ErrInvalidBatch, l.actDim, b.ContActions.Shape)
 		}
-		if i := firstNonFinite(b.ContActions.Data); i >= 0 {
+		if i := api.FirstNonFinite(b.ContActions.Data); i >= 0 {
 			return fmt.Errorf("%w: continuous action value %d is %v", ErrInvalidBatch, i, b.ContActions.Data[i])
 		}
 	} else {
@@ -512,7 +512,7 @@ func (l *Learner) checkBatch(b *api.SampleBatch) error {
 		name string
 		data []float32
 	}{{"observation", b.Obs.Data}, {"reward", b.Rewards.Data}, {"log-probability", b.LogProbs.Data}, {"value", b.Values.Data}} {
-		if i := firstNonFinite(c.data); i >= 0 {
+		if i := api.FirstNonFinite(c.data); i >= 0 {
 			return fmt.Errorf("%w: %s %d is %v", ErrInvalidBatch, c.name, i, c.data[i])
 		}
 	}
@@ -579,7 +579,7 @@ func (l *Learner) Restore(s LearnerState) error {
 		name string
 		data []float32
 	}{{"parameter", s.Params}, {"Adam first moment", s.AdamM}, {"Adam second moment", s.AdamV}} {
-		if i := firstNonFinite(c.data); i >= 0 {
+		if i := api.FirstNonFinite(c.data); i >= 0 {
 			return fmt.Errorf("ppo: restore: %w: %s %d is %v", ErrInvalidState, c.name, i, c.data[i])
 		}
 	}
@@ -613,14 +613,4 @@ func (l *Learner) Restore(s LearnerState) error {
 		}
 	}
 	return nil
-}
-
-// firstNonFinite returns the index of the first NaN or infinite value, or -1.
-func firstNonFinite(x []float32) int {
-	for i, v := range x {
-		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
-			return i
-		}
-	}
-	return -1
 }

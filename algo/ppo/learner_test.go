@@ -251,7 +251,7 @@ func TestUpdateRatioOverflow(t *testing.T) {
 				}
 				return
 			}
-			if i := firstNonFinite(l.Params()); i >= 0 {
+			if i := api.FirstNonFinite(l.Params()); i >= 0 {
 				t.Errorf("parameter %d is %v", i, l.Params()[i])
 			}
 		})

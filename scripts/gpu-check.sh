@@ -14,6 +14,8 @@
 #   trainbench algo/ppo, algo/dqn: a MinAtar update's samples/s on the GPU and on the CPU learner
 #   intake     trainerworker: a PPO and a DQN trainer's intake on this machine's cores (learning aside),
 #              in turn and overlapping: what a GPU trainer's process does on its CPU (about 40 s)
+#   sink       scripts/cpu-sink.sh: cartpole-sink with 14 actors of 64 CartPoles on this machine's cores, its
+#              policy workers colocated and a sink per 4 actors (issue 39's 16-core figure; about 40 s)
 #   minatar    e2e.BenchmarkMinAtarCUDA: minatar-breakout-ppo-cuda (75 s; 45 s with the trainer in turn, 45 s with
 #              it on the CPU), minatar-breakout-apex-cuda (45 s; 45 s in turn) and minatar-breakout-apex (45 s)
 #   e2e        e2e.TestCUDATrial: cartpole-ppo-cuda through rlctl start, and a device that is not there
@@ -25,7 +27,7 @@ R=bin/device/run
 for g in bin/device/lib/*.gz; do [[ -e $g ]] && gunzip -f "$g"; done # make bundle-gpu packs large libraries
 for g in bin/device/*.gz; do [[ -e $g ]] && gunzip -f "$g" && chmod +x "${g%.gz}"; done
 [[ -e bin/device/rlctl ]] || ln -s rlctl-cuda bin/device/rlctl # make bundle-gpu leaves rlctl out for room
-(($#)) || set -- test train bench trainbench intake minatar e2e e2ebench
+(($#)) || set -- test train bench trainbench intake sink minatar e2e e2ebench
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 status=0
 for part in "$@"; do
@@ -43,6 +45,7 @@ for part in "$@"; do
         done ;;
   intake) timeout 120 $R trainerworker.test -test.run '^$' -test.bench 'Intake' -test.benchtime 2s -test.timeout 110s 2>&1 |
           tee "$out/intake-bench.txt" | grep -E 'Benchmark|FAIL|panic' || status=1 ;;
+  sink) timeout 90 scripts/cpu-sink.sh 14 2>&1 | tee "$out/cpu-sink.txt" || status=1 ;;
   minatar) timeout 480 $R e2e.test -test.run '^$' -test.bench BenchmarkMinAtarCUDA -test.benchtime 1x -test.timeout 470s 2>&1 |
           tee "$out/minatar-bench.txt" | grep -E 'Benchmark|FAIL|panic|skip|exited' || status=1 ;;
   bench) timeout 150 $R policy_cuda.test -test.run '^$' -test.bench "${BENCH:-.}" -test.benchtime 0.5s -test.timeout 140s 2>&1 |
@@ -51,7 +54,7 @@ for part in "$@"; do
           grep -E -- '--- |gpu_integration|^PASS|^FAIL|^ok|panic' | tail -30 || status=1 ;;
   e2ebench) timeout 200 $R e2e.test -test.run '^$' -test.bench BenchmarkPipelineCUDA -test.timeout 190s 2>&1 |
           tee "$out/e2e-bench.txt" | grep -E 'Benchmark|FAIL|panic|skip' || status=1 ;;
-  *) echo "unknown part $part (test, train, bench, trainbench, intake, minatar, e2e, e2ebench)"; exit 2 ;;
+  *) echo "unknown part $part (test, train, bench, trainbench, intake, sink, minatar, e2e, e2ebench)"; exit 2 ;;
   esac
 done
 echo "== done $(date +%T)"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/env"
+	"github.com/distrl/distrl/experiment"
 	"github.com/distrl/distrl/internal/shm"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
 	"github.com/distrl/distrl/internal/zsock"
@@ -21,7 +22,8 @@ import (
 )
 
 // End-to-end benchmarks of the data plane: real `rlctl worker` processes
-// (actors, a policy worker, a sink) on one machine, driven by a control
+// (actors, a policy worker, sinks: one per 4 actors, as cartpole-sink
+// runs them) on one machine, driven by a control
 // panel from the benchmark, against BenchmarkSingleLoopLimit, the same work
 // done by one loop in this process with no network.
 //
@@ -49,7 +51,7 @@ import (
 // worker.MemoryWaiter), policy-spun/batch (the same for the policy
 // worker's waits for requests, per batch), policy-busy
 // (the same for the policy worker), sink-steps/s (agent steps that
-// reached the sink: whether the sample path keeps up), req-msgs/step
+// reached the sinks: whether the sample path keeps up), req-msgs/step
 // (inference request messages per environment step: 1/rows per request),
 // bytes/step (inference requests and sample batches, per step),
 // ring-slots (the slots the actors stepped their rings in at the end, see
@@ -109,8 +111,8 @@ func BenchmarkPipelineColocated(b *testing.B) {
 
 // BenchmarkPipelineScale is cartpole-sink grown to the size of a 16-core
 // machine: 1, 2, 4, 8 and 14 actors of 64 CartPoles sharing 1, 2 or 4
-// policy worker processes (threads: auto) and a sink. On a machine of
-// fewer cores it measures the cores, not distrl.
+// policy worker processes (threads: auto) and a sink per 4 actors. On a
+// machine of fewer cores it measures the cores, not distrl.
 func BenchmarkPipelineScale(b *testing.B) {
 	c := newCluster(b)
 	for _, actors := range []int{1, 2, 4, 8, 14} {
@@ -219,6 +221,9 @@ type pipeline struct {
 	colocate     bool
 	policy       map[string]any
 	policyBinary string
+	// sinks are sink processes; 0: experiment.AutoSinks, one per 4 actors
+	// (cartpole-sink's count: auto).
+	sinks int
 }
 
 // benchPipeline starts the processes of pipeline p in c's trial and
@@ -228,8 +233,9 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 	if p.colocate {
 		policies = actors
 	}
+	sinks := cmp.Or(p.sinks, experiment.AutoSinks(actors))
 	ctx := ctxFor(b, time.Minute+time.Duration(b.N)*pipelineWindow)
-	// procs: the policy workers, the sink, the actors, in that order.
+	// procs: the policy workers, the sinks, the actors, in that order.
 	var procs []*proc
 	policyNames := make([]string, policies)
 	for j := range policies {
@@ -238,8 +244,13 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 		}
 		policyNames[j] = names.WorkerName("policy", j)
 	}
-	firstActorProc := len(procs) + 1 // after the sink
-	procs = append(procs, c.worker("sink", 0))
+	firstSinkProc := len(procs)
+	sinkNames := make([]string, sinks)
+	for j := range sinks {
+		procs = append(procs, c.worker("sink", j))
+		sinkNames[j] = names.WorkerName("sink", j)
+	}
+	firstActorProc := len(procs)
 	actorNames := make([]string, actors)
 	for i := range actors {
 		if p.colocate {
@@ -259,13 +270,13 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 		}
 	}()
 	panel := c.panel()
-	servers := append(slices.Clone(policyNames), "sink/0")
+	servers := slices.Concat(policyNames, sinkNames)
 	all := append(slices.Clone(servers), actorNames...)
 	if err := panel.Connect(ctx, all...); err != nil {
 		b.Fatal(err)
 	}
 
-	// The policy worker and the sink first, so that the actors find their
+	// The policy workers and the sinks first, so that the actors find their
 	// endpoints at once; every kwarg as msgpack, through the panel.
 	serverKw := make([]any, 0, len(servers))
 	for range policies {
@@ -273,7 +284,9 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 		maps.Copy(kw, p.policy)
 		serverKw = append(serverKw, kw)
 	}
-	serverKw = append(serverKw, map[string]any{"stream": "default"})
+	for range sinks {
+		serverKw = append(serverKw, map[string]any{"stream": "default"})
+	}
 	mustGroup(b, panel.GroupRequestEach(ctx, servers, member.CmdConfigure, serverKw))
 	mustGroup(b, panel.GroupRequest(ctx, servers, member.CmdStart, nil))
 	kwargs := make([]any, actors)
@@ -351,7 +364,12 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 	for _, w := range policyNames {
 		policyBusy += (after[w].busy() - before[w].busy()) / window / float64(policies)
 	}
-	sb, sa := before["sink/0"], after["sink/0"]
+	var sb, sa pipelineStats // the sinks', summed
+	for _, w := range sinkNames {
+		sb.Steps, sa.Steps = sb.Steps+before[w].Steps, sa.Steps+after[w].Steps
+		sb.Bytes, sa.Bytes = sb.Bytes+before[w].Bytes, sa.Bytes+after[w].Bytes
+		sb.Malformed, sa.Malformed = sb.Malformed+before[w].Malformed, sa.Malformed+after[w].Malformed
+	}
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(float64(steps)/window, "steps/s")
 	if n := pa.Batches - pb.Batches; n > 0 {
@@ -371,14 +389,18 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 		// however its work overlaps.
 		// Colocated, the actors' processes' CPU holds their policy
 		// workers' too (policy-cpu-us/step is then 0).
-		var actorCPU, policyCPU time.Duration
-		for i := firstActorProc; i < len(procs); i++ {
-			actorCPU += cpu1[i] - cpu0[i]
+		var actorCPU, policyCPU, sinkCPU time.Duration
+		for i := range procs {
+			d := cpu1[i] - cpu0[i]
+			switch {
+			case i >= firstActorProc:
+				actorCPU += d
+			case i >= firstSinkProc:
+				sinkCPU += d
+			default:
+				policyCPU += d
+			}
 		}
-		for j := range firstActorProc - 1 {
-			policyCPU += cpu1[j] - cpu0[j]
-		}
-		sinkCPU := cpu1[firstActorProc-1] - cpu0[firstActorProc-1]
 		perStep := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(steps) }
 		b.ReportMetric(perStep(actorCPU+policyCPU+sinkCPU), "cpu-us/step")
 		b.ReportMetric(perStep(actorCPU), "actor-cpu-us/step")
@@ -390,7 +412,7 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 		b.ReportMetric(float64(bytes+sa.Bytes-sb.Bytes)/float64(steps), "bytes/step")
 	}
 	if failures > 0 || backpressure > 0 || sa.Malformed > 0 {
-		b.Logf("in the window: %d inference failures, %d batches refused with back-pressure; %d malformed at the sink",
+		b.Logf("in the window: %d inference failures, %d batches refused with back-pressure; %d malformed at the sinks",
 			failures, backpressure, sa.Malformed)
 	}
 }

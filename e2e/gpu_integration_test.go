@@ -138,7 +138,7 @@ func processesOf(t *testing.T, trial string) []string {
 }
 
 // BenchmarkPipelineCUDA is the data plane at the size of a 16-core GPU
-// machine: 14 actors of 64 CartPoles, one policy worker and a sink, with the
+// machine: 14 actors of 64 CartPoles, one policy worker and 4 sinks, with the
 // policy's forward pass on the CPU (rlctl) or on cuda:0 (rlctl-cuda), for
 // CartPole's 64x64 network and a 512x512 one, in the same run; then the
 // actors table (1, 2, 4, 8, 14) with the policy on cuda:0. It needs a GPU

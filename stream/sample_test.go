@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
@@ -377,5 +378,56 @@ func TestNullSampleProducer(t *testing.T) {
 	}
 	if n := p.(*stream.NullSampleProducer); n.Posted != 3 || n.Steps != 30 {
 		t.Errorf("counts %+v", n)
+	}
+}
+
+// Batches handed back with Recycle are decoded into again, their
+// observations' storage included, packed MinAtar frames as float ones.
+func TestSampleConsumerRecycle(t *testing.T) {
+	repo := workertest.Repo(t)
+	c, err := stream.NewSampleConsumer(ctxT(t), stream.SampleConsumerOptions{
+		Repo: repo, Trial: testTrial, TTL: time.Second, Logger: testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	push := rawSocket(t, zmq.PUSH, c.Addr())
+	binary := makeBatch(t, "actor/1", 1, 64, 400)
+	for i := range binary.Obs.Data {
+		binary.Obs.Data[i] = float32(i % 3 / 2)
+	}
+	for _, sent := range []*api.SampleBatch{binary, makeBatch(t, "actor/2", 2, 64, 400)} {
+		frame, err := msgpack.Marshal(sent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		receive := func() *api.SampleBatch {
+			if _, err := push.SendBytes(frame, 0); err != nil {
+				t.Fatal(err)
+			}
+			var got []*api.SampleBatch
+			eventually.True(t, 10*time.Second, "a batch", func() bool {
+				if got, err = c.Poll(1); err != nil {
+					t.Fatal(err)
+				}
+				return len(got) == 1
+			})
+			if fmt.Sprint(got[0].Obs.Data) != fmt.Sprint(sent.Obs.Data) || got[0].ActorID != sent.ActorID {
+				t.Fatalf("received %s's batch wrong", sent.ActorID)
+			}
+			return got[0]
+		}
+		first := receive()
+		obs := unsafe.SliceData(first.Obs.Data)
+		c.Recycle(first)
+		second := receive()
+		if second != first || unsafe.SliceData(second.Obs.Data) != obs {
+			t.Errorf("%s: the recycled batch or its observations' storage was not reused", sent.ActorID)
+		}
+		third := receive() // nothing recycled: a new batch
+		if third == second {
+			t.Errorf("%s: a batch still held was decoded into", sent.ActorID)
+		}
 	}
 }

@@ -135,6 +135,7 @@ var rows = slices.Concat([]row{
 	// Not a limit but the encoding it replaces: the ratio is the speed-up.
 	{"tensor encode, bin vs msgpack float array, 4096 floats (time)", "api.BenchmarkTensorEncodeBin4096 ns/op", "api.BenchmarkFloatsAsMsgpackArray4096 ns/op", false},
 	{"sample batch of 27 CartPole steps, encode+decode: codec vs msgpack reflection (time)", "api.BenchmarkSampleBatchCodec/codec ns/op", "api.BenchmarkSampleBatchCodec/reflection ns/op", false},
+	{"replay transition of two MinAtar frames, decode: codec vs msgpack reflection (time)", "localreplay.BenchmarkDecodeTransition/codec ns/op", "localreplay.BenchmarkDecodeTransition/reflection ns/op", false},
 	{"finite check of a MinAtar batch's 25,600 values: eight a branch vs the math loop (time)", "api.BenchmarkFirstNonFinite/bits ns/op", "api.BenchmarkFirstNonFinite/math ns/op", false},
 	// Learning: the distributed pipeline (processes) against the same PPO in
 	// one goroutine, where every sample is fresh and nothing crosses a socket.

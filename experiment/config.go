@@ -173,9 +173,10 @@ func (c *Config) ResolveCounts(cores int) {
 	}
 	for name, g := range c.Workers {
 		if g.Count == Auto {
-			g.Count = Count(AutoPolicyWorkers(cores, actors))
 			if c.TypeOf(name) == TypeSink {
 				g.Count = Count(AutoSinks(actors))
+			} else {
+				g.Count = Count(AutoPolicyWorkers(cores, actors))
 			}
 			if host, ok := c.Workers[g.Colocate]; ok && host.Count != Auto {
 				g.Count = host.Count // one in each of the host's processes

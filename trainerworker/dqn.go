@@ -484,11 +484,7 @@ func (w *dqnTrainer) overlapSteps(ctx context.Context) error {
 				return err
 			}
 		}
-		for w.ready == nil && len(w.pending) > 0 {
-			if s := w.decode(w.popPending()); s.batch.Len() > 0 {
-				w.ready = s
-			}
-		}
+		w.decodeReady()
 		if w.ready == nil || w.reachedMax() {
 			return nil
 		}
@@ -504,13 +500,18 @@ func (w *dqnTrainer) overlapSteps(ctx context.Context) error {
 		}
 		w.running = s
 	}
-	// The update runs: decode the next batch meanwhile.
+	w.decodeReady() // the update runs: decode the next batch meanwhile
+	return nil
+}
+
+// decodeReady decodes sampled batches until one holds a transition, for
+// the next update, unless one is ready already.
+func (w *dqnTrainer) decodeReady() {
 	for w.ready == nil && len(w.pending) > 0 {
 		if s := w.decode(w.popPending()); s.batch.Len() > 0 {
 			w.ready = s
 		}
 	}
-	return nil
 }
 
 // settle waits for an update running on the job and finishes it, before
@@ -777,13 +778,7 @@ func (w *dqnTrainer) IdleFor() time.Duration {
 // WaitFds and PrepareWait: a group's member at the barrier also wakes for
 // its shared-memory doorbell, an overlapping trainer when its update is
 // done.
-func (w *dqnTrainer) WaitFds() []int {
-	fds := w.grp.waitFds()
-	if w.job != nil {
-		fds = append(fds, w.job.Fd())
-	}
-	return fds
-}
+func (w *dqnTrainer) WaitFds() []int    { return withJobFd(w.grp.waitFds(), w.job) }
 func (w *dqnTrainer) PrepareWait() bool { return w.grp.prepareWait() }
 
 // Note says where the trainer stands in its group, if it has one.

@@ -540,9 +540,7 @@ func (w *ppoTrainer) beginUpdate() pendingUpdate {
 // err: a failure is rolled back, a success makes a version (checkpointed
 // and published as configured).
 func (w *ppoTrainer) finishUpdate(ctx context.Context, p pendingUpdate, u updated, err error) error {
-	w.recycle(p.batches...)
-	clear(p.batches)
-	w.spare = p.batches[:0]
+	w.spare = w.emptied(p.batches)
 	st, steps := u.st, p.steps
 	if err != nil {
 		if rerr := w.learner.Restore(p.snap); rerr != nil {
@@ -684,14 +682,17 @@ func (w *ppoTrainer) Sockets() []*zmq.Socket {
 // WaitFds and PrepareWait: a group's member at the barrier also wakes for
 // its shared-memory doorbell, and an overlapping trainer when its update
 // is done.
-func (w *ppoTrainer) WaitFds() []int {
-	fds := w.grp.waitFds()
-	if w.job != nil {
-		fds = append(fds, w.job.Fd())
+func (w *ppoTrainer) WaitFds() []int    { return withJobFd(w.grp.waitFds(), w.job) }
+func (w *ppoTrainer) PrepareWait() bool { return w.grp.prepareWait() }
+
+// withJobFd adds an overlapping trainer's job's eventfd, if it has a job,
+// to its wait descriptors.
+func withJobFd[T any](fds []int, job *offload.Job[T]) []int {
+	if job != nil {
+		fds = append(fds, job.Fd())
 	}
 	return fds
 }
-func (w *ppoTrainer) PrepareWait() bool { return w.grp.prepareWait() }
 
 // Note says where the trainer stands in its group, if it has one.
 func (w *ppoTrainer) Note() string { return w.grp.note(w.st.lastUpdate) }
@@ -776,11 +777,16 @@ func (w *ppoTrainer) recycle(batches ...*api.SampleBatch) {
 	}
 }
 
+// emptied recycles the batches of buf and returns it empty, for reuse.
+func (w *ppoTrainer) emptied(buf []*api.SampleBatch) []*api.SampleBatch {
+	w.recycle(buf...)
+	clear(buf)
+	return buf[:0]
+}
+
 // dropBuffer empties the buffer.
 func (w *ppoTrainer) dropBuffer() {
-	w.recycle(w.buffer...)
-	clear(w.buffer)
-	w.buffer, w.bufLen = w.buffer[:0], 0
+	w.buffer, w.bufLen = w.emptied(w.buffer), 0
 }
 
 // groupState is what rank 0 hands the members of a new formation.

@@ -36,7 +36,22 @@ func TestCUDAEngine(t *testing.T) {
 	checkEngineGradients(t, cuda.EngineOpener(0), specs, []int{1, 7, 64, 512, 4096, 8192}, 1e-4)
 	for name, spec := range specs {
 		t.Run("updates/"+name, func(t *testing.T) { checkEngineUpdates(t, cuda.EngineOpener(0), spec, 5, 1e-3) })
+		// The same updates one step at a time (the outputs, their
+		// gradient and the norm crossing every minibatch, the loss here).
+		t.Run("updates-stepwise/"+name, func(t *testing.T) { checkEngineUpdates(t, stepwise(cuda.EngineOpener(0)), spec, 5, 1e-3) })
 	}
+}
+
+// TestCUDAWholeSteps: the GPU engine takes whole steps (kernels.cu's
+// ppo_loss, ppo_sums, surrogate_guard, adam_guarded): the CPU learner's
+// stats and parameters within 1e-3, TargetKL's early stop, and a
+// non-finite step stopped where the CPU stops, nothing after it applied.
+func TestCUDAWholeSteps(t *testing.T) {
+	if err := cudainit.Err(); err != nil {
+		t.Skip(err)
+	}
+	checkWholeSteps(t, cuda.EngineOpener(0), 1e-3)
+	t.Run("non-finite", func(t *testing.T) { checkWholeStepsStopAtNonFinite(t, cuda.EngineOpener(0), 1e-3) })
 }
 
 // BenchmarkUpdateMinAtar is a PPO update of minatar-breakout-ppo-cuda's
@@ -50,9 +65,11 @@ func BenchmarkUpdateMinAtar(b *testing.B) {
 		batches = append(batches, randBatch(rng, minAtarSpec, batchSpec{t: 256, truncated: []int{255}}))
 	}
 	// cpu-all: GOMAXPROCS threads (16 on the lent machines).
-	for _, device := range []string{"cpu-1", "cpu-4", "cpu-all", "cuda"} {
+	// cuda-stepwise: the GPU one minibatch at a time, the loss on the host
+	// (what "cuda" did before it took whole steps).
+	for _, device := range []string{"cpu-1", "cpu-4", "cpu-all", "cuda", "cuda-stepwise"} {
 		b.Run("device="+device, func(b *testing.B) {
-			if device == "cuda" {
+			if strings.HasPrefix(device, "cuda") {
 				if err := cudainit.Err(); err != nil {
 					b.Skip(err)
 				}
@@ -67,8 +84,11 @@ func BenchmarkUpdateMinAtar(b *testing.B) {
 				}
 				l.SetThreads(n)
 			}
-			if device == "cuda" {
-				if err := l.SetEngine(cuda.EngineOpener(0)); err != nil {
+			if open := cuda.EngineOpener(0); strings.HasPrefix(device, "cuda") {
+				if device == "cuda-stepwise" {
+					open = stepwise(open)
+				}
+				if err := l.SetEngine(open); err != nil {
 					b.Fatal(err)
 				}
 				defer l.Close()

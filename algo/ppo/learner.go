@@ -99,6 +99,31 @@ type Learner struct {
 	// eng, when set, is where the network trains (SetEngine): net's
 	// parameters are then a copy, brought back after every update.
 	eng nn.Engine
+
+	// An engine that runs whole steps (stepEngine) is given every
+	// minibatch of one or more epochs at once: their rows, where each
+	// ends, and room for what each step reports.
+	stepIdx    []int32
+	stepBounds []int
+	stepOut    []nn.SurrogateStep
+}
+
+// stepEngine is an engine that runs PPO's minibatch steps whole where the
+// network is (nn/cuda's Engine): each minibatch's forward pass, the loss
+// and its gradient, the clipping and Adam's step queue behind each other
+// on the device, and what the steps report crosses back once, when they
+// are done, instead of the outputs, their gradient and the norm crossing
+// every minibatch with the loss computed here in between. Its loss is
+// rowsLoss's (a categorical head's): surrogate.h in package nn/cuda, held
+// to rowsLoss by this package's tests.
+type stepEngine interface {
+	// StageSurrogate keeps the loss's inputs of the rows Stage staged.
+	StageSurrogate(rows nn.SurrogateRows) error
+	// SurrogateSteps runs one step per minibatch (m: the staged rows
+	// idx[bounds[m]:bounds[m+1]]) and reports each into out[m]; a step
+	// whose norm or loss is not finite is not applied, nor any after it.
+	// It returns how many steps it applied.
+	SurrogateSteps(idx []int32, bounds []int, loss nn.SurrogateLoss, maxNorm, lr float32, out []nn.SurrogateStep) (int, error)
 }
 
 // NewLearner returns a learner that trains net in place with the given
@@ -277,55 +302,30 @@ func (l *Learner) UpdateGroup(ctx context.Context, batches []*api.SampleBatch, r
 	for i := range l.perm {
 		l.perm[i] = i
 	}
-	np := l.net.NumParams()
-	if r != nil {
-		l.grad = grow(l.grad, np+gradTail)
-	}
-	grad := l.grad[:np]
 	// ceil(total/size) minibatches, whose sizes differ by at most one in a
 	// group of one.
 	k := (total + l.cfg.MinibatchSize - 1) / l.cfg.MinibatchSize
-	maxNorm := float32(l.cfg.MaxGradNorm)
-	for range l.cfg.Epochs {
-		l.rng.Shuffle(n, func(i, j int) { l.perm[i], l.perm[j] = l.perm[j], l.perm[i] })
-		var epochKL float64
-		for m := range k {
-			idx := l.perm[m*n/k : (m+1)*n/k]
-			var t lossTerms
-			if len(idx) > 0 {
-				l.mb.gather(&l.all, idx, l.obsDim, l.actDim, l.gaussian, l.eng == nil)
-				if t, err = l.lossAndGrad(&l.mb, grad); err != nil {
-					return st, fmt.Errorf("ppo: update: %w", err)
-				}
-			} else {
-				clear(grad) // a member with fewer rows than minibatches
-			}
-			if r != nil {
-				if t, err = l.reduceGroupGrad(ctx, r, t, len(idx), grad); err != nil {
-					return st, fmt.Errorf("ppo: update: epoch %d, minibatch %d: %w", st.Epochs, m, err)
-				}
-			}
-			norm, err := l.clip(grad, maxNorm)
-			if err != nil {
-				return st, fmt.Errorf("ppo: update: %w", err)
-			}
-			if f := float64(norm); math.IsNaN(f) || math.IsInf(f, 0) || math.IsNaN(t.total) {
-				return st, fmt.Errorf("ppo: update: epoch %d, minibatch %d: %w (norm %v, loss %v)",
-					st.Epochs, m, ErrNonFinite, norm, t.total)
-			}
-			if err := l.step(grad); err != nil {
-				return st, fmt.Errorf("ppo: update: %w", err)
-			}
-			st.PolicyLoss += t.policy
-			st.ValueLoss += t.value
-			st.Entropy += t.entropy
-			st.ApproxKL += t.approxKL
-			st.ClipFrac += t.clipFrac
-			st.GradNorm += float64(norm)
-			st.Minibatches++
-			epochKL += t.approxKL
+	// A group's members reduce every minibatch's gradient here, so they
+	// take their steps one by one.
+	steps, _ := l.eng.(stepEngine)
+	if r != nil {
+		steps = nil
+	}
+	if steps != nil {
+		if err := l.stageSurrogate(steps); err != nil {
+			return st, fmt.Errorf("ppo: update: %w", err)
 		}
-		st.Epochs++
+	}
+	for st.Epochs < l.cfg.Epochs {
+		var epochKL float64
+		if steps != nil {
+			epochKL, err = l.engineEpochs(steps, &st, k)
+		} else {
+			epochKL, err = l.epoch(ctx, r, &st, k)
+		}
+		if err != nil {
+			return st, err
+		}
 		if l.cfg.TargetKL > 0 && epochKL/float64(k) > l.cfg.TargetKL {
 			break
 		}
@@ -339,6 +339,135 @@ func (l *Learner) UpdateGroup(ctx context.Context, batches []*api.SampleBatch, r
 	st.GradNorm *= inv
 	l.updates++
 	return st, nil
+}
+
+// epoch runs one epoch of k minibatch steps, one after the other, adds
+// them to st and returns the sum of their approximate KLs.
+func (l *Learner) epoch(ctx context.Context, r Reducer, st *Stats, k int) (epochKL float64, err error) {
+	n := l.all.n
+	np := l.net.NumParams()
+	if r != nil {
+		l.grad = grow(l.grad, np+gradTail)
+	}
+	grad := l.grad[:np]
+	maxNorm := float32(l.cfg.MaxGradNorm)
+	l.rng.Shuffle(n, func(i, j int) { l.perm[i], l.perm[j] = l.perm[j], l.perm[i] })
+	for m := range k {
+		idx := l.perm[m*n/k : (m+1)*n/k]
+		var t lossTerms
+		if len(idx) > 0 {
+			l.mb.gather(&l.all, idx, l.obsDim, l.actDim, l.gaussian, l.eng == nil)
+			if t, err = l.lossAndGrad(&l.mb, grad); err != nil {
+				return 0, fmt.Errorf("ppo: update: %w", err)
+			}
+		} else {
+			clear(grad) // a member with fewer rows than minibatches
+		}
+		if r != nil {
+			if t, err = l.reduceGroupGrad(ctx, r, t, len(idx), grad); err != nil {
+				return 0, fmt.Errorf("ppo: update: epoch %d, minibatch %d: %w", st.Epochs, m, err)
+			}
+		}
+		norm, err := l.clip(grad, maxNorm)
+		if err != nil {
+			return 0, fmt.Errorf("ppo: update: %w", err)
+		}
+		if err := checkStep(st, m, t, norm); err != nil {
+			return 0, err
+		}
+		if err := l.step(grad); err != nil {
+			return 0, fmt.Errorf("ppo: update: %w", err)
+		}
+		st.add(t, norm)
+		epochKL += t.approxKL
+	}
+	st.Epochs++
+	return epochKL, nil
+}
+
+// engineEpochs runs epochs of k minibatch steps on an engine that takes
+// them whole: the next epoch alone where TargetKL may stop the update
+// after it, every epoch left at once where it cannot (their shuffles are
+// drawn first, the same draws as one epoch at a time). It adds the steps
+// to st and returns the last epoch's sum of approximate KLs.
+func (l *Learner) engineEpochs(e stepEngine, st *Stats, k int) (lastKL float64, err error) {
+	n := l.all.n
+	epochs := 1
+	if l.cfg.TargetKL <= 0 {
+		epochs = l.cfg.Epochs - st.Epochs
+	}
+	l.stepIdx = l.stepIdx[:0]
+	l.stepBounds = append(l.stepBounds[:0], 0)
+	for range epochs {
+		l.rng.Shuffle(n, func(i, j int) { l.perm[i], l.perm[j] = l.perm[j], l.perm[i] })
+		for m := range k {
+			for _, j := range l.perm[m*n/k : (m+1)*n/k] {
+				l.stepIdx = append(l.stepIdx, int32(j))
+			}
+			l.stepBounds = append(l.stepBounds, len(l.stepIdx))
+		}
+	}
+	l.stepOut = slices.Grow(l.stepOut[:0], epochs*k)[:epochs*k]
+	loss := nn.SurrogateLoss{ClipEps: l.cfg.ClipEps, ValueCoef: l.cfg.ValueCoef, EntropyCoef: l.cfg.EntropyCoef, ClipValue: l.cfg.ClipValueLoss}
+	applied, err := e.SurrogateSteps(l.stepIdx, l.stepBounds, loss, float32(l.cfg.MaxGradNorm), l.opt.LR, l.stepOut)
+	if err != nil {
+		return 0, fmt.Errorf("ppo: update: %w", err)
+	}
+	for s, out := range l.stepOut {
+		m := s % k
+		t := lossTerms{policy: out.Policy, value: out.Value, entropy: out.Entropy, approxKL: out.ApproxKL, clipFrac: out.ClipFrac}
+		l.means(&t, l.stepBounds[s+1]-l.stepBounds[s])
+		if s == applied {
+			if err := checkStep(st, m, t, out.Norm); err != nil {
+				return 0, err
+			}
+			// The engine stopped at a step this side finds finite: its
+			// float32 norm or its loss overflowed where ours did not.
+			return 0, fmt.Errorf("ppo: update: epoch %d, minibatch %d: %w (on the engine; here norm %v, loss %v)",
+				st.Epochs, m, ErrNonFinite, out.Norm, t.total)
+		}
+		st.add(t, out.Norm)
+		if m == 0 {
+			lastKL = 0
+		}
+		lastKL += t.approxKL
+		if m == k-1 {
+			st.Epochs++
+		}
+	}
+	return lastKL, nil
+}
+
+// checkStep is the error of step m of the current epoch if its gradient's
+// norm or its loss is not finite, so that it must not be applied.
+func checkStep(st *Stats, m int, t lossTerms, norm float32) error {
+	if f := float64(norm); math.IsNaN(f) || math.IsInf(f, 0) || math.IsNaN(t.total) {
+		return fmt.Errorf("ppo: update: epoch %d, minibatch %d: %w (norm %v, loss %v)", st.Epochs, m, ErrNonFinite, norm, t.total)
+	}
+	return nil
+}
+
+// add counts a step taken into the update's sums.
+func (st *Stats) add(t lossTerms, norm float32) {
+	st.PolicyLoss += t.policy
+	st.ValueLoss += t.value
+	st.Entropy += t.entropy
+	st.ApproxKL += t.approxKL
+	st.ClipFrac += t.clipFrac
+	st.GradNorm += float64(norm)
+	st.Minibatches++
+}
+
+// stageSurrogate sends the update's rows' loss inputs to an engine that
+// runs whole steps, once for all its epochs, after their observations.
+func (l *Learner) stageSurrogate(e stepEngine) error {
+	n := l.all.n
+	a := &l.all
+	rows := nn.SurrogateRows{Actions: a.actions[:n], OldLogp: a.oldLogp[:n], OldValues: a.oldValues[:n], Adv: a.adv[:n], Returns: a.returns[:n]}
+	if err := e.StageSurrogate(rows); err != nil {
+		return fmt.Errorf("loss inputs to the engine: %w", err)
+	}
+	return nil
 }
 
 // stage sends the update's observations to the engine, if there is one,

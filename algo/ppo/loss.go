@@ -140,6 +140,12 @@ func (l *Learner) lossAndGrad(mb *samples, grad []float32) (lossTerms, error) {
 	if l.gaussian {
 		t.entropy = float64(n) * float64(nn.GaussianEntropy(l.shards[0].out.LogStd))
 	}
+	l.means(&t, n)
+	return t, nil
+}
+
+// means turns t's sums over n rows into means, and computes the total.
+func (l *Learner) means(t *lossTerms, n int) {
 	inv := 1 / float64(n)
 	t.policy *= inv
 	t.value *= inv
@@ -147,7 +153,6 @@ func (l *Learner) lossAndGrad(mb *samples, grad []float32) (lossTerms, error) {
 	t.approxKL *= inv
 	t.clipFrac *= inv
 	t.total = t.policy + l.cfg.ValueCoef*t.value - l.cfg.EntropyCoef*t.entropy
-	return t, nil
 }
 
 // shardLossAndGrad computes the rows [lo, hi) of the loss of the n-row

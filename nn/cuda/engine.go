@@ -33,6 +33,7 @@ type Engine struct {
 	staged  Buffer // Stage's observations
 	nstaged int    // and their rows
 	idx     Buffer // ForwardRows's rows
+	surr    surrogateState
 }
 
 var _ nn.Engine = (*Engine)(nil)
@@ -131,7 +132,7 @@ func (e *Engine) Stage(obs []float32, rows int) error {
 		return err
 	}
 	defer unlock()
-	e.nstaged = 0
+	e.nstaged, e.surr.nrows = 0, -1
 	if err := e.staged.Reserve(4 * len(obs)); err != nil {
 		return err
 	}
@@ -278,7 +279,7 @@ func (e *Engine) ClipGradNorm(maxNorm float32) (float32, error) {
 	}
 	defer unlock()
 	n := e.net.nparams
-	nb := min(normBlocks, (n+255)/256)
+	nb := e.normBlocks()
 	if err := e.c.Launch("sumsq", [3]int{nb, 1, 1}, [3]int{256, 1, 1}, e.grad.Ptr, n, e.norm.Ptr); err != nil {
 		return 0, err
 	}
@@ -300,8 +301,8 @@ func (e *Engine) ClipGradNorm(maxNorm float32) (float32, error) {
 // Step: see nn.Engine. Checks as nn.Adam.Update does, before anything
 // changes.
 func (e *Engine) Step(lr float32) error {
-	if !(lr >= 0) || !(e.b1 >= 0 && e.b1 < 1) || !(e.b2 >= 0 && e.b2 < 1) || !(e.eps > 0) {
-		return fmt.Errorf("cuda: adam: invalid hyperparameters lr=%v beta1=%v beta2=%v eps=%v", lr, e.b1, e.b2, e.eps)
+	if err := e.checkAdam(lr); err != nil {
+		return err
 	}
 	if e.step == math.MaxInt64 {
 		return errors.New("cuda: adam: step counter exhausted")
@@ -311,11 +312,7 @@ func (e *Engine) Step(lr float32) error {
 		return err
 	}
 	defer unlock()
-	t := float64(e.step + 1)
-	c1 := 1 - math.Pow(float64(e.b1), t)
-	c2 := 1 - math.Pow(float64(e.b2), t)
-	stepSize := float32(float64(lr) / c1)
-	invSqrtC2 := float32(1 / math.Sqrt(c2))
+	stepSize, invSqrtC2 := e.biasCorrection(lr, e.step+1)
 	n := e.net.nparams
 	if err := e.c.Launch("adam", blocks(n, 256), [3]int{256, 1, 1}, e.net.params.Ptr, e.grad.Ptr, e.m.Ptr, e.v.Ptr, n,
 		e.scale, e.b1, e.b2, e.eps, stepSize, invSqrtC2); err != nil {
@@ -325,6 +322,26 @@ func (e *Engine) Step(lr float32) error {
 	e.scale = 1
 	return nil
 }
+
+// checkAdam refuses what nn.Adam.Update refuses, before anything changes.
+func (e *Engine) checkAdam(lr float32) error {
+	if !(lr >= 0) || !(e.b1 >= 0 && e.b1 < 1) || !(e.b2 >= 0 && e.b2 < 1) || !(e.eps > 0) {
+		return fmt.Errorf("cuda: adam: invalid hyperparameters lr=%v beta1=%v beta2=%v eps=%v", lr, e.b1, e.b2, e.eps)
+	}
+	return nil
+}
+
+// biasCorrection is Adam's step size and 1/sqrt(1-beta2^t) for step t,
+// in double as nn does.
+func (e *Engine) biasCorrection(lr float32, step int64) (stepSize, invSqrtC2 float32) {
+	t := float64(step)
+	c1 := 1 - math.Pow(float64(e.b1), t)
+	c2 := 1 - math.Pow(float64(e.b2), t)
+	return float32(float64(lr) / c1), float32(1 / math.Sqrt(c2))
+}
+
+// normBlocks is sumsq's grid for the gradient.
+func (e *Engine) normBlocks() int { return min(normBlocks, (e.net.nparams+255)/256) }
 
 // AdamState: see nn.Engine.
 func (e *Engine) AdamState(m, v []float32) (int64, error) {

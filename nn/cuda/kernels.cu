@@ -10,6 +10,8 @@
 // 8-byte word (gorgonia.org/cu copies 8 bytes per argument), whose low 4 bytes are an int's or a float's.
 #include <math_constants.h>
 
+#include "surrogate.h"
+
 // act: 0 none, 1 tanh, 2 relu (policy/cuda's activation codes).
 __device__ __forceinline__ float activate(float v, int act) {
   if (act == 1) return tanhf(v);
@@ -286,17 +288,105 @@ extern "C" __global__ void sumsq_final(double* __restrict__ partial, int n) {
 // adam: one step of nn.Adam.Update on n parameters, with the gradient first scaled by scale (the clip
 // factor of nn.ClipGradNorm, 1 for none); step_size and inv_sqrt_c2 carry the bias corrections, computed
 // on the host in double as nn does.
-extern "C" __global__ void adam(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
-                                float* __restrict__ v, int n, float scale, float b1, float b2, float eps,
-                                float step_size, float inv_sqrt_c2) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+__device__ __forceinline__ void adam_at(int i, float* __restrict__ p, const float* __restrict__ g,
+                                        float* __restrict__ m, float* __restrict__ v, float scale, float b1,
+                                        float b2, float eps, float step_size, float inv_sqrt_c2) {
   const float gi = scale == 1.f ? g[i] : g[i] * scale;
   const float mi = b1 * m[i] + (1.f - b1) * gi;
   const float vi = b2 * v[i] + (1.f - b2) * gi * gi;
   m[i] = mi;
   v[i] = vi;
   p[i] -= step_size * mi / (sqrtf(vi) * inv_sqrt_c2 + eps);
+}
+
+extern "C" __global__ void adam(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
+                                float* __restrict__ v, int n, float scale, float b1, float b2, float eps,
+                                float step_size, float inv_sqrt_c2) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) adam_at(i, p, g, m, v, scale, b1, b2, eps, step_size, inv_sqrt_c2);
+}
+
+// adam_guarded: adam with the clip factor the step's guard (surrogate_guard) left in ctl, skipped once a
+// guard has stopped the steps (ctl->stop != 0): the host queues a whole update's steps without looking.
+struct StepControl {
+  int stop;     // 1 + the first step whose norm or loss was not finite; 0 while every one was
+  float scale;  // the clip factor of the step being taken
+};
+extern "C" __global__ void adam_guarded(float* __restrict__ p, const float* __restrict__ g,
+                                        float* __restrict__ m, float* __restrict__ v, int n,
+                                        const StepControl* __restrict__ ctl, float b1, float b2, float eps,
+                                        float step_size, float inv_sqrt_c2) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || ctl->stop != 0) return;
+  adam_at(i, p, g, m, v, ctl->scale, b1, b2, eps, step_size, inv_sqrt_c2);
+}
+
+// The PPO minibatch step on the device (nn.SurrogateLoss): ppo_loss computes every row's loss terms and
+// the loss's gradient with respect to the logits and values (surrogate.h, one thread per row, the rows
+// idx of the staged update); ppo_sums adds each term over the rows, in one block, in a fixed order, into
+// the step's record; surrogate_guard, after the gradient's sumsq, finishes its norm, checks the norm
+// and the loss, sets the clip factor and stops the steps at the first non-finite one. A record is
+// {policy, value, entropy, approx_kl, clip_frac (sums), norm, total, spare}, in double.
+#define STEP_RECORD 8
+extern "C" __global__ void ppo_loss(const float* __restrict__ logits, const float* __restrict__ values,
+                                    const int* __restrict__ idx, const int* __restrict__ actions,
+                                    const float* __restrict__ old_logp, const float* __restrict__ old_values,
+                                    const float* __restrict__ adv, const float* __restrict__ returns, int n,
+                                    int a, double clip_eps, double inv, double value_scale, double ent_coef,
+                                    int clip_value, float* __restrict__ dlogits, float* __restrict__ dvalues,
+                                    double* __restrict__ terms) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  const int j = idx[r];
+  double t[SURR_TERMS];
+  surr_row(logits + (size_t)r * a, a, values[r], actions[j], old_logp[j], old_values[j], adv[j], returns[j],
+           clip_eps, inv, value_scale, ent_coef, clip_value, dlogits + (size_t)r * a, dvalues + r, t);
+#pragma unroll
+  for (int q = 0; q < SURR_TERMS; q++) terms[(size_t)q * n + r] = t[q];
+}
+
+// block_sum adds v over the block's NORM_THREADS threads; thread 0 gets the sum.
+__device__ __forceinline__ double block_sum(double* s, double v) {
+  s[threadIdx.x] = v;
+  __syncthreads();
+  for (int o = NORM_THREADS / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) s[threadIdx.x] += s[threadIdx.x + o];
+    __syncthreads();
+  }
+  const double sum = s[0];
+  __syncthreads();
+  return sum;
+}
+
+extern "C" __global__ void ppo_sums(const double* __restrict__ terms, int n, double* __restrict__ record) {
+  __shared__ double s[NORM_THREADS];
+  for (int q = 0; q < SURR_TERMS; q++) {
+    double acc = 0;
+    for (int i = threadIdx.x; i < n; i += NORM_THREADS) acc += terms[(size_t)q * n + i];
+    const double sum = block_sum(s, acc);
+    if (threadIdx.x == 0) record[q] = sum;
+  }
+}
+
+extern "C" __global__ void surrogate_guard(const double* __restrict__ partial, int nb, double* __restrict__ record,
+                                           int step, float max_norm, double inv, double value_coef,
+                                           double ent_coef, StepControl* __restrict__ ctl) {
+  __shared__ double s[NORM_THREADS];
+  double acc = 0;
+  for (int i = threadIdx.x; i < nb; i += NORM_THREADS) acc += partial[i];
+  const double ss = block_sum(s, acc);
+  if (threadIdx.x != 0) return;
+  const double norm = sqrt(ss);
+  const float norm32 = (float)norm;  // what nn.ClipGradNorm returns, and the learner checks
+  // The learner's total: the means' policy + ValueCoef·value - EntropyCoef·entropy.
+  const double total = record[SURR_POLICY] * inv + value_coef * (record[SURR_VALUE] * inv) -
+                       ent_coef * (record[SURR_ENTROPY] * inv);
+  record[SURR_TERMS] = norm32;
+  record[SURR_TERMS + 1] = total;
+  float scale = 1.f;
+  if (max_norm > 0 && norm > (double)max_norm && !isinf(norm)) scale = (float)((double)max_norm / (norm + 1e-6));
+  ctl->scale = scale;
+  if (ctl->stop == 0 && (isnan(norm32) || isinf(norm32) || isnan(total))) ctl->stop = step + 1;
 }
 
 // dense_narrow: y = act(x @ w + b) for m <= NARROW outputs (the policy and value heads), one warp per

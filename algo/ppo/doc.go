@@ -42,6 +42,19 @@
 // treats it as terminal and reports how many it saw, and Update counts
 // them in [Stats].MidBatchTruncations.
 //
+// # Engines
+//
+// [Learner.SetEngine] moves the network's passes, the clipping and Adam
+// onto an [nn.Engine] (a GPU's: package nn/cuda). The update's
+// observations cross once; each minibatch's outputs come back, its loss
+// is computed here and its gradient goes back. An engine that takes whole
+// steps (nn/cuda's) is instead given every minibatch of the update at
+// once (of each epoch where TargetKL may stop it) and computes the loss
+// itself, with nothing crossing back until the steps are done: its loss
+// is this package's, compiled from nn/cuda's surrogate.h, which the tests
+// hold to this package's on any machine. A data-parallel group's members
+// take their steps one at a time, reducing each minibatch's gradient.
+//
 // # Checkpoints
 //
 // [Learner.State] captures everything needed to resume bit for bit: the

@@ -399,6 +399,8 @@ func gpuRows() []row {
 	out = append(out,
 		row{title: "PPO update of MinAtar's network: GPU vs CPU learner, all cores (samples/s)",
 			measured: "ppo.BenchmarkUpdateMinAtar/device=cuda samples/s", limit: "ppo.BenchmarkUpdateMinAtar/device=cpu-all samples/s", higherIsBetter: true},
+		row{title: "PPO update of MinAtar's network on the GPU: whole steps vs one minibatch at a time, the loss on the host (samples/s)",
+			measured: "ppo.BenchmarkUpdateMinAtar/device=cuda samples/s", limit: "ppo.BenchmarkUpdateMinAtar/device=cuda-stepwise samples/s", higherIsBetter: true},
 	)
 	for _, batch := range []int{64, 512} {
 		key := fmt.Sprintf("dqn.BenchmarkUpdateMinAtar/batch=%d/device=", batch)

@@ -106,3 +106,15 @@ func BenchmarkUpdateMinAtar(b *testing.B) {
 		})
 	}
 }
+
+// stepwise opens open's engine as a plain nn.Engine, so that a learner
+// takes its steps one by one even where the engine takes them whole.
+func stepwise(open nn.OpenEngine) nn.OpenEngine {
+	return func(net *nn.ActorCritic, opt *nn.Adam) (nn.Engine, error) {
+		e, err := open(net, opt)
+		if err != nil {
+			return nil, err
+		}
+		return struct{ nn.Engine }{e}, nil
+	}
+}

@@ -98,18 +98,6 @@ func (h *hostSteps) SurrogateSteps(idx []int32, bounds []int, loss nn.SurrogateL
 	return applied, nil
 }
 
-// stepwise opens open's engine as a plain nn.Engine, so that a learner
-// takes its steps one by one even where the engine takes them whole.
-func stepwise(open nn.OpenEngine) nn.OpenEngine {
-	return func(net *nn.ActorCritic, opt *nn.Adam) (nn.Engine, error) {
-		e, err := open(net, opt)
-		if err != nil {
-			return nil, err
-		}
-		return struct{ nn.Engine }{e}, nil
-	}
-}
-
 // TestSurrogateKernelMatchesRowsLoss: surrogate.h's loss (the GPU's),
 // compiled for the host, gives rowsLoss's terms and gradient for the same
 // outputs and rows, with value clipping on and off, with and without the

@@ -22,6 +22,12 @@
 // (double DQN; with Double false the max of Q_target), and the loss is
 // mean_i w_i Huber_delta(Q_online(s_i, a_i) - y_i).
 //
+// [Learner.SetEngine] moves the networks onto engines (a GPU's: package
+// nn/cuda), the loss staying here; an engine that takes whole updates
+// (nn/cuda's) computes the loss itself from nn/cuda's dqnloss.h, which
+// the tests hold to this package's on any machine, and only the stats and
+// priorities come back from an update.
+//
 // Actors act epsilon-greedily; Ape-X gives actor i of N the epsilon
 // ApeXEpsilon(i, N) = 0.4^(1 + 7 i/(N-1)).
 package dqn

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/distrl/distrl/nn"
 )
@@ -92,6 +93,25 @@ type Learner struct {
 	// host's copies, online's brought back by Sync (stale: not yet).
 	eng, tgtEng nn.Engine
 	stale       bool
+	// whole is eng where it takes whole updates (updateEngine); it keeps
+	// a copy of the target's parameters beside the online network's.
+	whole   updateEngine
+	weights []float32 // all 1, for a batch without importance weights
+}
+
+// updateEngine is an engine that runs a DQN update whole where the
+// networks are (nn/cuda's Engine): the three forward passes, the loss and
+// its gradient, the backward pass, the clipping and Adam's step queue
+// behind each other, and the stats and priorities come back once, instead
+// of the outputs, their gradient and the norm crossing with the loss
+// computed here in between. Its loss is lossAndGrad's (nn/cuda's
+// dqnloss.h), held to it by this package's tests.
+type updateEngine interface {
+	// SetTarget keeps the target network's parameters on the engine.
+	SetTarget(params []float32) error
+	// DQNUpdate makes the update, its |TD errors| into td, unless the
+	// loss or the norm is not finite (applied false).
+	DQNUpdate(b nn.DQNBatch, loss nn.DQNLoss, maxNorm, lr float32, td []float64) (st nn.DQNStep, applied bool, err error)
 }
 
 // NewLearner builds the networks for spec (a categorical head; the trunk
@@ -152,6 +172,13 @@ func (l *Learner) SetEngine(open nn.OpenEngine) error {
 		return err
 	}
 	l.eng, l.tgtEng = eng, tgt
+	if w, ok := eng.(updateEngine); ok {
+		if err := w.SetTarget(l.target.Params()); err != nil {
+			_ = l.Close()
+			return fmt.Errorf("dqn: target parameters to the engine: %w", err)
+		}
+		l.whole = w
+	}
 	return nil
 }
 
@@ -188,7 +215,7 @@ func (l *Learner) Close() error {
 			err = cerr
 		}
 	}
-	l.eng, l.tgtEng = nil, nil
+	l.eng, l.tgtEng, l.whole = nil, nil, nil
 	if err != nil {
 		return fmt.Errorf("dqn: close engines: %w", err)
 	}
@@ -300,6 +327,9 @@ var ErrGroupSkipped = errors.New("dqn: the group skipped the step")
 // not finite makes every member skip the step (ErrGroupSkipped). An error
 // of r leaves the learner as it was.
 func (l *Learner) UpdateGroup(ctx context.Context, b *Batch, td []float64, r Reducer) (Stats, []float64, error) {
+	if r == nil && l.whole != nil {
+		return l.wholeUpdate(b, td)
+	}
 	var st Stats
 	var err error
 	if r == nil || b.Len() > 0 {
@@ -335,6 +365,43 @@ func (l *Learner) UpdateGroup(ctx context.Context, b *Batch, td []float64, r Red
 	if err := l.step(grad); err != nil {
 		return st, td, fmt.Errorf("dqn: %w", err)
 	}
+	l.updates++
+	return st, td, l.moveTarget()
+}
+
+// wholeUpdate is Update on an engine that takes whole updates.
+func (l *Learner) wholeUpdate(b *Batch, td []float64) (Stats, []float64, error) {
+	if err := l.checkBatch(b); err != nil {
+		return Stats{}, td, err
+	}
+	n := b.Len()
+	w := b.Weights
+	if w == nil {
+		for len(l.weights) < n {
+			l.weights = append(l.weights, 1)
+		}
+		w = l.weights[:n]
+	}
+	td = slices.Grow(td[:0], n)[:n]
+	loss := nn.DQNLoss{HuberDelta: l.cfg.HuberDelta, Double: l.cfg.Double, Dueling: l.cfg.Dueling}
+	out, applied, err := l.whole.DQNUpdate(nn.DQNBatch{Obs: b.Obs, NextObs: b.NextObs, Actions: b.Actions, Rewards: b.Rewards,
+		Discounts: b.Discounts, Weights: w}, loss, float32(l.cfg.MaxGradNorm), l.opt.LR, td)
+	if err != nil {
+		return Stats{}, td[:0], fmt.Errorf("dqn: %w", err)
+	}
+	st := Stats{Loss: out.Loss, MeanQ: out.MeanQ, MeanTD: out.MeanTD}
+	// The checks of lossAndGrad and UpdateGroup, in their order; the
+	// engine skipped the step where they fail.
+	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
+		return st, td, fmt.Errorf("dqn: loss is %v", st.Loss)
+	}
+	if st.GradNorm = float64(out.Norm); math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
+		return st, td, fmt.Errorf("dqn: gradient norm is %v", st.GradNorm)
+	}
+	if !applied {
+		return st, td, fmt.Errorf("dqn: the engine did not take the step (loss %v, gradient norm %v)", st.Loss, st.GradNorm)
+	}
+	l.stale = true
 	l.updates++
 	return st, td, l.moveTarget()
 }
@@ -375,10 +442,22 @@ func (l *Learner) moveTarget() error {
 		return err
 	}
 	l.updateTarget()
-	if l.tgtEng != nil {
-		if err := l.tgtEng.SetParams(l.target.Params()); err != nil {
-			return fmt.Errorf("dqn: target parameters to the engine: %w", err)
-		}
+	return l.targetToEngines()
+}
+
+// targetToEngines sends the target's parameters where the engines keep
+// them: the target's engine, and the online engine's copy where it takes
+// whole updates.
+func (l *Learner) targetToEngines() error {
+	if l.tgtEng == nil {
+		return nil
+	}
+	err := l.tgtEng.SetParams(l.target.Params())
+	if err == nil && l.whole != nil {
+		err = l.whole.SetTarget(l.target.Params())
+	}
+	if err != nil {
+		return fmt.Errorf("dqn: target parameters to the engine: %w", err)
 	}
 	return nil
 }
@@ -436,20 +515,10 @@ func (l *Learner) Loss(b *Batch) (float64, error) {
 // lossAndGrad computes the loss and the |TD errors|, and with backward the
 // gradient into l.grad.
 func (l *Learner) lossAndGrad(b *Batch, td []float64, backward bool) (Stats, []float64, error) {
-	n, d, a := b.Len(), l.spec.ObsDim, l.spec.ActionDim
-	switch {
-	case n == 0:
-		return Stats{}, td, fmt.Errorf("dqn: empty batch")
-	case len(b.Obs) != n*d || len(b.NextObs) != n*d || len(b.Rewards) != n || len(b.Discounts) != n ||
-		(b.Weights != nil && len(b.Weights) != n):
-		return Stats{}, td, fmt.Errorf("dqn: batch of %d actions with %d obs, %d next obs, %d rewards, %d discounts, %d weights (obs dim %d)",
-			n, len(b.Obs), len(b.NextObs), len(b.Rewards), len(b.Discounts), len(b.Weights), d)
+	if err := l.checkBatch(b); err != nil {
+		return Stats{}, td, err
 	}
-	for _, act := range b.Actions {
-		if act < 0 || int(act) >= a {
-			return Stats{}, td, fmt.Errorf("dqn: action %d out of range [0, %d)", act, a)
-		}
-	}
+	n, a := b.Len(), l.spec.ActionDim
 	var err error
 	// Targets first: the online network's Forward on s must be the last
 	// one on l.ws before Backward (on an engine, slot 0 is s's).
@@ -540,6 +609,25 @@ func (l *Learner) lossAndGrad(b *Batch, td []float64, backward bool) (Stats, []f
 	return st, td, nil
 }
 
+// checkBatch refuses a batch the networks cannot take.
+func (l *Learner) checkBatch(b *Batch) error {
+	n, d, a := b.Len(), l.spec.ObsDim, l.spec.ActionDim
+	switch {
+	case n == 0:
+		return fmt.Errorf("dqn: empty batch")
+	case len(b.Obs) != n*d || len(b.NextObs) != n*d || len(b.Rewards) != n || len(b.Discounts) != n ||
+		(b.Weights != nil && len(b.Weights) != n):
+		return fmt.Errorf("dqn: batch of %d actions with %d obs, %d next obs, %d rewards, %d discounts, %d weights (obs dim %d)",
+			n, len(b.Obs), len(b.NextObs), len(b.Rewards), len(b.Discounts), len(b.Weights), d)
+	}
+	for _, act := range b.Actions {
+		if act < 0 || int(act) >= a {
+			return fmt.Errorf("dqn: action %d out of range [0, %d)", act, a)
+		}
+	}
+	return nil
+}
+
 // targetDue says whether updateTarget changes the target after this
 // update.
 func (l *Learner) targetDue() bool {
@@ -604,7 +692,7 @@ func (l *Learner) Restore(s LearnerState) error {
 	if l.eng != nil {
 		err := l.eng.SetParams(s.Online)
 		if err == nil {
-			err = l.tgtEng.SetParams(s.Target)
+			err = l.targetToEngines()
 		}
 		if err == nil {
 			err = l.eng.SetAdamState(s.AdamM, s.AdamV, s.Step)

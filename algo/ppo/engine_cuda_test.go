@@ -11,6 +11,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/cudainit"
+	"github.com/distrl/distrl/internal/testsupport/enginetest"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/nn/cuda"
 )
@@ -38,7 +39,7 @@ func TestCUDAEngine(t *testing.T) {
 		t.Run("updates/"+name, func(t *testing.T) { checkEngineUpdates(t, cuda.EngineOpener(0), spec, 5, 1e-3) })
 		// The same updates one step at a time (the outputs, their
 		// gradient and the norm crossing every minibatch, the loss here).
-		t.Run("updates-stepwise/"+name, func(t *testing.T) { checkEngineUpdates(t, stepwise(cuda.EngineOpener(0)), spec, 5, 1e-3) })
+		t.Run("updates-stepwise/"+name, func(t *testing.T) { checkEngineUpdates(t, enginetest.Plain(cuda.EngineOpener(0)), spec, 5, 1e-3) })
 	}
 }
 
@@ -86,7 +87,7 @@ func BenchmarkUpdateMinAtar(b *testing.B) {
 			}
 			if open := cuda.EngineOpener(0); strings.HasPrefix(device, "cuda") {
 				if device == "cuda-stepwise" {
-					open = stepwise(open)
+					open = enginetest.Plain(open)
 				}
 				if err := l.SetEngine(open); err != nil {
 					b.Fatal(err)
@@ -104,17 +105,5 @@ func BenchmarkUpdateMinAtar(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)*8192/b.Elapsed().Seconds(), "samples/s")
 		})
-	}
-}
-
-// stepwise opens open's engine as a plain nn.Engine, so that a learner
-// takes its steps one by one even where the engine takes them whole.
-func stepwise(open nn.OpenEngine) nn.OpenEngine {
-	return func(net *nn.ActorCritic, opt *nn.Adam) (nn.Engine, error) {
-		e, err := open(net, opt)
-		if err != nil {
-			return nil, err
-		}
-		return struct{ nn.Engine }{e}, nil
 	}
 }

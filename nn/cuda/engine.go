@@ -34,6 +34,7 @@ type Engine struct {
 	nstaged int    // and their rows
 	idx     Buffer // ForwardRows's rows
 	surr    surrogateState
+	dqn     dqnState
 }
 
 var _ nn.Engine = (*Engine)(nil)

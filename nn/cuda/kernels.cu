@@ -10,6 +10,7 @@
 // 8-byte word (gorgonia.org/cu copies 8 bytes per argument), whose low 4 bytes are an int's or a float's.
 #include <math_constants.h>
 
+#include "dqnloss.h"
 #include "surrogate.h"
 
 // act: 0 none, 1 tanh, 2 relu (policy/cuda's activation codes).
@@ -323,10 +324,12 @@ extern "C" __global__ void adam_guarded(float* __restrict__ p, const float* __re
 
 // The PPO minibatch step on the device (nn.SurrogateLoss): ppo_loss computes every row's loss terms and
 // the loss's gradient with respect to the logits and values (surrogate.h, one thread per row, the rows
-// idx of the staged update); ppo_sums adds each term over the rows, in one block, in a fixed order, into
-// the step's record; surrogate_guard, after the gradient's sumsq, finishes its norm, checks the norm
+// idx of the staged update); term_sums adds each term over the rows, in one block, in a fixed order, into
+// the step's record (term_sums); surrogate_guard, after the gradient's sumsq, finishes its norm, checks the norm
 // and the loss, sets the clip factor and stops the steps at the first non-finite one. A record is
-// {policy, value, entropy, approx_kl, clip_frac (sums), norm, total, spare}, in double.
+// {policy, value, entropy, approx_kl, clip_frac (sums), norm, total, spare}, in double. DQN's update
+// (dqn_loss, term_sums, dqn_guard) is one such step; its record is {loss, mean Q, mean |TD| (sums of the
+// rows' shares), norm, ..., applied}.
 #define STEP_RECORD 8
 extern "C" __global__ void ppo_loss(const float* __restrict__ logits, const float* __restrict__ values,
                                     const int* __restrict__ idx, const int* __restrict__ actions,
@@ -358,9 +361,10 @@ __device__ __forceinline__ double block_sum(double* s, double v) {
   return sum;
 }
 
-extern "C" __global__ void ppo_sums(const double* __restrict__ terms, int n, double* __restrict__ record) {
+// term_sums: record[q] = Σ_i terms[q][i] for the k terms of n rows, in one block, in a fixed order.
+extern "C" __global__ void term_sums(const double* __restrict__ terms, int n, int k, double* __restrict__ record) {
   __shared__ double s[NORM_THREADS];
-  for (int q = 0; q < SURR_TERMS; q++) {
+  for (int q = 0; q < k; q++) {
     double acc = 0;
     for (int i = threadIdx.x; i < n; i += NORM_THREADS) acc += terms[(size_t)q * n + i];
     const double sum = block_sum(s, acc);
@@ -368,25 +372,68 @@ extern "C" __global__ void ppo_sums(const double* __restrict__ terms, int n, dou
   }
 }
 
-extern "C" __global__ void surrogate_guard(const double* __restrict__ partial, int nb, double* __restrict__ record,
-                                           int step, float max_norm, double inv, double value_coef,
-                                           double ent_coef, StepControl* __restrict__ ctl) {
+// guard_norm: the gradient's norm from sumsq's nb partials (every thread of the block calls it; thread 0
+// gets it) and, in ctl, nn.ClipGradNorm's clip factor for it.
+__device__ __forceinline__ double guard_norm(const double* __restrict__ partial, int nb, float max_norm,
+                                             StepControl* __restrict__ ctl) {
   __shared__ double s[NORM_THREADS];
   double acc = 0;
   for (int i = threadIdx.x; i < nb; i += NORM_THREADS) acc += partial[i];
-  const double ss = block_sum(s, acc);
+  const double norm = sqrt(block_sum(s, acc));
+  if (threadIdx.x == 0) {
+    float scale = 1.f;
+    if (max_norm > 0 && norm > (double)max_norm && !isinf(norm)) scale = (float)((double)max_norm / (norm + 1e-6));
+    ctl->scale = scale;
+  }
+  return norm;
+}
+
+extern "C" __global__ void surrogate_guard(const double* __restrict__ partial, int nb, double* __restrict__ record,
+                                           int step, float max_norm, double inv, double value_coef,
+                                           double ent_coef, StepControl* __restrict__ ctl) {
+  const float norm32 = (float)guard_norm(partial, nb, max_norm, ctl);  // what nn.ClipGradNorm returns
   if (threadIdx.x != 0) return;
-  const double norm = sqrt(ss);
-  const float norm32 = (float)norm;  // what nn.ClipGradNorm returns, and the learner checks
   // The learner's total: the means' policy + ValueCoef·value - EntropyCoef·entropy.
   const double total = record[SURR_POLICY] * inv + value_coef * (record[SURR_VALUE] * inv) -
                        ent_coef * (record[SURR_ENTROPY] * inv);
   record[SURR_TERMS] = norm32;
   record[SURR_TERMS + 1] = total;
-  float scale = 1.f;
-  if (max_norm > 0 && norm > (double)max_norm && !isinf(norm)) scale = (float)((double)max_norm / (norm + 1e-6));
-  ctl->scale = scale;
   if (ctl->stop == 0 && (isnan(norm32) || isinf(norm32) || isnan(total))) ctl->stop = step + 1;
+}
+
+// dqn_loss: every transition's loss terms, |TD error| and the loss's gradient with respect to the online
+// network's outputs for its observation (dqnloss.h), one thread a row. The outputs are the online
+// network's for the observations (l, v) and the next ones (ln, vn; null unless double_q), the target's for
+// the next ones (lt, vt); dvalues is null unless dueling.
+extern "C" __global__ void dqn_loss(const float* __restrict__ l, const float* __restrict__ v,
+                                    const float* __restrict__ ln, const float* __restrict__ vn,
+                                    const float* __restrict__ lt, const float* __restrict__ vt,
+                                    const int* __restrict__ actions, const float* __restrict__ rewards,
+                                    const float* __restrict__ discounts, const float* __restrict__ weights, int n,
+                                    int a, double delta, int dueling, int double_q, float* __restrict__ dlogits,
+                                    float* __restrict__ dvalues, double* __restrict__ terms, double* __restrict__ td) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  const size_t o = (size_t)r * a;
+  double t[DQN_TERMS];
+  float dv = 0.f;
+  dqn_row(l + o, v[r], double_q ? ln + o : nullptr, double_q ? vn[r] : 0.f, lt + o, vt[r], a, actions[r],
+          rewards[r], discounts[r], weights[r], n, delta, dueling, double_q, dlogits + o, &dv, t, td + r);
+  if (dvalues) dvalues[r] = dv;
+#pragma unroll
+  for (int q = 0; q < DQN_TERMS; q++) terms[(size_t)q * n + r] = t[q];
+}
+
+// dqn_guard: the update's norm into its record, and the step stopped if the loss or the norm is not
+// finite (the learner's checks, before and after the backward pass); record[7] says whether it goes on.
+extern "C" __global__ void dqn_guard(const double* __restrict__ partial, int nb, double* __restrict__ record,
+                                     float max_norm, StepControl* __restrict__ ctl) {
+  const float norm32 = (float)guard_norm(partial, nb, max_norm, ctl);
+  if (threadIdx.x != 0) return;
+  record[DQN_TERMS] = norm32;
+  const bool bad = !isfinite(record[DQN_LOSS]) || !isfinite(norm32);
+  ctl->stop = bad ? 1 : 0;
+  record[STEP_RECORD - 1] = bad ? 0 : 1;
 }
 
 // dense_narrow: y = act(x @ w + b) for m <= NARROW outputs (the policy and value heads), one warp per

@@ -178,7 +178,7 @@ func (e *Engine) queueSurrogateStep(a *Activations, m, off, rows int, loss nn.Su
 		return err
 	}
 	record := s.records.Ptr + cu.DevicePtr(8*stepRecord*m)
-	if err := e.c.Launch("ppo_sums", [3]int{1, 1, 1}, [3]int{256, 1, 1}, s.terms.Ptr, rows, record); err != nil {
+	if err := e.c.Launch("term_sums", [3]int{1, 1, 1}, [3]int{256, 1, 1}, s.terms.Ptr, rows, surrogateTerms, record); err != nil {
 		return err
 	}
 	if err := cu.MemsetD32(e.grad.Ptr, 0, int64(e.net.nparams)); err != nil {

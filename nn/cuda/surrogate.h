@@ -6,31 +6,23 @@
 // double, the same float32 roundings where package nn rounds (a log-probability and an entropy are
 // float32 there; each gradient element is accumulated in float32), and the same NaN rules: a clip keeps a
 // NaN (Go's min and max do), where fmin and fmax would drop it. The one difference is exp and log: nn's
-// are polynomials within 1e-14 of them. Products that a compiler could fuse with an addition into one
-// rounding (fma) go through MUL, which never fuses, so device and host round alike.
+// are polynomials within 1e-14 of them.
 #ifndef DISTRL_SURROGATE_H
 #define DISTRL_SURROGATE_H
 
-#ifdef __CUDACC__
-#define SURR_FN __device__ __forceinline__
-#define SURR_DMUL(a, b) __dmul_rn((a), (b))
-#else
-#include <math.h>
-#define SURR_FN static inline
-#define SURR_DMUL(a, b) ((a) * (b))
-#endif
+#include "rowmath.h"
 
 // The row's loss terms, in the order of nn.SurrogateStep's sums.
 enum { SURR_POLICY, SURR_VALUE, SURR_ENTROPY, SURR_KL, SURR_CLIPFRAC, SURR_TERMS };
 
 // surr_clamp is Go's min(max(x, lo), hi): NaN stays NaN.
-SURR_FN double surr_clamp(double x, double lo, double hi) {
+ROW_FN double surr_clamp(double x, double lo, double hi) {
   if (isnan(x)) return x;
   return x < lo ? lo : (x > hi ? hi : x);
 }
 
 // surr_lse is nn's logSumExp: -Inf when every logit is, NaN when one is NaN.
-SURR_FN double surr_lse(const float* l, int a) {
+ROW_FN double surr_lse(const float* l, int a) {
   double mx = -INFINITY;
   for (int i = 0; i < a; i++) {
     const double v = l[i];
@@ -44,12 +36,12 @@ SURR_FN double surr_lse(const float* l, int a) {
 }
 
 // surr_entropy is nn's entropy of the row given its log-sum-exp.
-SURR_FN double surr_entropy(const float* l, int a, double lse) {
+ROW_FN double surr_entropy(const float* l, int a, double lse) {
   double h = 0;
   for (int i = 0; i < a; i++) {
     const double lp = (double)l[i] - lse;
     const double p = exp(lp);
-    if (p != 0) h -= SURR_DMUL(p, lp);
+    if (p != 0) h -= ROW_DMUL(p, lp);
   }
   return h;
 }
@@ -57,7 +49,7 @@ SURR_FN double surr_entropy(const float* l, int a, double lse) {
 // surr_row computes the loss of one row (a actions, logits l, value v; the action taken, the behaviour
 // policy's log-probability and value, the advantage and the return) into terms[SURR_TERMS] and the
 // gradient of the minibatch's mean loss (inv = 1/rows, value_scale = ValueCoef·inv) into dl[a] and *dv.
-SURR_FN void surr_row(const float* l, int a, float v, int act, float old_logp, float old_value, float adv_f,
+ROW_FN void surr_row(const float* l, int a, float v, int act, float old_logp, float old_value, float adv_f,
                       float ret_f, double clip_eps, double inv, double value_scale, double ent_coef,
                       int clip_value, float* dl, float* dv, double* terms) {
   const double lse = surr_lse(l, a);

@@ -80,3 +80,16 @@ func Use(t testing.TB, set func(nn.OpenEngine) error, close func() error, open n
 		}
 	})
 }
+
+// Plain opens open's engine as a plain nn.Engine, hiding whatever else it
+// can do, so that a learner takes its steps one at a time even where the
+// engine takes them whole: the way to measure and test that path too.
+func Plain(open nn.OpenEngine) nn.OpenEngine {
+	return func(net *nn.ActorCritic, opt *nn.Adam) (nn.Engine, error) {
+		e, err := open(net, opt)
+		if err != nil {
+			return nil, err
+		}
+		return struct{ nn.Engine }{e}, nil
+	}
+}

@@ -9,9 +9,11 @@
 # `cat OUT/*-bench.txt | go run ./cmd/benchtab` prints their table where Go is.
 #   test       policy/cuda: CPU/GPU equivalence of the policy (MLPs and conv nets, batch 1 to 8192), sampling
 #   train      algo/ppo, algo/dqn: the PPO and DQN losses' gradients on the GPU against the CPU (batch 1 to
-#              8192, MinAtar's network and a 512x512 MLP), 20 Adam steps, checkpoints GPU -> CPU -> GPU
+#              8192, MinAtar's network and a 512x512 MLP), 20 Adam steps, checkpoints GPU -> CPU -> GPU; the
+#              updates whole on the device (TestCUDAWholeSteps, TestCUDAWholeUpdates) and one pass at a time
 #   bench      policy/cuda: rows/s of the GPU and CPU backends, the GPU's copy/kernel split
-#   trainbench algo/ppo, algo/dqn: a MinAtar update's samples/s on the GPU and on the CPU learner
+#   trainbench algo/ppo, algo/dqn: a MinAtar update's samples/s on the CPU learner and on the GPU, whole
+#              (device=cuda) and one pass at a time with the loss on the host (device=cuda-stepwise)
 #   intake     trainerworker: a PPO and a DQN trainer's intake on this machine's cores (learning aside),
 #              in turn and overlapping: what a GPU trainer's process does on its CPU (about 40 s)
 #   sink       scripts/cpu-sink.sh: cartpole-sink with 14 actors of 64 CartPoles on this machine's cores, its

@@ -267,6 +267,7 @@ func (b *SampleBatch) DecodeFast(in []byte) (rest []byte, ok bool) {
 	if i, ok = fastKey(in, i, keyObs); !ok || i >= len(in) || in[i]&0xf0 == 0x90 || in[i] == 0xdc || in[i] == 0xdd {
 		return nil, false // packed frames go the general way
 	}
+	b.Obs.binary = false // a tensor, not packed: the fast path says no to those
 	if i, ok = fastValue(in, i, &b.Obs.Tensor); !ok {
 		return nil, false
 	}

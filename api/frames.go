@@ -24,10 +24,20 @@ import (
 // Tensor's, bits a bin of ceil(n/8) bytes for n = prod(shape) values,
 // value i in bit i%8 (least significant first) of byte i/8. A Python
 // reader unpacks it with numpy.unpackbits(bits, bitorder="little")[:n].
-type Frames struct{ Tensor[float32] }
+type Frames struct {
+	Tensor[float32]
+	binary bool // the last decode into it read the packed form
+}
 
 // NewFrames wraps a tensor.
-func NewFrames(t Tensor[float32]) Frames { return Frames{t} }
+func NewFrames(t Tensor[float32]) Frames { return Frames{Tensor: t} }
+
+// Binary reports whether the last decode into f read the packed form, so
+// that every value it decoded is exactly 0 or 1: finite, which spares a
+// learner checking a MinAtar update's millions of values again. Frames
+// made any other way, or whose Data a caller changed after decoding, do
+// not say so (a caller that writes into Data after decoding must not ask).
+func (f Frames) Binary() bool { return f.binary }
 
 // packChunk is how many packed bytes the decoder reads at a time.
 const packChunk = 512
@@ -126,6 +136,7 @@ func (f *Frames) DecodeMsgpack(d *msgpack.Decoder) error {
 	if err != nil {
 		return err
 	}
+	f.binary = false
 	if !msgpcode.IsFixedArray(c) && c != msgpcode.Array16 && c != msgpcode.Array32 {
 		return f.Tensor.DecodeMsgpack(d)
 	}
@@ -133,6 +144,7 @@ func (f *Frames) DecodeMsgpack(d *msgpack.Decoder) error {
 		f.Tensor = Tensor[float32]{}
 		return fmt.Errorf("api: decoding packed frames: %w", err)
 	}
+	f.binary = true
 	return nil
 }
 

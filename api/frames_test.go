@@ -61,8 +61,61 @@ func TestFramesRoundTrip(t *testing.T) {
 				if fmt.Sprint(dst.Shape, dst.Data) != fmt.Sprint(tc.f.Shape, tc.f.Data) {
 					t.Fatalf("decoded %v %v, want %v %v", dst.Shape, dst.Data, tc.f.Shape, tc.f.Data)
 				}
+				if dst.Binary() != tc.packed {
+					t.Errorf("decoded frames say binary %v, want %v", dst.Binary(), tc.packed)
+				}
 			}
 		})
+	}
+}
+
+// TestFramesBinary: frames say they are binary only while the last
+// decode into them read the packed form, by either of a sample batch's
+// decoders, so that a batch decoded into one that was packed does not
+// keep its word.
+func TestFramesBinary(t *testing.T) {
+	packed, err := msgpack.Marshal(frames([]int{9}, 1, 0, 0, 0, 0, 0, 0, 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tensor, err := msgpack.Marshal(frames([]int{2}, float32(math.NaN()), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if frames([]int{1}, 1).Binary() {
+		t.Error("NewFrames of ones says binary")
+	}
+	var f Frames
+	for i, step := range []struct {
+		wire []byte
+		want bool
+	}{{packed, true}, {tensor, false}, {packed, true}, {[]byte{0x92, 0x91, 0x09, 0xc4, 0x05}, false}} {
+		err := msgpack.Unmarshal(step.wire, &f)
+		if f.Binary() != step.want {
+			t.Errorf("decode %d (err %v): binary %v, want %v", i, err, f.Binary(), step.want)
+		}
+	}
+	batch := func(obs ...float32) []byte {
+		n := len(obs)
+		b, err := msgpack.Marshal(&SampleBatch{Obs: frames([]int{n, 1}, obs...), Actions: NewTensor[int32](n),
+			Rewards: NewTensor[float32](n), Terminated: NewTensor[uint8](n), Truncated: NewTensor[uint8](n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var b SampleBatch
+	if err := msgpack.Unmarshal(batch(1, 0, 1), &b); err != nil || !b.Obs.Binary() {
+		t.Fatalf("a packed batch: binary %v (%v)", b.Obs.Binary(), err)
+	}
+	if _, ok := b.DecodeFast(batch(0.5, 2, 3)); !ok || b.Obs.Binary() {
+		t.Errorf("a float batch decoded fast into a packed one: binary %v (fast path taken: %v)", b.Obs.Binary(), ok)
+	}
+	if err := msgpack.Unmarshal(batch(1, 0, 1), &b); err != nil || !b.Obs.Binary() {
+		t.Fatalf("a packed batch again: binary %v (%v)", b.Obs.Binary(), err)
+	}
+	if err := msgpack.Unmarshal(batch(0.5, 2, 3), &b); err != nil || b.Obs.Binary() {
+		t.Errorf("a float batch decoded into a packed one: binary %v (%v)", b.Obs.Binary(), err)
 	}
 }
 

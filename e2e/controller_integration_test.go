@@ -445,6 +445,23 @@ func BenchmarkStartupEcho(b *testing.B) {
 	}
 }
 
+// waitCheckpoint waits for the trainer's checkpoint of version v in the
+// trial directory dir (a trainer with checkpoint_every 1), looked for every
+// few milliseconds. Kills meant to land mid-run wait for it: cartpole-ppo
+// learns fast enough to pass its target within its first metrics line (0.3
+// s, version 27 and a return of 450 seen once), so waiting for a metrics
+// line's version let the trial end before the kill.
+func waitCheckpoint(t *testing.T, dir string, v int64) {
+	t.Helper()
+	eventually.NoError(t, 60*time.Second, fmt.Sprintf("the trainer's checkpoint of version %d", v), func() error {
+		files, err := ckptfile.List(filepath.Join(dir, "checkpoints"), "ckpt-")
+		if err != nil || len(files) == 0 || files[0].N < v {
+			return fmt.Errorf("checkpoints %v (%v)", files, err)
+		}
+		return nil
+	})
+}
+
 // cpuTicks is utime+stime of pid in clock ticks, from /proc/{pid}/stat.
 func cpuTicks(b *testing.B, pid int) int64 {
 	b.Helper()
@@ -473,18 +490,7 @@ func TestStartCartPolePPOSurvivesKills(t *testing.T) {
 	waitOutput(t, p, regexp.MustCompile(`all 4 workers running`), 30*time.Second)
 	dir := filepath.Join(work, "cartpole-ppo", "t5")
 	metrics := filepath.Join(dir, "metrics.jsonl")
-	// The kills land at the trainer's third checkpoint (checkpoint_every 1),
-	// looked for every few milliseconds: the trial learns fast enough to
-	// pass its target within its first metrics line (0.3 s, version 27 and
-	// a return of 450 seen once), so waiting for a metrics line's version
-	// let it end before the kills.
-	eventually.NoError(t, 60*time.Second, "the trainer's checkpoint of version 3", func() error {
-		files, err := ckptfile.List(filepath.Join(dir, "checkpoints"), "ckpt-")
-		if err != nil || len(files) == 0 || files[0].N < 3 {
-			return fmt.Errorf("checkpoints %v (%v)", files, err)
-		}
-		return nil
-	})
+	waitCheckpoint(t, dir, 3)
 	rec := readRecord(t, dir)
 	for _, name := range []string{"policy/0", "trainer/0"} {
 		if err := syscall.Kill(rec.Workers[name], syscall.SIGKILL); err != nil {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/distrl/distrl/internal/testsupport/eventually"
 )
 
 // cartpole-ppo with two trainers learning as one data-parallel group
@@ -31,13 +29,7 @@ func TestStartTrainerGroupSurvivesKill(t *testing.T) {
 	waitOutput(t, p, regexp.MustCompile(`all 5 workers running`), 30*time.Second)
 	dir := filepath.Join(work, "cartpole-ppo", "tg")
 	metrics := filepath.Join(dir, "metrics.jsonl")
-	eventually.NoError(t, 90*time.Second, "the group at version 3", func() error {
-		lines := readMetricsLines(t, metrics)
-		if len(lines) == 0 || lines[len(lines)-1].Version < 3 {
-			return fmt.Errorf("%d lines, version below 3", len(lines))
-		}
-		return nil
-	})
+	waitCheckpoint(t, dir, 3) // rank 0 checkpoints for the group
 	if err := syscall.Kill(readRecord(t, dir).Workers["trainer/0"], syscall.SIGKILL); err != nil {
 		t.Fatalf("kill trainer/0: %v", err)
 	}

@@ -432,7 +432,7 @@ func (w *ppoTrainer) check(b *api.SampleBatch) error {
 		return fmt.Errorf("observations of shape %v, the network takes %d values (%v)", b.Obs.Shape[1:], spec.ObsDim, spec.InputShape)
 	case len(b.LogProbs.Data) != n || len(b.Values.Data) != n:
 		return errors.New("no behaviour log-probabilities or values")
-	case !api.AllFinite(b.Obs.Data) || !api.AllFinite(b.Rewards.Data) || !api.AllFinite(b.LogProbs.Data) || !api.AllFinite(b.Values.Data):
+	case !b.Obs.Binary() && !api.AllFinite(b.Obs.Data) || !api.AllFinite(b.Rewards.Data) || !api.AllFinite(b.LogProbs.Data) || !api.AllFinite(b.Values.Data):
 		return errors.New("non-finite observations, rewards, log-probabilities or values")
 	}
 	if spec.Head == nn.Gaussian {

@@ -637,10 +637,14 @@ func (l *Learner) checkBatch(b *api.SampleBatch) error {
 			}
 		}
 	}
+	obs := b.Obs.Data
+	if b.Obs.Binary() {
+		obs = nil // decoded from bits: every value 0 or 1 (a MinAtar update's millions of them)
+	}
 	for _, c := range []struct {
 		name string
 		data []float32
-	}{{"observation", b.Obs.Data}, {"reward", b.Rewards.Data}, {"log-probability", b.LogProbs.Data}, {"value", b.Values.Data}} {
+	}{{"observation", obs}, {"reward", b.Rewards.Data}, {"log-probability", b.LogProbs.Data}, {"value", b.Values.Data}} {
 		if i := api.FirstNonFinite(c.data); i >= 0 {
 			return fmt.Errorf("%w: %s %d is %v", ErrInvalidBatch, c.name, i, c.data[i])
 		}

@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // cartpole-ppo with two trainers learning as one data-parallel group

@@ -61,8 +61,9 @@ func TestMinAtarBreakoutLearns(t *testing.T) {
 	// within max_staleness updates. With the stream's deep default queue
 	// it dropped 60% of the steps as stale (46% before the short queues'
 	// change). How many it drops with them depends on how far the actors
-	// outrun the trainer on the machine: 17-20% on the AMD development
-	// machines, 19-21.5% on an Intel one whose runs end in 16 s.
+	// outrun the trainer on the machine: under a fifth on the earlier
+	// development machines, 19-21.5% on an Intel one whose runs end in
+	// 16 s.
 	trainer := last.Workers["trainer/0"]
 	dropped, ok := trainer["dropped_steps"].(float64) // JSON numbers
 	if !ok || dropped > 0.3*float64(last.EnvSteps) {

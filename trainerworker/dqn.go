@@ -109,6 +109,14 @@ type dqnTrainer struct {
 	pub     *paramstream.Publisher // rank 0's (or a trainer alone's)
 	keeper  *keeper                // nil: keeps no versions
 	evalEnv api.Env
+	// eval plays the evaluation episodes off the loop, with evalNet (the
+	// online parameters as of its start) and evalEnv, which are its own
+	// while it runs: a greedy episode of Freeway is 2500 forward passes,
+	// about 40 ms on a core, every eval_every updates, which a learner on
+	// a GPU makes in a fraction of that.
+	eval        *offload.Job[float64]
+	evalNet     *nn.ActorCritic
+	evalSkipped int64 // evaluations due while one still ran
 	grp     *groupMember // nil: learning alone
 	// pending are sampled batches waiting for the group's barrier.
 	pending []*replaystream.Reply
@@ -267,6 +275,13 @@ func (w *dqnTrainer) Configure(ctx context.Context, args rpc.Args) error {
 			return fmt.Errorf("trainer: %w", err)
 		}
 	}
+	if w.eval, err = offload.New[float64](); err != nil {
+		w.close()
+		_ = learner.Close()
+		_ = evalEnv.Close()
+		return fmt.Errorf("trainer: %w", err)
+	}
+	w.evalNet, w.evalSkipped = learner.Online().Clone(), 0
 	w.cfg, w.dcfg, w.learner, w.evalEnv, w.obsDim = cfg, dcfg, learner, evalEnv, learner.Spec().ObsDim
 	w.hash = configHash(cfg.Policy, learner.Spec()) + fmt.Sprintf("-dueling=%v", dcfg.Dueling)
 	w.version, w.trained, w.resumed = 0, 0, -1
@@ -392,6 +407,7 @@ func (w *dqnTrainer) Poll(ctx context.Context) (worker.PollResult, error) {
 	if err := w.answerFetches(); err != nil {
 		return res, err
 	}
+	w.collectEval()
 	reps, err := w.client.Poll()
 	if err != nil {
 		return res, fmt.Errorf("trainer: replay: %w", err)
@@ -702,41 +718,79 @@ func (w *dqnTrainer) finishStep(ctx context.Context, s *dqnStep, u dqnUpdated, e
 
 // evaluate plays one greedy episode (the trainer's own environment and
 // the online network) and records its return.
+//
+// The episode runs on the eval job with a copy of the online parameters
+// taken now; its return is recorded when it ends (collectEval). An
+// evaluation due while the last one still runs is skipped and counted.
 func (w *dqnTrainer) evaluate() {
+	if w.eval.Running() {
+		w.evalSkipped++
+		return
+	}
 	if err := w.learner.Sync(); err != nil {
 		w.warnings["eval"] = err.Error()
 		return
 	}
-	w.evalSeed++
-	obs, err := w.evalEnv.Reset(1_000_000 + w.evalSeed)
-	if err != nil || len(obs) != 1 {
-		w.warnings["eval"] = fmt.Sprintf("evaluation environment: reset: %v (%d agents)", err, len(obs))
+	if err := w.evalNet.SetParams(w.learner.Online().Params()); err != nil {
+		w.warnings["eval"] = err.Error()
 		return
+	}
+	w.evalSeed++
+	net, env, dueling, seed := w.evalNet, w.evalEnv, w.dcfg.Dueling, 1_000_000+w.evalSeed
+	if err := w.eval.Start(func() (float64, error) { return greedyEpisode(net, env, dueling, seed) }); err != nil {
+		w.warnings["eval"] = err.Error()
+	}
+}
+
+// collectEval records the return of an evaluation episode that has ended.
+func (w *dqnTrainer) collectEval() {
+	r, ok := w.eval.Done()
+	if !ok {
+		return
+	}
+	if r.Err != nil {
+		w.warnings["eval"] = r.Err.Error()
+		return
+	}
+	delete(w.warnings, "eval")
+	w.episodes++
+	w.returns.add(r.Value)
+	w.metrics.ended(1, &w.returns)
+}
+
+// settleEval waits for a running evaluation and records it, before the
+// environment or the network it uses is closed or replaced.
+func (w *dqnTrainer) settleEval() {
+	if w.eval == nil || !w.eval.Running() {
+		return
+	}
+	w.eval.Wait()
+}
+
+// greedyEpisode plays one episode of env from seed with net's greedy
+// actions and returns its return.
+func greedyEpisode(net *nn.ActorCritic, env api.Env, dueling bool, seed int64) (float64, error) {
+	obs, err := env.Reset(seed)
+	if err != nil || len(obs) != 1 {
+		return 0, fmt.Errorf("evaluation environment: reset: %v (%d agents)", err, len(obs))
 	}
 	ws, out := nn.NewWorkspace(), &nn.Output{}
 	var q []float32
 	ret := 0.0
 	for {
-		q, err = dqn.QValues(w.learner.Online(), w.dcfg.Dueling, obs[0], 1, ws, out, q)
-		if err != nil {
-			w.warnings["eval"] = err.Error()
-			return
+		if q, err = dqn.QValues(net, dueling, obs[0], 1, ws, out, q); err != nil {
+			return 0, err
 		}
-		st, err := w.evalEnv.Step([]api.Action{{Discrete: int32(dqn.Argmax(q))}})
+		st, err := env.Step([]api.Action{{Discrete: int32(dqn.Argmax(q))}})
 		if err != nil {
-			w.warnings["eval"] = err.Error()
-			return
+			return 0, err
 		}
 		ret += float64(st.Rewards[0])
 		if st.Done() {
-			break
+			return ret, nil
 		}
 		obs = st.Obs
 	}
-	delete(w.warnings, "eval")
-	w.episodes++
-	w.returns.add(ret)
-	w.metrics.ended(1, &w.returns)
 }
 
 // Sockets: parameter fetches and replay replies wake an idle trainer. The
@@ -778,7 +832,7 @@ func (w *dqnTrainer) IdleFor() time.Duration {
 // WaitFds and PrepareWait: a group's member at the barrier also wakes for
 // its shared-memory doorbell, an overlapping trainer when its update is
 // done.
-func (w *dqnTrainer) WaitFds() []int    { return withJobFd(w.grp.waitFds(), w.job) }
+func (w *dqnTrainer) WaitFds() []int    { return withJobFd(withJobFd(w.grp.waitFds(), w.job), w.eval) }
 func (w *dqnTrainer) PrepareWait() bool { return w.grp.prepareWait() }
 
 // Note says where the trainer stands in its group, if it has one.
@@ -805,7 +859,7 @@ func (w *dqnTrainer) Stats() map[string]any {
 		"sample_errors": w.sampleErrors, "update_errors": w.updateErrors, "priorities_sent": w.prioritySent,
 		"checkpoints": w.checkpoints, "checkpoint_failures": w.ckptFailures, "resumed_from": w.resumed,
 		"device": cmp.Or(w.cfg.Device, worker.DeviceCPU), "overlap": w.job != nil,
-		"updating": w.running != nil,
+		"updating": w.running != nil, "evals_skipped": w.evalSkipped,
 	}
 	if w.client != nil {
 		out["replay_shards"] = len(w.client.Shards())
@@ -844,6 +898,11 @@ func (w *dqnTrainer) close() error {
 	if w.job != nil {
 		errs = append(errs, w.job.Close())
 		w.job = nil
+	}
+	w.settleEval() // it plays in evalEnv
+	if w.eval != nil {
+		errs = append(errs, w.eval.Close())
+		w.eval = nil
 	}
 	if w.evalEnv != nil {
 		errs = append(errs, w.evalEnv.Close())

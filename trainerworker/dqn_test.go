@@ -109,3 +109,47 @@ func TestDQNTrainerLearnsFromReplay(t *testing.T) {
 		t.Fatalf("trainer stats %+v", st)
 	}
 }
+
+// A DQN trainer plays its evaluation episodes off its loop: with an
+// episode due after every update and each one 2500 greedy steps of
+// Freeway, updates go on while one plays (the ones due meanwhile are
+// skipped and counted), and the episodes' returns are recorded when they
+// end. Closing the trainer mid-episode waits for it (-race watches the
+// environment).
+func TestDQNTrainerEvaluatesOffTheLoop(t *testing.T) {
+	c := newCluster(t)
+	rp := c.start(t, replayworker.TypeName, 0)
+	c.run(t, rp.Name(), map[string]any{"tables": []map[string]any{{"name": "default", "limiter": map[string]any{"min_size": 64}}}})
+	cl, err := replaystream.NewClient(workertest.Ctx(t, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	r := rand.New(rand.NewPCG(3, 4))
+	frame := func() api.Frames {
+		f := api.NewFrames(api.NewTensor[float32](10, 10, 7))
+		for i := range f.Data {
+			f.Data[i] = float32(r.IntN(2))
+		}
+		return f
+	}
+	insertTransitions(t, cl, 200, func() localreplay.Transition {
+		return localreplay.Transition{Obs: frame(), NextObs: frame(), Action: int32(r.IntN(3)), Reward: 1, Discount: 0.97}
+	})
+	tr := c.start(t, trainerworker.TypeName, 0)
+	c.run(t, tr.Name(), map[string]any{"algorithm": "dqn", "env": "minatar-freeway", "hidden": []int{8}, "batch_size": 32,
+		"eval_every": 1, "publish_every": 1000})
+	var st struct {
+		Updates      int64 `msgpack:"updates"`
+		Episodes     int64 `msgpack:"episodes"`
+		EvalsSkipped int64 `msgpack:"evals_skipped"`
+	}
+	eventually.True(t, 60*time.Second, "episodes recorded and updates made while they played", func() bool {
+		c.request(t, tr.Name(), "stats", nil, &st)
+		return st.Episodes >= 2 && st.EvalsSkipped > 0
+	})
+	if st.Episodes+st.EvalsSkipped > st.Updates {
+		t.Errorf("%d episodes and %d skipped for %d updates", st.Episodes, st.EvalsSkipped, st.Updates)
+	}
+	t.Logf("%d updates, %d episodes played, %d skipped", st.Updates, st.Episodes, st.EvalsSkipped)
+}

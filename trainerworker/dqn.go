@@ -116,8 +116,8 @@ type dqnTrainer struct {
 	// a GPU makes in a fraction of that.
 	eval        *offload.Job[float64]
 	evalNet     *nn.ActorCritic
-	evalSkipped int64 // evaluations due while one still ran
-	grp     *groupMember // nil: learning alone
+	evalSkipped int64        // evaluations due while one still ran
+	grp         *groupMember // nil: learning alone
 	// pending are sampled batches waiting for the group's barrier.
 	pending []*replaystream.Reply
 

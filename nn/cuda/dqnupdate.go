@@ -146,22 +146,7 @@ func (e *Engine) DQNUpdate(b nn.DQNBatch, loss nn.DQNLoss, maxNorm, lr float32, 
 	if err := e.c.Launch("term_sums", [3]int{1, 1, 1}, [3]int{256, 1, 1}, q.terms.Ptr, n, dqnTerms, q.out.Ptr); err != nil {
 		return st, false, err
 	}
-	if err := cu.MemsetD32(e.grad.Ptr, 0, int64(e.net.nparams)); err != nil {
-		return st, false, fmt.Errorf("cuda: zero the gradient: %w", err)
-	}
-	if err := e.net.Backward(a0, &e.scratch, n, e.dPi.Ptr, dV, e.grad.Ptr); err != nil {
-		return st, false, err
-	}
-	nb := e.normBlocks()
-	if err := e.c.Launch("sumsq", [3]int{nb, 1, 1}, [3]int{256, 1, 1}, e.grad.Ptr, e.net.nparams, e.norm.Ptr); err != nil {
-		return st, false, err
-	}
-	if err := e.c.Launch("dqn_guard", [3]int{1, 1, 1}, [3]int{256, 1, 1}, e.norm.Ptr, nb, q.out.Ptr, maxNorm, q.ctl.Ptr); err != nil {
-		return st, false, err
-	}
-	stepSize, invSqrtC2 := e.biasCorrection(lr, e.step+1)
-	if err := e.c.Launch("adam_guarded", blocks(e.net.nparams, 256), [3]int{256, 1, 1}, e.net.params.Ptr, e.grad.Ptr, e.m.Ptr, e.v.Ptr,
-		e.net.nparams, q.ctl.Ptr, e.b1, e.b2, e.eps, stepSize, invSqrtC2); err != nil {
+	if err := e.queueGuardedStep(a0, n, dV, q.ctl.Ptr, lr, e.step+1, "dqn_guard", q.out.Ptr, maxNorm); err != nil {
 		return st, false, err
 	}
 	// The one wait: the record and the priorities come back.

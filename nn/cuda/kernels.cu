@@ -260,30 +260,34 @@ extern "C" __global__ void act_grad(const float* __restrict__ y, float* __restri
 // sumsq: partial[block] = Σ g[i]² over the block's grid-stride share, in double, as nn's ClipGradNorm
 // sums; sumsq_final adds the partials in order in one block. Deterministic.
 #define NORM_THREADS 256
+// block_sum adds v over the block's NORM_THREADS threads, pairwise in a fixed order; every thread gets the sum.
+__device__ __forceinline__ double block_sum(double* s, double v) {
+  s[threadIdx.x] = v;
+  __syncthreads();
+  for (int o = NORM_THREADS / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) s[threadIdx.x] += s[threadIdx.x + o];
+    __syncthreads();
+  }
+  const double sum = s[0];
+  __syncthreads();
+  return sum;
+}
+
 extern "C" __global__ void sumsq(const float* __restrict__ g, int n, double* __restrict__ partial) {
   __shared__ double s[NORM_THREADS];
   double acc = 0;
   for (int i = blockIdx.x * NORM_THREADS + threadIdx.x; i < n; i += gridDim.x * NORM_THREADS)
     acc += (double)g[i] * (double)g[i];
-  s[threadIdx.x] = acc;
-  __syncthreads();
-  for (int o = NORM_THREADS / 2; o > 0; o >>= 1) {
-    if (threadIdx.x < o) s[threadIdx.x] += s[threadIdx.x + o];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+  const double sum = block_sum(s, acc);
+  if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
 extern "C" __global__ void sumsq_final(double* __restrict__ partial, int n) {
   __shared__ double s[NORM_THREADS];
   double acc = 0;
   for (int i = threadIdx.x; i < n; i += NORM_THREADS) acc += partial[i];
-  s[threadIdx.x] = acc;
-  __syncthreads();
-  for (int o = NORM_THREADS / 2; o > 0; o >>= 1) {
-    if (threadIdx.x < o) s[threadIdx.x] += s[threadIdx.x + o];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[0] = s[0];
+  // Every thread has read its partials before block_sum's first barrier, so thread 0 may overwrite partial[0].
+  const double sum = block_sum(s, acc);
+  if (threadIdx.x == 0) partial[0] = sum;
 }
 
 // adam: one step of nn.Adam.Update on n parameters, with the gradient first scaled by scale (the clip
@@ -346,19 +350,6 @@ extern "C" __global__ void ppo_loss(const float* __restrict__ logits, const floa
            clip_eps, inv, value_scale, ent_coef, clip_value, dlogits + (size_t)r * a, dvalues + r, t);
 #pragma unroll
   for (int q = 0; q < SURR_TERMS; q++) terms[(size_t)q * n + r] = t[q];
-}
-
-// block_sum adds v over the block's NORM_THREADS threads; thread 0 gets the sum.
-__device__ __forceinline__ double block_sum(double* s, double v) {
-  s[threadIdx.x] = v;
-  __syncthreads();
-  for (int o = NORM_THREADS / 2; o > 0; o >>= 1) {
-    if (threadIdx.x < o) s[threadIdx.x] += s[threadIdx.x + o];
-    __syncthreads();
-  }
-  const double sum = s[0];
-  __syncthreads();
-  return sum;
 }
 
 // term_sums: record[q] = Σ_i terms[q][i] for the k terms of n rows, in one block, in a fixed order.

@@ -181,21 +181,32 @@ func (e *Engine) queueSurrogateStep(a *Activations, m, off, rows int, loss nn.Su
 	if err := e.c.Launch("term_sums", [3]int{1, 1, 1}, [3]int{256, 1, 1}, s.terms.Ptr, rows, surrogateTerms, record); err != nil {
 		return err
 	}
+	return e.queueGuardedStep(a, rows, e.dV.Ptr, s.ctl.Ptr, lr, e.step+1+int64(m), "surrogate_guard",
+		record, m, maxNorm, inv, loss.ValueCoef, loss.EntropyCoef)
+}
+
+// queueGuardedStep queues what follows a whole step's loss: the backward
+// pass of a's forward pass of rows rows from the loss's gradient (e.dPi,
+// and dV: 0 for none) into the zeroed gradient, its squared norm, the
+// guard kernel guard (launched with sumsq's partials and their count,
+// then guardArgs, then ctl), which sets the clip factor and may stop the
+// step, and Adam's step number step, skipped if the guard stopped it.
+func (e *Engine) queueGuardedStep(a *Activations, rows int, dV, ctl cu.DevicePtr, lr float32, step int64, guard string, guardArgs ...any) error {
 	if err := cu.MemsetD32(e.grad.Ptr, 0, int64(e.net.nparams)); err != nil {
 		return fmt.Errorf("cuda: zero the gradient: %w", err)
 	}
-	if err := e.net.Backward(a, &e.scratch, rows, e.dPi.Ptr, e.dV.Ptr, e.grad.Ptr); err != nil {
+	if err := e.net.Backward(a, &e.scratch, rows, e.dPi.Ptr, dV, e.grad.Ptr); err != nil {
 		return err
 	}
 	nb := e.normBlocks()
 	if err := e.c.Launch("sumsq", [3]int{nb, 1, 1}, [3]int{256, 1, 1}, e.grad.Ptr, e.net.nparams, e.norm.Ptr); err != nil {
 		return err
 	}
-	if err := e.c.Launch("surrogate_guard", [3]int{1, 1, 1}, [3]int{256, 1, 1}, e.norm.Ptr, nb, record, m, maxNorm,
-		inv, loss.ValueCoef, loss.EntropyCoef, s.ctl.Ptr); err != nil {
+	args := append(append([]any{e.norm.Ptr, nb}, guardArgs...), ctl)
+	if err := e.c.Launch(guard, [3]int{1, 1, 1}, [3]int{256, 1, 1}, args...); err != nil {
 		return err
 	}
-	stepSize, invSqrtC2 := e.biasCorrection(lr, e.step+1+int64(m))
+	stepSize, invSqrtC2 := e.biasCorrection(lr, step)
 	return e.c.Launch("adam_guarded", blocks(e.net.nparams, 256), [3]int{256, 1, 1}, e.net.params.Ptr, e.grad.Ptr, e.m.Ptr, e.v.Ptr,
-		e.net.nparams, s.ctl.Ptr, e.b1, e.b2, e.eps, stepSize, invSqrtC2)
+		e.net.nparams, ctl, e.b1, e.b2, e.eps, stepSize, invSqrtC2)
 }

@@ -359,8 +359,8 @@ func (l *Learner) UpdateGroup(ctx context.Context, b *Batch, td []float64, r Red
 	if err != nil {
 		return st, td, err
 	}
-	if st.GradNorm = float64(norm); math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
-		return st, td, fmt.Errorf("dqn: gradient norm is %v", st.GradNorm)
+	if st.GradNorm = float64(norm); !finite(st.GradNorm) {
+		return st, td, errNotFinite("gradient norm", st.GradNorm)
 	}
 	if err := l.step(grad); err != nil {
 		return st, td, fmt.Errorf("dqn: %w", err)
@@ -392,11 +392,11 @@ func (l *Learner) wholeUpdate(b *Batch, td []float64) (Stats, []float64, error) 
 	st := Stats{Loss: out.Loss, MeanQ: out.MeanQ, MeanTD: out.MeanTD}
 	// The checks of lossAndGrad and UpdateGroup, in their order; the
 	// engine skipped the step where they fail.
-	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
-		return st, td, fmt.Errorf("dqn: loss is %v", st.Loss)
+	if !finite(st.Loss) {
+		return st, td, errNotFinite("loss", st.Loss)
 	}
-	if st.GradNorm = float64(out.Norm); math.IsNaN(st.GradNorm) || math.IsInf(st.GradNorm, 0) {
-		return st, td, fmt.Errorf("dqn: gradient norm is %v", st.GradNorm)
+	if st.GradNorm = float64(out.Norm); !finite(st.GradNorm) {
+		return st, td, errNotFinite("gradient norm", st.GradNorm)
 	}
 	if !applied {
 		return st, td, fmt.Errorf("dqn: the engine did not take the step (loss %v, gradient norm %v)", st.Loss, st.GradNorm)
@@ -586,8 +586,8 @@ func (l *Learner) lossAndGrad(b *Batch, td []float64, backward bool) (Stats, []f
 		}
 		row[b.Actions[i]] += float32(g)
 	}
-	if math.IsNaN(st.Loss) || math.IsInf(st.Loss, 0) {
-		return st, td, fmt.Errorf("dqn: loss is %v", st.Loss)
+	if !finite(st.Loss) {
+		return st, td, errNotFinite("loss", st.Loss)
 	}
 	l.dOut.Logits, l.dOut.Values = dLogits, dValues
 	if !backward {
@@ -608,6 +608,14 @@ func (l *Learner) lossAndGrad(b *Batch, td []float64, backward bool) (Stats, []f
 	}
 	return st, td, nil
 }
+
+// finite says x is neither NaN nor infinite: what a loss and a gradient
+// norm must be for their step to be taken.
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// errNotFinite is the error of a step whose loss or gradient norm (what)
+// is x, not finite.
+func errNotFinite(what string, x float64) error { return fmt.Errorf("dqn: %s is %v", what, x) }
 
 // checkBatch refuses a batch the networks cannot take.
 func (l *Learner) checkBatch(b *Batch) error {

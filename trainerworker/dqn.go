@@ -758,15 +758,6 @@ func (w *dqnTrainer) collectEval() {
 	w.metrics.ended(1, &w.returns)
 }
 
-// settleEval waits for a running evaluation and records it, before the
-// environment or the network it uses is closed or replaced.
-func (w *dqnTrainer) settleEval() {
-	if w.eval == nil || !w.eval.Running() {
-		return
-	}
-	w.eval.Wait()
-}
-
 // greedyEpisode plays one episode of env from seed with net's greedy
 // actions and returns its return.
 func greedyEpisode(net *nn.ActorCritic, env api.Env, dueling bool, seed int64) (float64, error) {
@@ -899,8 +890,7 @@ func (w *dqnTrainer) close() error {
 		errs = append(errs, w.job.Close())
 		w.job = nil
 	}
-	w.settleEval() // it plays in evalEnv
-	if w.eval != nil {
+	if w.eval != nil { // before evalEnv: Close waits for an episode playing in it
 		errs = append(errs, w.eval.Close())
 		w.eval = nil
 	}

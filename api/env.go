@@ -19,7 +19,9 @@ type Env interface {
 	Reset(seed int64) ([][]float32, error)
 	// Step applies one action per agent and returns the transition. Once an
 	// episode has ended (any agent terminated or truncated), Step returns an
-	// error until Reset is called.
+	// error until Reset is called. The Step may be the environment's own
+	// memory, valid until its next Step or Reset: a caller that keeps any
+	// of it copies it.
 	Step(actions []Action) (Step, error)
 	// ObservationSpace is the space of one agent's observation.
 	ObservationSpace() Space

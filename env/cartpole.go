@@ -56,6 +56,7 @@ type CartPole struct {
 	live     bool // an episode is in progress
 	pcg      *rand.PCG
 	rng      *rand.Rand
+	out      cartPoleStep // what Step returns, reused (api.Env)
 }
 
 var _ api.Env = (*CartPole)(nil)
@@ -96,8 +97,9 @@ func (c *CartPole) Reset(seed int64) ([][]float32, error) {
 	return [][]float32{obs}, nil
 }
 
-// cartPoleStep holds everything one Step returns, so a step costs a single
-// allocation while each returned Step still owns its memory.
+// cartPoleStep holds everything one Step returns. It is the CartPole's
+// own, valid until the next Step or Reset as api.Env allows: an allocation
+// a step was a tenth of an actor's stepping of CartPole.
 type cartPoleStep struct {
 	obs              [4]float32
 	obsRows          [1][]float32
@@ -106,7 +108,8 @@ type cartPoleStep struct {
 }
 
 // Step pushes the cart: actions must hold one Discrete action, 0 (left) or
-// 1 (right).
+// 1 (right). The Step returned is the CartPole's memory, valid until the
+// next Step or Reset.
 func (c *CartPole) Step(actions []api.Action) (api.Step, error) {
 	if !c.live {
 		return api.Step{}, fmt.Errorf("env: CartPole.Step: %w", api.ErrNeedsReset)
@@ -146,7 +149,7 @@ func (c *CartPole) Step(actions []api.Action) (api.Step, error) {
 	truncated := c.steps >= c.maxSteps
 	c.live = !terminated && !truncated
 
-	out := new(cartPoleStep)
+	out := &c.out
 	c.observe(out.obs[:])
 	out.obsRows[0] = out.obs[:]
 	out.reward[0] = 1

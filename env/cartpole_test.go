@@ -294,3 +294,38 @@ func BenchmarkCartPoleStep(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "steps/s")
 }
+
+// TestCartPoleStepDoesNotAllocate pins that a step reuses the CartPole's
+// own Step (api.Env allows it): an allocation a step was a tenth of an
+// actor's CPU on CartPole.
+func TestCartPoleStepDoesNotAllocate(t *testing.T) {
+	c, err := env.NewCartPole(env.CartPoleMaxSteps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reset(1); err != nil {
+		t.Fatal(err)
+	}
+	actions := []api.Action{{Discrete: 0}}
+	seed := int64(1)
+	step := func() {
+		s, err := c.Step(actions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		actions[0].Discrete = 1 - actions[0].Discrete // keep the pole up for long episodes
+		if s.Done() {
+			seed++
+			if _, err := c.Reset(seed); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Resets allocate their observation; a few hundred steps hold about
+	// one episode of alternating pushes, so count steps only.
+	for range 3 {
+		if got := testing.AllocsPerRun(50, step); got > 0.5 {
+			t.Fatalf("a step allocates %.2f times, want 0", got)
+		}
+	}
+}

@@ -114,7 +114,8 @@ func (c *collector) collect(steps int) ([]*api.SampleBatch, error) {
 				}
 				build(i, c.final.Values.Data[0])
 			default:
-				c.obs[i] = st.Obs[0]
+				// Copied: the env's Step may reuse its memory (api.Env).
+				c.obs[i] = append(c.obs[i][:0], st.Obs[0]...)
 				continue
 			}
 			if err := c.reset(i); err != nil {

@@ -291,8 +291,8 @@ type Worker struct {
 	// held in all.
 	pressure      *duty.Window
 	waiting       *duty.Window
-	pressureBound latch // the Note says consumer-bound
-	waitingBound  latch // the Note says inference-bound
+	pressureBound duty.Latch // the Note says consumer-bound
+	waitingBound  duty.Latch // the Note says inference-bound
 	recordedAt    time.Time
 	growth        growth
 	polledAt      time.Time
@@ -310,20 +310,9 @@ const BoundShare = 0.5
 // that hovers at BoundShare does not make the note come and go.
 const ClearShare = 0.4
 
-// latch is a bound the Note gives: set at BoundShare, cleared below
+// bound is a bound the Note gives: set at BoundShare, cleared below
 // ClearShare.
-type latch bool
-
-// at takes the share of the last minute and reports whether the bound holds.
-func (l *latch) at(share float64) bool {
-	switch {
-	case share >= BoundShare:
-		*l = true
-	case share < ClearShare:
-		*l = false
-	}
-	return bool(*l)
-}
+func bound() duty.Latch { return duty.Latch{On: BoundShare, Off: ClearShare} }
 
 var (
 	_ worker.Impl        = (*Worker)(nil)
@@ -335,7 +324,7 @@ var (
 // New is the worker.Factory of the actor type.
 func New(info worker.Info) (worker.Impl, error) {
 	return &Worker{info: info, log: info.Log(), metrics: info.Telemetry().Actor(),
-		pressure: newMinute(), waiting: newMinute()}, nil
+		pressure: newMinute(), waiting: newMinute(), pressureBound: bound(), waitingBound: bound()}, nil
 }
 
 // Type is the actor worker type, for a worker.Registry.
@@ -1053,14 +1042,14 @@ func (w *Worker) Note() string {
 		return ""
 	}
 	var notes []string
-	if sh := share(w.pressure); w.pressureBound.at(sh) {
+	if sh := share(w.pressure); w.pressureBound.At(sh) {
 		bound := "consumer-bound"
 		if len(w.replays()) == len(w.producers) {
 			bound = "replay-bound"
 		}
 		notes = append(notes, fmt.Sprintf("%s: back-pressured %.0f%% of the last minute", bound, sh*100))
 	}
-	if sh := share(w.waiting); w.waitingBound.at(sh) {
+	if sh := share(w.waiting); w.waitingBound.At(sh) {
 		cs, _ := w.inferenceStats()
 		rtt := cs.RoundTrip
 		ring := time.Duration(w.stepCost * float64(w.ring.Len()))
@@ -1105,6 +1094,7 @@ func (w *Worker) Close() error {
 	// poll recorded what they had counted.
 	w.recorded, w.recordedAt = TargetStats{}, time.Time{}
 	w.pressure, w.waiting = newMinute(), newMinute()
-	w.pressureBound, w.waitingBound = false, false
+	w.pressureBound.Reset()
+	w.waitingBound.Reset()
 	return errors.Join(errs...)
 }

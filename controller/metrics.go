@@ -56,7 +56,7 @@ var keyStats = map[string][]string{
 	member.TypeTrainer: {member.StatVersion, "updates", "samples_trained", "train_samples_per_s", "buffer_steps",
 		member.StatEpisodes, member.StatMeanReturn, member.StatPolicyLag, "policy_loss", "value_loss", "entropy",
 		"approx_kl", "dropped_stale", "dropped_steps", "checkpoints", "loss", "mean_q", "priorities_sent", "sample_errors",
-		"group_reforms", "group_syncs"},
+		"group_reforms", "group_syncs", "update_s", "loop_s", "learner_busy_pct", "loop_busy_pct"},
 	member.TypeEcho: {"echoes"},
 	member.TypeReplay: {"size", "inserts", "samples", "inserts_per_s", "samples_per_s", "samples_per_insert",
 		"evictions", "priority_updates", "limiter_waits", "limiter_timeouts"},

@@ -61,6 +61,8 @@ type Registry struct {
 	checkpoints    *prometheus.CounterVec
 	groupReforms   *prometheus.CounterVec
 	allreduceSecs  *prometheus.CounterVec
+	updateSecs     *prometheus.CounterVec
+	loopSecs       *prometheus.CounterVec
 
 	replayItems   *prometheus.GaugeVec
 	replayInserts *prometheus.CounterVec
@@ -122,6 +124,8 @@ func NewRegistry() *Registry {
 	r.checkpoints = counter("trainer_checkpoints_total", "Checkpoints the trainer wrote.")
 	r.groupReforms = counter("trainer_group_reforms_total", "Times the trainer's data-parallel group broke and formed again.")
 	r.allreduceSecs = counter("trainer_allreduce_seconds_total", "Seconds the trainer spent in its group's all-reduces, waiting for its members included.")
+	r.updateSecs = counter("trainer_update_seconds_total", "Seconds the trainer's learner spent in updates, on the worker loop or beside it.")
+	r.loopSecs = counter("trainer_loop_seconds_total", "Seconds the trainer's worker loop was busy outside updates: taking samples in, publishing, checkpointing.")
 
 	r.replayItems = gauge("replay_items", "Items the replay table holds.", "table")
 	r.replayInserts = counter("replay_inserts_total", "Items inserted into the replay table.", "table")

@@ -144,7 +144,7 @@ func (r *Registry) vecs() []partialDeleter {
 		r.state, r.polls, r.pollSeconds, r.rpc,
 		r.envSteps, r.episodes, r.episodeReturn, r.inferFailures, r.backpressured,
 		r.batchSize, r.queueWait, r.forward, r.version,
-		r.samplesTrained, r.droppedStale, r.updates, r.policyLag, r.loss, r.checkpoints, r.groupReforms, r.allreduceSecs,
+		r.samplesTrained, r.droppedStale, r.updates, r.policyLag, r.loss, r.checkpoints, r.groupReforms, r.allreduceSecs, r.updateSecs, r.loopSecs,
 		r.replayItems, r.replayInserts, r.replaySamples, r.limiterWaits,
 		r.sinkSamples,
 	}
@@ -189,6 +189,9 @@ type Trainer struct {
 	// GroupReforms and AllreduceSeconds are a data-parallel group's
 	// member's: its group's breaks, and its time in all-reduces.
 	GroupReforms, AllreduceSeconds prometheus.Counter
+	// UpdateSeconds and LoopSeconds are the learner's time in updates and
+	// the loop's outside them: what bounds the trainer.
+	UpdateSeconds, LoopSeconds prometheus.Counter
 
 	w      *Worker
 	mu     sync.Mutex
@@ -264,6 +267,7 @@ func (w *Worker) Trainer() *Trainer {
 			Return: r.episodeReturn.WithLabelValues(l...), Checkpoints: r.checkpoints.WithLabelValues(l...),
 			PolicyLag: r.policyLag.WithLabelValues(l...), Version: r.version.WithLabelValues(l...),
 			GroupReforms: r.groupReforms.WithLabelValues(l...), AllreduceSeconds: r.allreduceSecs.WithLabelValues(l...),
+			UpdateSeconds: r.updateSecs.WithLabelValues(l...), LoopSeconds: r.loopSecs.WithLabelValues(l...),
 			w: w, losses: map[string]prometheus.Gauge{},
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/distrl/distrl/nn"
@@ -31,6 +32,8 @@ type algorithm interface {
 	worker.Impl
 	worker.SocketOwner
 	worker.Reporter
+	// overlaps says updates run beside the loop (on a job).
+	overlaps() bool
 }
 
 // Worker is the trainer worker type: the seam between the worker and the
@@ -43,6 +46,9 @@ type Worker struct {
 	// metrics is the trainer's part, fetched once: the algorithms that
 	// replace each other record into the same series.
 	metrics *telemetry.Trainer
+	// busy is the learner's and the loop's busy time, which the
+	// algorithms account their updates in.
+	busy *busyClock
 }
 
 var (
@@ -66,7 +72,8 @@ func New(info worker.Info) (worker.Impl, error) { return NewFactory(nil)(info) }
 // besides the CPU.
 func NewFactory(engines Engines) worker.Factory {
 	return func(info worker.Info) (worker.Impl, error) {
-		return &Worker{info: info, engines: engines, metrics: info.Telemetry().Trainer()}, nil
+		m := info.Telemetry().Trainer()
+		return &Worker{info: info, engines: engines, metrics: m, busy: newBusyClock(m)}, nil
 	}
 }
 
@@ -142,9 +149,9 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 	if w.algo == nil {
 		switch name {
 		case AlgoDQN:
-			w.algo = newDQN(w.info, w.metrics, w.engines)
+			w.algo = newDQN(w.info, w.metrics, w.engines, w.busy)
 		default:
-			w.algo = newPPO(w.info, w.metrics, w.engines)
+			w.algo = newPPO(w.info, w.metrics, w.engines, w.busy)
 		}
 		w.name = name
 	}
@@ -153,12 +160,15 @@ func (w *Worker) Configure(ctx context.Context, args rpc.Args) error {
 
 var errNotConfigured = errors.New("trainer: not configured")
 
-// Poll runs the algorithm.
+// Poll runs the algorithm, and accounts its time outside updates.
 func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if w.algo == nil {
 		return worker.PollResult{}, errNotConfigured
 	}
-	return w.algo.Poll(ctx)
+	begin, onLoop := time.Now(), w.busy.onLoop
+	res, err := w.algo.Poll(ctx)
+	w.busy.polled(begin, time.Now(), w.busy.onLoop-onLoop)
+	return res, err
 }
 
 // Stats are the algorithm's, with its name.
@@ -168,6 +178,7 @@ func (w *Worker) Stats() map[string]any {
 	}
 	s := w.algo.Stats()
 	s["algorithm"] = w.name
+	w.busy.stats(s, time.Now())
 	return s
 }
 
@@ -204,13 +215,23 @@ func (w *Worker) PrepareWait() bool {
 	return true
 }
 
-// Note is the algorithm's, if it has one (a group's member says where it
+// Note says whether the trainer is the trial's bound (busyClock.note),
+// and the algorithm's, if it has one (a group's member says where it
 // stands in its group).
 func (w *Worker) Note() string {
-	if n, ok := w.algo.(worker.Noter); ok {
-		return n.Note()
+	if w.algo == nil {
+		return ""
 	}
-	return ""
+	var notes []string
+	if n := w.busy.note(time.Now(), w.algo.overlaps()); n != "" {
+		notes = append(notes, n)
+	}
+	if n, ok := w.algo.(worker.Noter); ok {
+		if s := n.Note(); s != "" {
+			notes = append(notes, s)
+		}
+	}
+	return strings.Join(notes, "; ")
 }
 
 // SocketsVersion is the algorithm's if its sockets change as it runs (a

@@ -100,6 +100,7 @@ type dqnCheckpoint struct {
 type dqnTrainer struct {
 	info worker.Info
 	log  *slog.Logger
+	busy *busyClock
 	cfg  DQNConfig
 	dcfg dqn.Config
 	hash string
@@ -165,10 +166,12 @@ type dqnUpdated struct {
 	took time.Duration
 }
 
-func newDQN(info worker.Info, m *telemetry.Trainer, engines Engines) *dqnTrainer {
+func newDQN(info worker.Info, m *telemetry.Trainer, engines Engines, busy *busyClock) *dqnTrainer {
 	return &dqnTrainer{info: info, log: info.Log(), resumed: -1, metrics: metrics{m}, warnings: map[string]string{}, dec: zsock.NewDecoder(),
-		engines: engines}
+		engines: engines, busy: busy}
 }
+
+func (w *dqnTrainer) overlaps() bool { return w.job != nil }
 
 func dqnBad(format string, args ...any) error {
 	return rpc.Errorf(rpc.ErrTypeBadArguments, "trainer config (dqn): "+format, args...)
@@ -658,6 +661,7 @@ func appendInPlace(dst, src []float32) []float32 {
 // finishStep accounts for the update of s, whose learner returned u and
 // err, and sends the batch's priorities back.
 func (w *dqnTrainer) finishStep(ctx context.Context, s *dqnStep, u dqnUpdated, err error) error {
+	w.busy.finished(u.took, w.job == nil)
 	st, td, ids := u.st, u.td, s.ids
 	w.td = td
 	if errors.Is(err, collective.ErrBroken) {

@@ -115,6 +115,8 @@ type trainerStats struct {
 	GradNorm      *float64 `msgpack:"grad_norm"`
 	LagP50        *float64 `msgpack:"policy_lag_p50"`
 	LagP99        *float64 `msgpack:"policy_lag_p99"`
+	UpdateS       float64  `msgpack:"update_s"`
+	LoopS         float64  `msgpack:"loop_s"`
 }
 
 func (c *cluster) trainerStats(t testing.TB, name string) trainerStats {

@@ -70,13 +70,26 @@ func benchTrainerIntake(b *testing.B, overlap bool) {
 		prod.post(b, batches[i%len(batches)])
 	}
 	want := start.Updates + int64(b.N)
+	var end trainerStats
 	eventually.NoError(b, time.Minute, "the updates", func() error {
-		if s := c.trainerStats(b, tr.Name()); s.Updates < want {
-			return fmt.Errorf("%d updates", s.Updates)
+		if end = c.trainerStats(b, tr.Name()); end.Updates < want {
+			return fmt.Errorf("%d updates", end.Updates)
 		}
 		return nil
 	})
 	b.ReportMetric(float64(b.N*8192)/time.Since(began).Seconds(), "samples/s")
+	reportBusy(b, start, end, time.Since(began))
+}
+
+// reportBusy reports the trainer's busy times between two stats, over
+// took: loop-us/sample, its loop's time outside updates per sample
+// trained (the intake's cost, whatever the learner), and learner-busy,
+// the share of took its learner updated.
+func reportBusy(b *testing.B, from, to trainerStats, took time.Duration) {
+	if n := to.Trained - from.Trained; n > 0 {
+		b.ReportMetric((to.LoopS-from.LoopS)*1e6/float64(n), "loop-us/sample")
+	}
+	b.ReportMetric((to.UpdateS-from.UpdateS)/took.Seconds(), "learner-busy")
 }
 
 // BenchmarkDQNTrainerIntake is an Ape-X learner's work besides its
@@ -136,8 +149,10 @@ func benchDQNIntake(b *testing.B, inFlight int, overlap bool) {
 	b.ResetTimer()
 	from := updates()
 	want := from + int64(b.N)
+	before := c.trainerStats(b, tr.Name())
 	eventually.True(b, 5*time.Minute, "the updates", func() bool { return updates() >= want })
 	b.ReportMetric(float64((updates()-from)*256)/b.Elapsed().Seconds(), "samples/s")
+	reportBusy(b, before, c.trainerStats(b, tr.Name()), b.Elapsed())
 }
 
 // BenchmarkTrainerOverlap is a PPO trainer of minatar-breakout-ppo's
@@ -150,20 +165,10 @@ func BenchmarkTrainerOverlap(b *testing.B) {
 		b.Run(fmt.Sprintf("overlap=%v", overlap), func(b *testing.B) {
 			c := newCluster(b)
 			tr := c.start(b, trainerworker.TypeName, 0)
-			c.run(b, tr.Name(), map[string]any{"env": "minatar-breakout",
-				"conv": []map[string]any{{"filters": 16, "kernel": 3, "stride": 1}}, "hidden": []int{128},
-				"activation": "relu", "shared_trunk": true, "batch_steps": 2048,
-				"ppo":           map[string]any{"epochs": 1, "minibatch_size": 512},
-				"max_staleness": 1 << 30, "threads": 1, "overlap": overlap})
-			stop := make(chan struct{})
-			fed := make(chan error, 1)
-			go func() { fed <- feedMinAtar(c.repo, stop, 64) }()
-			defer func() {
-				close(stop)
-				if err := <-fed; err != nil {
-					b.Error(err)
-				}
-			}()
+			cfg := minAtarPPO(2048)
+			cfg["overlap"] = overlap
+			c.run(b, tr.Name(), cfg)
+			feedMinAtarBehind(b, c.repo)
 			updates := func() int64 { return c.trainerStats(b, tr.Name()).Updates }
 			eventually.True(b, time.Minute, "the first update", func() bool { return updates() > 0 })
 			b.ResetTimer()
@@ -172,6 +177,30 @@ func BenchmarkTrainerOverlap(b *testing.B) {
 			b.ReportMetric(float64((updates()-from)*2048)/b.Elapsed().Seconds(), "samples/s")
 		})
 	}
+}
+
+// minAtarPPO is a PPO trainer of minatar-breakout-ppo's network on the
+// CPU, updating every batchSteps steps in one epoch of minibatches of 512,
+// whatever the staleness.
+func minAtarPPO(batchSteps int) map[string]any {
+	return map[string]any{"env": "minatar-breakout",
+		"conv": []map[string]any{{"filters": 16, "kernel": 3, "stride": 1}}, "hidden": []int{128},
+		"activation": "relu", "shared_trunk": true, "batch_steps": batchSteps,
+		"ppo":           map[string]any{"epochs": 1, "minibatch_size": 512},
+		"max_staleness": 1 << 30, "threads": 1}
+}
+
+// feedMinAtarBehind runs feedMinAtar (batches of 64 steps) until t ends.
+func feedMinAtarBehind(t testing.TB, repo nameresolve.Repository) {
+	stop := make(chan struct{})
+	fed := make(chan error, 1)
+	go func() { fed <- feedMinAtar(repo, stop, 64) }()
+	t.Cleanup(func() {
+		close(stop)
+		if err := <-fed; err != nil {
+			t.Error(err)
+		}
+	})
 }
 
 // feedMinAtar posts MinAtar batches of n steps to the sample stream until stop

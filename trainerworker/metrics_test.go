@@ -49,6 +49,9 @@ func TestMetricsAgreeWithStats(t *testing.T) {
 		got    func(*dto.Metric) float64
 		stat   string // the stats figure it must equal
 		want   float64
+		// tol is the relative difference allowed: a sum of float seconds
+		// against one of durations.
+		tol float64
 	}
 	// Fixed by the drive of the PPO case: of its batches, the one of
 	// version 0 sent at version 2 is 10 steps too stale, the one of version
@@ -122,6 +125,8 @@ func TestMetricsAgreeWithStats(t *testing.T) {
 		{metric: "distrl_episode_return", got: value, stat: member.StatMeanReturn},
 		{metric: "distrl_trainer_checkpoints_total", got: value, stat: "checkpoints"},
 		{metric: "distrl_policy_version", got: value, stat: member.StatVersion},
+		{metric: "distrl_trainer_update_seconds_total", got: value, stat: "update_s", tol: 1e-9},
+		{metric: "distrl_trainer_loop_seconds_total", got: value, stat: "loop_s", tol: 1e-9},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,7 +148,7 @@ func TestMetricsAgreeWithStats(t *testing.T) {
 				if ck.stat != "" {
 					want = stat(t, st, ck.stat)
 				}
-				if got := ck.got(m); got != want {
+				if got := ck.got(m); math.Abs(got-want) > ck.tol*math.Abs(want) || (ck.tol > 0 && !(want > 0)) {
 					t.Errorf("%s%v = %v, want %v (stats %v)", ck.metric, ck.labels, got, want, st)
 				}
 			}

@@ -57,6 +57,7 @@ const (
 type ppoTrainer struct {
 	info worker.Info
 	log  *slog.Logger
+	busy *busyClock
 
 	set     settings
 	learner *ppo.Learner
@@ -99,10 +100,12 @@ var (
 	_ worker.SocketSetter = (*ppoTrainer)(nil)
 )
 
-func newPPO(info worker.Info, m *telemetry.Trainer, engines Engines) *ppoTrainer {
+func newPPO(info worker.Info, m *telemetry.Trainer, engines Engines, busy *busyClock) *ppoTrainer {
 	return &ppoTrainer{info: info, log: info.Log(), ckptVer: -1, resumed: -1, st: newCounters(), metrics: metrics{m},
-		warnings: map[string]string{}, engines: engines}
+		warnings: map[string]string{}, engines: engines, busy: busy}
 }
+
+func (w *ppoTrainer) overlaps() bool { return w.job != nil }
 
 // Configure builds the learner, resumes from the newest valid checkpoint
 // of checkpoint_dir if there is one, opens the sample consumer and the
@@ -540,6 +543,7 @@ func (w *ppoTrainer) beginUpdate() pendingUpdate {
 // err: a failure is rolled back, a success makes a version (checkpointed
 // and published as configured).
 func (w *ppoTrainer) finishUpdate(ctx context.Context, p pendingUpdate, u updated, err error) error {
+	w.busy.finished(u.took, w.job == nil)
 	w.spare = w.emptied(p.batches)
 	st, steps := u.st, p.steps
 	if err != nil {

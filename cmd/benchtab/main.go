@@ -149,6 +149,10 @@ var rows = slices.Concat([]row{
 	{"PPO update, minibatch=1024, threads=2 vs 1 (samples/s)", "ppo.BenchmarkPPOUpdate/threads=2/minibatch=1024 samples/s", "ppo.BenchmarkPPOUpdate/minibatch=1024 samples/s", true},
 	{"PPO trainer's intake at MinAtar's size, learning aside (samples/s)", "trainerworker.BenchmarkTrainerIntake/overlap=false samples/s", "", true},
 	{"DQN trainer's intake at MinAtar's size, batches of 256, learning aside (samples/s)", "trainerworker.BenchmarkDQNTrainerIntake/in_flight=2/overlap=false samples/s", "", true},
+	// The trainer's loop outside updates, per sample trained: the intake's
+	// own cost, which a GPU learner leaves as the trainer's CPU work.
+	{"PPO trainer's loop outside updates at MinAtar's size (us/sample)", "trainerworker.BenchmarkTrainerIntake/overlap=false loop-us/sample", "", false},
+	{"DQN trainer's loop outside updates at MinAtar's size, batches of 256 (us/sample)", "trainerworker.BenchmarkDQNTrainerIntake/in_flight=2/overlap=false loop-us/sample", "", false},
 	// Taking samples in while the update runs (overlap: a GPU learner's
 	// default) against in turn (the CPU's), same run. The 2-core machine
 	// has no core to spare for it when the update is on the CPU.
@@ -422,6 +426,15 @@ func gpuRows() []row {
 		row{title: "minatar-breakout-apex-cuda: GPU learner overlapping vs in turn (frames/s)",
 			measured: minatar + "minatar-breakout-apex-cuda/trainer=cuda:0 frames/s", limit: minatar + "minatar-breakout-apex-cuda/trainer=cuda:0/overlap=false frames/s", higherIsBetter: true},
 	)
+	// What bounds the GPU trainers: the share of the window the learner
+	// updated, and the loop was busy outside updates (either near 1: that
+	// side; neither: the actors).
+	for _, exp := range []string{"minatar-breakout-ppo-cuda", "minatar-breakout-apex-cuda"} {
+		for _, part := range []string{"learner", "loop"} {
+			out = append(out, row{title: fmt.Sprintf("%s: GPU trainer's %s busy (share of the window)", exp, part),
+				measured: fmt.Sprintf("%s%s/trainer=cuda:0 %s-busy", minatar, exp, part), higherIsBetter: true})
+		}
+	}
 	for _, net := range []string{"64x64", "512x512"} {
 		key := fmt.Sprintf("e2e.BenchmarkPipelineCUDA/net=%s/device=", net)
 		out = append(out, row{

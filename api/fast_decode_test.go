@@ -35,6 +35,68 @@ func fastSeeds(t testing.TB) [][]byte {
 	return seeds
 }
 
+// framesSeeds are frames as EncodeMsgpack writes them, packed (binary
+// values) and not.
+func framesSeeds(t testing.TB) [][]byte {
+	binary := make([]float32, 400)
+	for i := range binary {
+		binary[i] = float32(i % 3 % 2)
+	}
+	var seeds [][]byte
+	for _, f := range []Frames{
+		NewFrames(Tensor[float32]{Shape: []int{10, 10, 4}, Data: binary}),
+		NewFrames(Tensor[float32]{Shape: []int{3}, Data: []float32{1, 0, 1}}),        // a partial byte
+		NewFrames(Tensor[float32]{Shape: []int{2, 300}, Data: make([]float32, 600)}), // a uint16 dimension
+		NewFrames(Tensor[float32]{Shape: []int{0, 4}, Data: []float32{}}),
+		NewFrames(Tensor[float32]{Shape: []int{2}, Data: []float32{0.5, 1}}), // not binary: a tensor
+	} {
+		seeds = append(seeds, marshal(t, f))
+	}
+	return seeds
+}
+
+// checkFastFrames decodes b both ways, into used frames, when the fast
+// path takes it, and fails t where they differ; it reports whether the
+// fast path took it.
+func checkFastFrames(t testing.TB, b []byte) bool {
+	t.Helper()
+	used := func() Frames { return NewFrames(Tensor[float32]{Shape: []int{1, 2}, Data: []float32{7, 7}}) }
+	return checkFast(t, b, used, (*Frames).DecodeFast, func(x, y Frames) bool {
+		return sameTensor(x.Tensor, y.Tensor) && x.Binary() == y.Binary()
+	})
+}
+
+// checkFast decodes b into two used values, one by its fast path, and
+// where that takes b, the other by msgpack, and fails t where they
+// differ; it reports whether the fast path took b.
+func checkFast[V any](t testing.TB, b []byte, used func() V, decodeFast func(*V, []byte) ([]byte, bool), same func(x, y V) bool) bool {
+	t.Helper()
+	fast, gen := used(), used()
+	rest, ok := decodeFast(&fast, b)
+	if !ok {
+		return false
+	}
+	if err := msgpack.Unmarshal(b[:len(b)-len(rest)], &gen); err != nil {
+		t.Fatalf("fast path took % x (%d bytes), DecodeMsgpack says %v", b[:min(len(b), 48)], len(b), err)
+	}
+	if !same(fast, gen) {
+		t.Fatalf("% x (%d bytes): fast %+v, DecodeMsgpack %+v", b[:min(len(b), 48)], len(b), fast, gen)
+	}
+	return true
+}
+
+// Frames' fast path takes what EncodeMsgpack writes, packed or not.
+func TestFramesDecodeFast(t *testing.T) {
+	for i, b := range framesSeeds(t) {
+		if !checkFastFrames(t, b) {
+			t.Errorf("seed %d: the fast path did not take the encoder's % x", i, b[:min(len(b), 40)])
+		}
+	}
+	// Packed frames written by another encoder (the shape as a uint8 and
+	// an int8): what the fast path takes it decodes alike.
+	checkFastFrames(t, []byte{0x92, 0x92, 0xcc, 0x02, 0xd0, 0x01, 0xc4, 0x01, 0x03})
+}
+
 // The fast path takes what EncodeMsgpack writes, and what it takes it
 // decodes as DecodeMsgpack does, into used values too.
 func TestDecodeFastTakesTheEncodersForm(t *testing.T) {
@@ -106,25 +168,16 @@ func checkFastInference(t testing.TB, b []byte) bool {
 		return Inference{Actions: vec([]int32{5, 5, 5}), ContActions: Tensor[float32]{Shape: []int{1, 1}, Data: []float32{9}},
 			LogProbs: vec([]float32{-1}), Values: vec([]float32{3, 3}), Version: 99}
 	}
-	fast, gen := used(), used()
-	rest, ok := fast.DecodeFast(b)
-	if !ok {
-		return false
-	}
-	if err := msgpack.Unmarshal(b[:len(b)-len(rest)], &gen); err != nil {
-		t.Fatalf("fast path took % x (%d bytes), DecodeMsgpack says %v", b[:min(len(b), 48)], len(b), err)
-	}
-	if !sameTensor(fast.Actions, gen.Actions) || !sameTensor(fast.ContActions, gen.ContActions) ||
-		!sameTensor(fast.LogProbs, gen.LogProbs) || !sameTensor(fast.Values, gen.Values) || fast.Version != gen.Version {
-		t.Fatalf("% x (%d bytes): fast %+v, DecodeMsgpack %+v", b[:min(len(b), 48)], len(b), fast, gen)
-	}
-	return true
+	return checkFast(t, b, used, (*Inference).DecodeFast, func(x, y Inference) bool {
+		return sameTensor(x.Actions, y.Actions) && sameTensor(x.ContActions, y.ContActions) &&
+			sameTensor(x.LogProbs, y.LogProbs) && sameTensor(x.Values, y.Values) && x.Version == y.Version
+	})
 }
 
 // FuzzDecodeFast: whatever the fast path takes, the general decoder
 // decodes to the same value.
 func FuzzDecodeFast(f *testing.F) {
-	for _, b := range fastSeeds(f) {
+	for _, b := range append(fastSeeds(f), framesSeeds(f)...) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -133,6 +186,7 @@ func FuzzDecodeFast(f *testing.F) {
 		checkFastTensor[uint8](t, b)
 		checkFastTensor[int32](t, b)
 		checkFastInference(t, b)
+		checkFastFrames(t, b)
 	})
 }
 

@@ -148,6 +148,57 @@ func (f *Frames) DecodeMsgpack(d *msgpack.Decoder) error {
 	return nil
 }
 
+// unpackBits sets dst to the bits of packed, eight values to a byte: whole
+// bytes through a table of their eight values, the rest bit by bit (a
+// value at a time was most of a DQN trainer's decoding of its sampled
+// transitions). An array assignment, not copy: the compiler moves the 32
+// bytes inline, where copy called memmove for each (half the decoding).
+func unpackBits(dst []float32, packed []byte) {
+	whole := len(dst) / 8
+	for j, c := range packed[:whole] {
+		*(*[8]float32)(dst[8*j:]) = unpacked[c]
+	}
+	for i := 8 * whole; i < len(dst); i++ {
+		dst[i] = float32(packed[i>>3] >> (i & 7) & 1)
+	}
+}
+
+// DecodeFast decodes frames from the front of b as DecodeMsgpack would,
+// where b starts with them in the form EncodeMsgpack writes (packed, or a
+// tensor in Tensor.DecodeFast's form), straight from the bytes; it
+// returns the bytes after them. ok is false for anything else, and f is
+// then in no particular state: decode with DecodeMsgpack. Storage is
+// reused as DecodeMsgpack reuses it.
+func (f *Frames) DecodeFast(b []byte) (rest []byte, ok bool) {
+	if len(b) < 2 || b[0] != 0x92 || b[1]&0xf0 != 0x90 { // [shape, bits], the shape a fixarray
+		f.binary = false
+		return f.Tensor.DecodeFast(b)
+	}
+	rank := int(b[1] & 0x0f)
+	if rank < 1 || rank > MaxRank {
+		return nil, false
+	}
+	shape, n, i := f.Shape[:0], 1, 2
+	for range rank {
+		d, next, ok := fastDim(b, i)
+		if !ok || (d > 0 && n > math.MaxInt32/d) {
+			return nil, false
+		}
+		shape, n, i = append(shape, d), n*d, next
+	}
+	nbytes, start, ok := fastBinLen(b, i)
+	if !ok || nbytes != (n+7)/8 {
+		return nil, false
+	}
+	data := slices.Grow(f.Data[:0], n)[:n]
+	unpackBits(data, b[start:start+nbytes])
+	if data == nil {
+		data = []float32{}
+	}
+	f.Shape, f.Data, f.binary = shape, data, true
+	return b[start+nbytes:], true
+}
+
 func (f *Frames) decodePacked(d *msgpack.Decoder) error {
 	if n, err := d.DecodeArrayLen(); err != nil || n != 2 {
 		return errors.Join(err, fmt.Errorf("an array of %d, want [shape, bits]", n))
@@ -189,20 +240,8 @@ func (f *Frames) decodePacked(d *msgpack.Decoder) error {
 			return fmt.Errorf("reading bits: %w", err)
 		}
 		data = slices.Grow(data, k)
-		dst := data[len(data) : len(data)+k]
+		unpackBits(data[len(data):len(data)+k], chunk)
 		data = data[:len(data)+k]
-		// Whole bytes through a table of their eight values, the rest
-		// bit by bit: a value at a time was most of a DQN trainer's
-		// decoding of its sampled transitions.
-		// An array assignment, not copy: the compiler moves the 32 bytes
-		// inline, where copy called memmove for each (half the decoding).
-		whole := k / 8
-		for j, c := range chunk[:whole] {
-			*(*[8]float32)(dst[8*j:]) = unpacked[c]
-		}
-		for i := 8 * whole; i < k; i++ {
-			dst[i] = float32(chunk[i>>3] >> (i & 7) & 1)
-		}
 	}
 	if data == nil {
 		data = []float32{}

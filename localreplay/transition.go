@@ -3,6 +3,7 @@ package localreplay
 import (
 	"fmt"
 
+	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -46,23 +47,23 @@ func decodeTransition(zd *zsock.Decoder, d *msgpack.Decoder, tr *Transition) err
 		}
 		switch string(key) {
 		case "obs":
-			err, haveObs = obs.DecodeMsgpack(d), true
+			err, haveObs = decodeFrames(zd, d, &obs), true
 		case "next_obs":
-			err, haveNext = next.DecodeMsgpack(d), true
+			err, haveNext = decodeFrames(zd, d, &next), true
 		case "reward_vec":
 			err, haveVec = vec.DecodeMsgpack(d), true
 		case "action":
 			tr.Action, err = d.DecodeInt32()
 		case "reward":
-			tr.Reward, err = d.DecodeFloat32()
+			tr.Reward, err = zd.Float32()
 		case "discount":
-			tr.Discount, err = d.DecodeFloat32()
+			tr.Discount, err = zd.Float32()
 		case "n_step_return":
-			tr.NStepReturn, err = d.DecodeFloat32()
+			tr.NStepReturn, err = zd.Float32()
 		case "lambda_return":
-			tr.LambdaReturn, err = d.DecodeFloat32()
+			tr.LambdaReturn, err = zd.Float32()
 		case "priority":
-			tr.Priority, err = d.DecodeFloat32()
+			tr.Priority, err = zd.Float32()
 		default:
 			err = d.Skip() // bounded: zsock.Decoder checked the lengths
 		}
@@ -80,4 +81,14 @@ func decodeTransition(zd *zsock.Decoder, d *msgpack.Decoder, tr *Transition) err
 		tr.RewardVec = vec
 	}
 	return nil
+}
+
+// decodeFrames decodes f straight from the frame where it is in the form
+// its encoder writes (most of an item's bytes), else through d.
+func decodeFrames(zd *zsock.Decoder, d *msgpack.Decoder, f *api.Frames) error {
+	if rest, ok := f.DecodeFast(zd.Rest()); ok {
+		zd.Skip(len(zd.Rest()) - len(rest))
+		return nil
+	}
+	return f.DecodeMsgpack(d)
 }

@@ -2,7 +2,10 @@ package zsock
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"math"
 
 	"github.com/distrl/distrl/internal/msgpackcheck"
 	"github.com/vmihailenco/msgpack/v5"
@@ -11,9 +14,10 @@ import (
 // Decoder is a msgpack decoder over one received frame at a time, reused
 // from frame to frame.
 type Decoder struct {
-	rd  bytes.Reader
-	dec *msgpack.Decoder
-	key [32]byte // Key's; in the Decoder, as a buffer on the stack would escape
+	rd    bytes.Reader
+	dec   *msgpack.Decoder
+	frame []byte   // the frame being decoded; rd's position in it is dec's
+	key   [32]byte // Key's; in the Decoder, as a buffer on the stack would escape
 }
 
 // NewDecoder returns a Decoder.
@@ -34,14 +38,42 @@ func (d *Decoder) Reset(frame []byte) (*msgpack.Decoder, error) {
 		return nil, err
 	}
 	d.rd.Reset(frame)
-	d.dec.Reset(&d.rd)
+	d.dec.Reset(&d.rd) // a bytes.Reader is read as it is, not through a buffer
+	d.frame = frame
 	return d.dec, nil
+}
+
+// Rest is what is left of the frame to decode, for a decoder that reads
+// the bytes themselves (api's DecodeFast methods); Skip moves past what it
+// read. It is valid until the next Reset.
+func (d *Decoder) Rest() []byte { return d.frame[len(d.frame)-d.rd.Len():] }
+
+// Skip moves past the next n bytes of Rest.
+func (d *Decoder) Skip(n int) { _, _ = d.rd.Seek(int64(n), io.SeekCurrent) }
+
+// Float32 reads a float32, straight from the frame in the form msgpack
+// writes one (a float32 code and its 4 bytes), else the decoder's way (any
+// number it converts).
+func (d *Decoder) Float32() (float32, error) {
+	if r := d.Rest(); len(r) >= 5 && r[0] == 0xca {
+		d.Skip(5)
+		return math.Float32frombits(binary.BigEndian.Uint32(r[1:])), nil
+	}
+	return d.dec.DecodeFloat32()
 }
 
 // Key reads a map key of the frame being decoded, a string of at most 32
 // bytes (longer is an error: no key of the protocol is), without
 // allocating. It is valid until the next Key.
 func (d *Decoder) Key() ([]byte, error) {
+	// A short key, as msgpack writes every key of the protocol, read
+	// where it lies: the decoder's way was two calls through its reader.
+	if r := d.Rest(); len(r) > 0 && r[0]&0xe0 == 0xa0 {
+		if n := int(r[0] & 0x1f); n < len(r) {
+			d.Skip(1 + n)
+			return r[1 : 1+n], nil
+		}
+	}
 	n, err := d.dec.DecodeBytesLen()
 	switch {
 	case err != nil:

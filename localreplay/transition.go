@@ -86,8 +86,9 @@ func decodeTransition(zd *zsock.Decoder, d *msgpack.Decoder, tr *Transition) err
 // decodeFrames decodes f straight from the frame where it is in the form
 // its encoder writes (most of an item's bytes), else through d.
 func decodeFrames(zd *zsock.Decoder, d *msgpack.Decoder, f *api.Frames) error {
-	if rest, ok := f.DecodeFast(zd.Rest()); ok {
-		zd.Skip(len(zd.Rest()) - len(rest))
+	in := zd.Rest()
+	if rest, ok := f.DecodeFast(in); ok {
+		zd.Skip(len(in) - len(rest))
 		return nil
 	}
 	return f.DecodeMsgpack(d)

@@ -661,7 +661,7 @@ func appendInPlace(dst, src []float32) []float32 {
 // finishStep accounts for the update of s, whose learner returned u and
 // err, and sends the batch's priorities back.
 func (w *dqnTrainer) finishStep(ctx context.Context, s *dqnStep, u dqnUpdated, err error) error {
-	w.busy.finished(u.took, w.job == nil)
+	w.busy.finished(u.took, !w.overlaps())
 	st, td, ids := u.st, u.td, s.ids
 	w.td = td
 	if errors.Is(err, collective.ErrBroken) {

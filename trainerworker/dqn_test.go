@@ -44,11 +44,7 @@ func startDQNs(t *testing.T, c *cluster, n int, cfg map[string]any) (replay *wor
 		c.request(t, tr.Name(), member.CmdStart, nil, nil)
 	}
 
-	cl, err := replaystream.NewClient(workertest.Ctx(t, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
+	cl := c.replayClient(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	vec := func() api.Tensor[float32] {
 		v := make([]float32, 4)
@@ -120,11 +116,7 @@ func TestDQNTrainerEvaluatesOffTheLoop(t *testing.T) {
 	c := newCluster(t)
 	rp := c.start(t, replayworker.TypeName, 0)
 	c.run(t, rp.Name(), map[string]any{"tables": []map[string]any{{"name": "default", "limiter": map[string]any{"min_size": 64}}}})
-	cl, err := replaystream.NewClient(workertest.Ctx(t, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
+	cl := c.replayClient(t)
 	r := rand.New(rand.NewPCG(3, 4))
 	frame := func() api.Frames {
 		f := api.NewFrames(api.NewTensor[float32](10, 10, 7))

@@ -17,6 +17,7 @@ import (
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policyworker"
+	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/telemetry"
@@ -117,6 +118,18 @@ type trainerStats struct {
 	LagP99        *float64 `msgpack:"policy_lag_p99"`
 	UpdateS       float64  `msgpack:"update_s"`
 	LoopS         float64  `msgpack:"loop_s"`
+}
+
+// replayClient is a replay client of the test trial, closed when t ends,
+// for inserting transitions as actors do.
+func (c *cluster) replayClient(t testing.TB) *replaystream.Client {
+	t.Helper()
+	cl, err := replaystream.NewClient(workertest.Ctx(t, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
 }
 
 func (c *cluster) trainerStats(t testing.TB, name string) trainerStats {

@@ -11,10 +11,8 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/testsupport/eventually"
-	"github.com/distrl/distrl/internal/testsupport/workertest"
 	"github.com/distrl/distrl/localreplay"
 	"github.com/distrl/distrl/nameresolve"
-	"github.com/distrl/distrl/replaystream"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/trainerworker"
@@ -118,11 +116,7 @@ func benchDQNIntake(b *testing.B, inFlight int, overlap bool) {
 	c.run(b, tr.Name(), map[string]any{"algorithm": "dqn", "env": "minatar-breakout", "hidden": []int{8}, "batch_size": 256,
 		"in_flight": inFlight, "eval_every": 1 << 30, "publish_every": 20, "dqn": map[string]any{"dueling": true},
 		"overlap": overlap})
-	cl, err := replaystream.NewClient(workertest.Ctx(b, 10*time.Second), replaystream.ClientOptions{Repo: c.repo, Trial: testTrial})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cl.Close() })
+	cl := c.replayClient(b)
 	rng := rand.New(rand.NewPCG(1, 2))
 	frame := func() api.Frames {
 		f := api.NewFrames(api.NewTensor[float32](10, 10, 4))

@@ -543,7 +543,7 @@ func (w *ppoTrainer) beginUpdate() pendingUpdate {
 // err: a failure is rolled back, a success makes a version (checkpointed
 // and published as configured).
 func (w *ppoTrainer) finishUpdate(ctx context.Context, p pendingUpdate, u updated, err error) error {
-	w.busy.finished(u.took, w.job == nil)
+	w.busy.finished(u.took, !w.overlaps())
 	w.spare = w.emptied(p.batches)
 	st, steps := u.st, p.steps
 	if err != nil {

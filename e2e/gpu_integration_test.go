@@ -224,17 +224,20 @@ func BenchmarkMinAtarCUDA(b *testing.B) {
 			}
 			a, z := lines[first], lines[len(lines)-1]
 			secs := z.ElapsedS - a.ElapsedS
-			trainer := func(l metricsLine, key string) float64 {
-				v, _ := l.Workers["trainer/0"][key].(float64)
-				return v
+			// perSecond is the growth of one of the trainer's figures over
+			// the window, per second.
+			perSecond := func(key string) float64 {
+				from, _ := a.Workers["trainer/0"][key].(float64)
+				to, _ := z.Workers["trainer/0"][key].(float64)
+				return (to - from) / secs
 			}
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(float64(z.EnvSteps-a.EnvSteps)/secs, "frames/s")
-			b.ReportMetric((trainer(z, "samples_trained")-trainer(a, "samples_trained"))/secs, "trained/s")
+			b.ReportMetric(perSecond("samples_trained"), "trained/s")
 			// What bounds the trainer: the shares of the window its learner
 			// updated and its loop was busy outside updates.
-			b.ReportMetric((trainer(z, "update_s")-trainer(a, "update_s"))/secs, "learner-busy")
-			b.ReportMetric((trainer(z, "loop_s")-trainer(a, "loop_s"))/secs, "loop-busy")
+			b.ReportMetric(perSecond("update_s"), "learner-busy")
+			b.ReportMetric(perSecond("loop_s"), "loop-busy")
 			b.ReportMetric(z.MeanReturn, "return")
 			b.ReportMetric(float64(z.EnvSteps), "frames")
 		})

@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package dqn
 
@@ -23,7 +23,7 @@ func TestCUDAEngine(t *testing.T) {
 	minAtar := minAtarSpec
 	mlp := nn.Spec{ObsDim: 100, Hidden: []int{512, 512}, Activation: nn.ReLU, Head: nn.Categorical, ActionDim: 18}
 	specs := map[string]nn.Spec{"minatar": minAtar, "mlp-512x512": mlp, "conv": convSpec()}
-	checkEngine(t, cuda.EngineOpener(0), specs, []int{1, 7, 64, 512, 4096, 8192}, 1e-4, 20, 1e-3)
+	checkEngine(t, cuda.EngineOpener(0), specs, enginetest.DeviceSizes(1, 7, 64, 512, 4096, 8192), 1e-4, 20, 1e-3)
 	// The updates again one step at a time (the outputs, their gradient
 	// and the norm crossing, the loss here); the gradients above are that
 	// way already.

@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package ppo
 
@@ -34,7 +34,7 @@ func TestCUDAEngine(t *testing.T) {
 		t.Skip(err)
 	}
 	specs := map[string]nn.Spec{"minatar": minAtarSpec, "mlp-512x512": mlp512, "tiny-image": tinyImage, "two-conv": twoConv}
-	checkEngineGradients(t, cuda.EngineOpener(0), specs, []int{1, 7, 64, 512, 4096, 8192}, 1e-4)
+	checkEngineGradients(t, cuda.EngineOpener(0), specs, enginetest.DeviceSizes(1, 7, 64, 512, 4096, 8192), 1e-4)
 	for name, spec := range specs {
 		t.Run("updates/"+name, func(t *testing.T) { checkEngineUpdates(t, cuda.EngineOpener(0), spec, 5, 1e-3) })
 		// The same updates one step at a time (the outputs, their

@@ -18,7 +18,9 @@
 // driver said. The driver stays uninitialised, so nothing can use it by
 // mistake: every later call fails with CUDA_ERROR_NOT_INITIALIZED.
 //
-// Everything but this doc is behind the build tag `cuda`.
+// Everything but this doc is behind the build tag `cuda`; with the tag
+// cudaemu (nn/cuda's host emulator) there is no driver to initialise and
+// Err is nil.
 package cudainit
 
 // ExitUnavailable is the exit status of a binary whose CUDA driver did not

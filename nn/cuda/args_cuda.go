@@ -1,11 +1,9 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
-import "gorgonia.org/cu"
-
-// devicePtr is a's address if it is a cu.DevicePtr.
+// devicePtr is a's address if it is a DevicePtr.
 func devicePtr(a any) (uint64, bool) {
-	p, ok := a.(cu.DevicePtr)
+	p, ok := a.(DevicePtr)
 	return uint64(p), ok
 }

@@ -1,11 +1,9 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
 import (
 	"fmt"
-
-	"gorgonia.org/cu"
 )
 
 // Scratch is the memory a backward pass works in, kept between passes.
@@ -26,7 +24,7 @@ func (s *Scratch) Free() {
 // of a loss whose gradient with respect to the outputs of the forward pass
 // kept in a is dPi ([batch, ActionDim]) and dV ([batch]), either 0 for
 // none: nn.ActorCritic.Backward, layer by layer. It modifies dPi and dV.
-func (n *Net) Backward(a *Activations, s *Scratch, batch int, dPi, dV cu.DevicePtr, grad cu.DevicePtr) error {
+func (n *Net) Backward(a *Activations, s *Scratch, batch int, dPi, dV DevicePtr, grad DevicePtr) error {
 	if batch != a.batch {
 		return fmt.Errorf("cuda: backward of %d rows on a forward pass of %d", batch, a.batch)
 	}
@@ -37,7 +35,7 @@ func (n *Net) Backward(a *Activations, s *Scratch, batch int, dPi, dV cu.DeviceP
 		return err
 	}
 	feat := a.in
-	var dFeat cu.DevicePtr
+	var dFeat DevicePtr
 	if k := len(n.conv); k > 0 {
 		feat = a.conv[k-1].Ptr
 		if err := s.gradFeat.Reserve(4 * batch * n.features); err != nil {
@@ -57,7 +55,7 @@ func (n *Net) Backward(a *Activations, s *Scratch, batch int, dPi, dV cu.DeviceP
 	for _, h := range []struct {
 		ls []dense
 		ys []Buffer
-		dy cu.DevicePtr
+		dy DevicePtr
 	}{{n.pi, a.pi, dPi}, {n.v, a.v, dV}} {
 		if h.dy == 0 {
 			continue
@@ -84,9 +82,9 @@ func (n *Net) Backward(a *Activations, s *Scratch, batch int, dPi, dV cu.DeviceP
 // backwardChain is nn's: dy (modified) is the gradient of the chain's
 // output; the input gradient goes to dx (+ dx where beta is 1) unless dx
 // is 0.
-func (n *Net) backwardChain(s *Scratch, ls []dense, x cu.DevicePtr, ys []Buffer, dy cu.DevicePtr, batch int,
-	grad, dx cu.DevicePtr, beta int) error {
-	bufs := [2]cu.DevicePtr{s.gradA.Ptr, s.gradB.Ptr}
+func (n *Net) backwardChain(s *Scratch, ls []dense, x DevicePtr, ys []Buffer, dy DevicePtr, batch int,
+	grad, dx DevicePtr, beta int) error {
+	bufs := [2]DevicePtr{s.gradA.Ptr, s.gradB.Ptr}
 	next := 0
 	for i := len(ls) - 1; i >= 0; i-- {
 		l := ls[i]
@@ -99,10 +97,10 @@ func (n *Net) backwardChain(s *Scratch, ls []dense, x cu.DevicePtr, ys []Buffer,
 		if i > 0 {
 			in = ys[i-1].Ptr
 		}
-		if err := n.wgrad(s, "dense_wgrad", []any{in, dy}, nil, batch, l.in, l.out, grad+cu.DevicePtr(4*l.w), grad+cu.DevicePtr(4*l.b)); err != nil {
+		if err := n.wgrad(s, "dense_wgrad", []any{in, dy}, nil, batch, l.in, l.out, grad+DevicePtr(4*l.w), grad+DevicePtr(4*l.b)); err != nil {
 			return err
 		}
-		w := n.params.Ptr + cu.DevicePtr(4*l.w)
+		w := n.params.Ptr + DevicePtr(4*l.w)
 		switch {
 		case i > 0:
 			d := bufs[next]
@@ -122,7 +120,7 @@ func (n *Net) backwardChain(s *Scratch, ls []dense, x cu.DevicePtr, ys []Buffer,
 
 // backwardConv is nn's: dy (modified) is the gradient of the last
 // convolution's output; the observations' gradient is not computed.
-func (n *Net) backwardConv(a *Activations, s *Scratch, dy cu.DevicePtr, batch int, grad cu.DevicePtr) error {
+func (n *Net) backwardConv(a *Activations, s *Scratch, dy DevicePtr, batch int, grad DevicePtr) error {
 	bufs := [2]*Buffer{&s.gradConvA, &s.gradConvB}
 	next := 0
 	for i := len(n.conv) - 1; i >= 0; i-- {
@@ -136,7 +134,7 @@ func (n *Net) backwardConv(a *Activations, s *Scratch, dy cu.DevicePtr, batch in
 		}
 		rows := batch * c.pixels()
 		if err := n.wgrad(s, "conv_wgrad", []any{x, dy}, c.geom(), batch, c.cols(), c.outC,
-			grad+cu.DevicePtr(4*c.w), grad+cu.DevicePtr(4*c.b)); err != nil {
+			grad+DevicePtr(4*c.w), grad+DevicePtr(4*c.b)); err != nil {
 			return err
 		}
 		if i == 0 {
@@ -145,7 +143,7 @@ func (n *Net) backwardConv(a *Activations, s *Scratch, dy cu.DevicePtr, batch in
 		if err := s.dcol.Reserve(4 * rows * c.cols()); err != nil {
 			return err
 		}
-		if err := n.dgrad(dy, n.params.Ptr+cu.DevicePtr(4*c.w), s.dcol.Ptr, rows, c.cols(), c.outC, 0); err != nil {
+		if err := n.dgrad(dy, n.params.Ptr+DevicePtr(4*c.w), s.dcol.Ptr, rows, c.cols(), c.outC, 0); err != nil {
 			return err
 		}
 		dx := bufs[next]
@@ -164,7 +162,7 @@ func (n *Net) backwardConv(a *Activations, s *Scratch, dy cu.DevicePtr, batch in
 
 // dgrad is dx = dy·Wᵀ (+ dx where beta is 1) for dy [rows, out] and W
 // [in, out].
-func (n *Net) dgrad(dy, w, dx cu.DevicePtr, rows, in, out, beta int) error {
+func (n *Net) dgrad(dy, w, dx DevicePtr, rows, in, out, beta int) error {
 	return n.c.Launch("dense_dgrad", tiles(rows, in, 1), [3]int{16, 16, 1}, dy, w, dx, rows, in, out, beta)
 }
 
@@ -173,7 +171,7 @@ func (n *Net) dgrad(dy, w, dx cu.DevicePtr, rows, in, out, beta int) error {
 // their pixels too): kernel (dense_wgrad or conv_wgrad) sums the product
 // in slices of the rows, as many as fill the GPU twice over with the
 // output's few tiles, and wgrad_reduce adds the slices in order.
-func (n *Net) wgrad(s *Scratch, kernel string, operands, geom []any, batch, in, out int, gw, gb cu.DevicePtr) error {
+func (n *Net) wgrad(s *Scratch, kernel string, operands, geom []any, batch, in, out int, gw, gb DevicePtr) error {
 	k := batch
 	if geom != nil {
 		k = batch * n.convPixels(geom)

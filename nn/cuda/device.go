@@ -1,20 +1,15 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
 import (
-	_ "embed"
 	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
 
 	"github.com/distrl/distrl/internal/cudainit" // initialises the driver before cu does, with a clear message
-	"gorgonia.org/cu"
 )
-
-//go:embed kernels.ptx
-var ptx string
 
 // ErrDevice is wrapped by the errors of the functions that open a device
 // when it cannot be used: no driver, no such device, or the driver failed
@@ -39,20 +34,17 @@ func Devices() ([]string, error) {
 	if err := available(); err != nil {
 		return nil, err
 	}
-	n, err := cu.NumDevices()
+	n, err := deviceCount()
 	if err != nil {
 		return nil, fmt.Errorf("%w: count devices: %v", ErrDevice, err)
 	}
 	var out []string
 	for i := range n {
-		d, err := cu.GetDevice(i)
+		line, err := deviceLine(i)
 		if err != nil {
 			return nil, fmt.Errorf("%w: device %d: %v", ErrDevice, i, err)
 		}
-		name, _ := d.Name()
-		maj, min, _ := d.ComputeCapability()
-		mem, _ := d.TotalMem()
-		out = append(out, fmt.Sprintf("cuda:%d %s (compute capability %d.%d, %.1f GiB)", i, name, maj, min, float64(mem)/(1<<30)))
+		out = append(out, line)
 	}
 	return out, nil
 }
@@ -62,10 +54,8 @@ func Devices() ([]string, error) {
 // caller's, which it locks.
 type Context struct {
 	ordinal int
-	ctx     cu.CUContext
-	mod     cu.Module
+	drv     driverContext
 	sms     int // multiprocessors, which size the split of long sums
-	fns     map[string]cu.Function
 }
 
 // OpenContext creates a context on GPU ordinal and loads the kernels. It
@@ -76,7 +66,7 @@ func OpenContext(ordinal int) (*Context, func(), error) {
 		return nil, nil, err
 	}
 	runtime.LockOSThread()
-	n, err := cu.NumDevices()
+	n, err := deviceCount()
 	if err != nil {
 		runtime.UnlockOSThread()
 		return nil, nil, fmt.Errorf("%w: count devices: %v", ErrDevice, err)
@@ -85,31 +75,19 @@ func OpenContext(ordinal int) (*Context, func(), error) {
 		runtime.UnlockOSThread()
 		return nil, nil, fmt.Errorf("%w: cuda:%d: the driver sees %d CUDA devices", ErrDevice, ordinal, n)
 	}
-	dev, err := cu.GetDevice(ordinal)
-	if err == nil {
-		var c Context
-		c.ordinal = ordinal
-		if c.sms, err = dev.Attribute(cu.MultiprocessorCount); err == nil {
-			if c.ctx, err = dev.MakeContext(cu.SchedAuto); err == nil {
-				if c.mod, err = cu.LoadData(ptx); err != nil {
-					_ = c.ctx.Destroy()
-					runtime.UnlockOSThread()
-					return nil, nil, fmt.Errorf("cuda: cuda:%d: load kernels: %w", ordinal, err)
-				}
-				c.fns = map[string]cu.Function{}
-				return &c, runtime.UnlockOSThread, nil
-			}
-		}
+	drv, sms, err := openDriver(ordinal)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, nil, err
 	}
-	runtime.UnlockOSThread()
-	return nil, nil, fmt.Errorf("%w: cuda:%d: %v", ErrDevice, ordinal, err)
+	return &Context{ordinal: ordinal, drv: drv, sms: sms}, runtime.UnlockOSThread, nil
 }
 
 // Lock makes the context current on this goroutine's thread, which stays
 // locked until the returned function runs.
 func (c *Context) Lock() (unlock func(), err error) {
 	runtime.LockOSThread()
-	if err := cu.SetCurrentContext(c.ctx); err != nil {
+	if err := c.drv.makeCurrent(); err != nil {
 		runtime.UnlockOSThread()
 		return nil, fmt.Errorf("cuda: make the context current: %w", err)
 	}
@@ -119,42 +97,28 @@ func (c *Context) Lock() (unlock func(), err error) {
 // Ordinal is the GPU's number.
 func (c *Context) Ordinal() int { return c.ordinal }
 
-// Function is the kernel of kernels.cu called name (the context current).
-func (c *Context) Function(name string) (cu.Function, error) {
-	if fn, ok := c.fns[name]; ok {
-		return fn, nil
-	}
-	fn, err := c.mod.Function(name)
-	if err != nil {
-		return fn, fmt.Errorf("cuda: kernel %s: %w", name, err)
-	}
-	c.fns[name] = fn
-	return fn, nil
-}
-
 // Launch runs the kernel name on the null stream over grid blocks of
-// block threads. Each argument is an int, a float32, a float64 or a
-// cu.DevicePtr, passed as the 8-byte word gorgonia.org/cu copies for every
-// argument (an int's or a float32's in its low 4 bytes, which is what the
-// kernel's int or float parameter reads): a pointer to a 4-byte Go value
-// would have cu read 4 bytes past it.
+// block threads (the context current). Each argument is an int, a
+// float32, a float64 or a DevicePtr, and must be what the kernel's
+// parameter in kernels.ptx is (an int, a float, a double, a pointer): a
+// launch whose arguments are not is refused here, where the GPU would
+// read garbage. Each is passed as the 8-byte word gorgonia.org/cu copies
+// for every argument (an int's or a float32's in its low 4 bytes, which is
+// what the kernel's int or float parameter reads): a pointer to a 4-byte
+// Go value would have cu read 4 bytes past it.
 func (c *Context) Launch(name string, grid, block [3]int, args ...any) error {
-	fn, err := c.Function(name)
-	if err != nil {
-		return err
+	if errSignatures != nil {
+		return errSignatures
 	}
-	words, err := kernelArgs(args)
+	sig, ok := kernelSignatures[name]
+	if !ok {
+		return fmt.Errorf("cuda: kernels.ptx has no kernel %s", name)
+	}
+	words, err := kernelArgs(sig.params, args)
 	if err != nil {
 		return fmt.Errorf("cuda: %s: %w", name, err)
 	}
-	ptrs := make([]unsafe.Pointer, len(args))
-	for i := range words {
-		ptrs[i] = unsafe.Pointer(&words[i])
-	}
-	if err := fn.Launch(grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, cu.Stream{}, ptrs); err != nil {
-		return fmt.Errorf("cuda: launch %s: %w", name, err)
-	}
-	return nil
+	return c.drv.launch(name, grid, block, words)
 }
 
 // Close destroys the context, and with it every allocation made in it.
@@ -164,7 +128,7 @@ func (c *Context) Close() error {
 		return err
 	}
 	defer unlock()
-	if err := c.ctx.Destroy(); err != nil {
+	if err := c.drv.destroy(); err != nil {
 		return fmt.Errorf("cuda: destroy context: %w", err)
 	}
 	return nil
@@ -172,7 +136,7 @@ func (c *Context) Close() error {
 
 // Buffer is device memory of a size that grows on demand.
 type Buffer struct {
-	Ptr   cu.DevicePtr
+	Ptr   DevicePtr
 	bytes int
 }
 
@@ -183,7 +147,7 @@ func (b *Buffer) Reserve(n int) error {
 		return nil
 	}
 	b.Free()
-	p, err := cu.MemAlloc(int64(n))
+	p, err := memAlloc(int64(n))
 	if err != nil {
 		return fmt.Errorf("cuda: allocate %d bytes: %w", n, err)
 	}
@@ -194,7 +158,7 @@ func (b *Buffer) Reserve(n int) error {
 // Free releases b's memory (the context current).
 func (b *Buffer) Free() {
 	if b.Ptr != 0 {
-		_ = cu.MemFree(b.Ptr)
+		_ = memFree(b.Ptr)
 	}
 	b.Ptr, b.bytes = 0, 0
 }
@@ -203,21 +167,21 @@ func (b *Buffer) Free() {
 func blocks(n, per int) [3]int { return [3]int{(n + per - 1) / per, 1, 1} }
 
 // upload and download copy float32s (synchronously).
-func upload(dst cu.DevicePtr, src []float32) error {
+func upload(dst DevicePtr, src []float32) error {
 	if len(src) == 0 {
 		return nil
 	}
-	if err := cu.MemcpyHtoD(dst, unsafe.Pointer(&src[0]), int64(4*len(src))); err != nil {
+	if err := MemcpyHtoD(dst, unsafe.Pointer(&src[0]), int64(4*len(src))); err != nil {
 		return fmt.Errorf("cuda: copy %d values to the device: %w", len(src), err)
 	}
 	return nil
 }
 
-func download(dst []float32, src cu.DevicePtr) error {
+func download(dst []float32, src DevicePtr) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	if err := cu.MemcpyDtoH(unsafe.Pointer(&dst[0]), src, int64(4*len(dst))); err != nil {
+	if err := MemcpyDtoH(unsafe.Pointer(&dst[0]), src, int64(4*len(dst))); err != nil {
 		return fmt.Errorf("cuda: copy %d values from the device: %w", len(dst), err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/distrl/distrl/nn"
-	"gorgonia.org/cu"
 )
 
 // dqnTerms is dqnloss.h's DQN_TERMS.
@@ -114,13 +113,13 @@ func (e *Engine) DQNUpdate(b nn.DQNBatch, loss nn.DQNLoss, maxNorm, lr float32, 
 	if err := upload(q.batch.Ptr, q.packed); err != nil {
 		return st, false, err
 	}
-	at := func(off int) cu.DevicePtr { return q.batch.Ptr + cu.DevicePtr(4*off) }
+	at := func(off int) DevicePtr { return q.batch.Ptr + DevicePtr(4*off) }
 	obs, next := at(0), at(n*d)
 	lt, vt, err := q.target.Forward(aTgt, next, n)
 	if err != nil {
 		return st, false, err
 	}
-	var ln, vn cu.DevicePtr
+	var ln, vn DevicePtr
 	if loss.Double {
 		if ln, vn, err = e.net.Forward(aNext, next, n); err != nil {
 			return st, false, err
@@ -131,14 +130,14 @@ func (e *Engine) DQNUpdate(b nn.DQNBatch, loss nn.DQNLoss, maxNorm, lr float32, 
 	if err != nil {
 		return st, false, err
 	}
-	dueling, double, dV := 0, 0, cu.DevicePtr(0)
+	dueling, double, dV := 0, 0, DevicePtr(0)
 	if loss.Dueling {
 		dueling, dV = 1, e.dV.Ptr
 	}
 	if loss.Double {
 		double = 1
 	}
-	tdPtr := q.out.Ptr + cu.DevicePtr(8*stepRecord)
+	tdPtr := q.out.Ptr + DevicePtr(8*stepRecord)
 	if err := e.c.Launch("dqn_loss", blocks(n, 128), [3]int{128, 1, 1}, l, v, ln, vn, lt, vt, at(2*n*d), at(2*n*d+n), at(2*n*d+2*n), at(2*n*d+3*n),
 		n, a, loss.HuberDelta, dueling, double, e.dPi.Ptr, dV, q.terms.Ptr, tdPtr); err != nil {
 		return st, false, err
@@ -151,7 +150,7 @@ func (e *Engine) DQNUpdate(b nn.DQNBatch, loss nn.DQNLoss, maxNorm, lr float32, 
 	}
 	// The one wait: the record and the priorities come back.
 	q.res = slices.Grow(q.res[:0], stepRecord+n)[:stepRecord+n]
-	if err := cu.MemcpyDtoH(unsafe.Pointer(&q.res[0]), q.out.Ptr, int64(8*(stepRecord+n))); err != nil {
+	if err := MemcpyDtoH(unsafe.Pointer(&q.res[0]), q.out.Ptr, int64(8*(stepRecord+n))); err != nil {
 		return st, false, fmt.Errorf("cuda: copy the update's record out: %w", err)
 	}
 	copy(td, q.res[stepRecord:])

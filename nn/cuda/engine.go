@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/distrl/distrl/nn"
-	"gorgonia.org/cu"
 )
 
 // Engine is an nn.Engine on one GPU: the parameters, the gradient and
@@ -76,7 +75,7 @@ func OpenEngine(ordinal int, net *nn.ActorCritic, opt *nn.Adam) (*Engine, error)
 		err = e.setAdamState(opt.M, opt.V, opt.Step)
 	}
 	if err == nil {
-		err = cu.MemsetD32(e.grad.Ptr, 0, int64(net.NumParams()))
+		err = MemsetD32(e.grad.Ptr, 0, int64(net.NumParams()))
 	}
 	if err != nil {
 		_ = c.Close()
@@ -163,7 +162,7 @@ func (e *Engine) ForwardRows(slot int, idx []int32, out *nn.Output) error {
 	if err := e.idx.Reserve(4 * batch); err != nil {
 		return err
 	}
-	if err := cu.MemcpyHtoD(e.idx.Ptr, unsafe.Pointer(&idx[0]), int64(4*batch)); err != nil {
+	if err := MemcpyHtoD(e.idx.Ptr, unsafe.Pointer(&idx[0]), int64(4*batch)); err != nil {
 		return fmt.Errorf("cuda: copy rows in: %w", err)
 	}
 	d := e.net.spec.ObsDim
@@ -205,7 +204,7 @@ func (e *Engine) Backward(slot int, batch int, dOut *nn.Output) error {
 		return err
 	}
 	defer unlock()
-	var dPi, dV cu.DevicePtr
+	var dPi, dV DevicePtr
 	if len(dOut.Logits) != 0 {
 		if err := e.dPi.Reserve(4 * len(dOut.Logits)); err != nil {
 			return err
@@ -235,7 +234,7 @@ func (e *Engine) ZeroGrad() error {
 	}
 	defer unlock()
 	e.scale = 1
-	return cu.MemsetD32(e.grad.Ptr, 0, int64(e.net.nparams))
+	return MemsetD32(e.grad.Ptr, 0, int64(e.net.nparams))
 }
 
 // Grad: see nn.Engine.
@@ -256,7 +255,7 @@ func (e *Engine) Params(dst []float32) error { return e.transfer(dst, e.net.para
 func (e *Engine) SetParams(src []float32) error { return e.transfer(src, e.net.params.Ptr, true) }
 
 // transfer copies a [NumParams] vector to (in) or from the device.
-func (e *Engine) transfer(host []float32, dev cu.DevicePtr, in bool) error {
+func (e *Engine) transfer(host []float32, dev DevicePtr, in bool) error {
 	if len(host) != e.net.nparams {
 		return fmt.Errorf("cuda: %w: %d values for %d parameters", nn.ErrShape, len(host), e.net.nparams)
 	}
@@ -288,7 +287,7 @@ func (e *Engine) ClipGradNorm(maxNorm float32) (float32, error) {
 		return 0, err
 	}
 	var ss float64
-	if err := cu.MemcpyDtoH(unsafe.Pointer(&ss), e.norm.Ptr, 8); err != nil {
+	if err := MemcpyDtoH(unsafe.Pointer(&ss), e.norm.Ptr, 8); err != nil {
 		return 0, fmt.Errorf("cuda: copy the gradient's norm: %w", err)
 	}
 	norm := math.Sqrt(ss)
@@ -384,7 +383,7 @@ func (e *Engine) Sync() error {
 		return err
 	}
 	defer unlock()
-	return cu.Synchronize()
+	return Synchronize()
 }
 
 // Close destroys the engine's context and all its memory.

@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/distrl/distrl/nn"
-	"gorgonia.org/cu"
 )
 
 // Activation codes of kernels.cu.
@@ -106,7 +105,7 @@ func (n *Net) Spec() nn.Spec { return n.spec }
 func (n *Net) NumParams() int { return n.nparams }
 
 // ParamsPtr is the parameter vector on the device.
-func (n *Net) ParamsPtr() cu.DevicePtr { return n.params.Ptr }
+func (n *Net) ParamsPtr() DevicePtr { return n.params.Ptr }
 
 // SetParams uploads params whole.
 func (n *Net) SetParams(params []float32) error {
@@ -123,9 +122,9 @@ func (n *Net) Free() { n.params.Free() }
 // device, which a backward pass reads, for up to Rows rows.
 type Activations struct {
 	rows  int
-	batch int          // the last Forward's rows; 0 before one
-	Obs   Buffer       // room for the input, [rows, ObsDim]
-	in    cu.DevicePtr // the last Forward's input
+	batch int       // the last Forward's rows; 0 before one
+	Obs   Buffer    // room for the input, [rows, ObsDim]
+	in    DevicePtr // the last Forward's input
 
 	conv         []Buffer // each convolution's output
 	trunk, pi, v []Buffer // each dense layer's output; the heads' are the last of pi and v
@@ -200,14 +199,14 @@ func (a *Activations) Free() {
 // layer's output in a, and returns where the policy head's output (logits or
 // Gaussian means, [batch, ActionDim]) and the values ([batch]) are. The
 // launches are queued on the null stream; nothing waits for them.
-func (n *Net) Forward(a *Activations, x cu.DevicePtr, batch int) (pi, v cu.DevicePtr, err error) {
+func (n *Net) Forward(a *Activations, x DevicePtr, batch int) (pi, v DevicePtr, err error) {
 	if batch > a.rows {
 		return 0, 0, fmt.Errorf("cuda: forward of %d rows on activations for %d", batch, a.rows)
 	}
 	a.in, a.batch = x, batch
 	for i, c := range n.conv {
 		y := a.conv[i].Ptr
-		args := append([]any{x, n.params.Ptr + cu.DevicePtr(4*c.w), n.params.Ptr + cu.DevicePtr(4*c.b), y, batch}, c.geom()...)
+		args := append([]any{x, n.params.Ptr + DevicePtr(4*c.w), n.params.Ptr + DevicePtr(4*c.b), y, batch}, c.geom()...)
 		args = append(args, c.outC, n.act())
 		if err := n.c.Launch("conv_forward", tiles(batch*c.pixels(), c.outC, 1), [3]int{16, 16, 1}, args...); err != nil {
 			return 0, 0, err
@@ -246,10 +245,10 @@ func tiles(m, cols, z int) [3]int {
 	return [3]int{(cols + gemmTile - 1) / gemmTile, (m + gemmTile - 1) / gemmTile, z}
 }
 
-func (n *Net) forwardChain(ls []dense, ys []Buffer, part *Buffer, x cu.DevicePtr, batch int) (cu.DevicePtr, error) {
+func (n *Net) forwardChain(ls []dense, ys []Buffer, part *Buffer, x DevicePtr, batch int) (DevicePtr, error) {
 	for i, l := range ls {
 		y := ys[i].Ptr
-		args := []any{x, n.params.Ptr + cu.DevicePtr(4*l.w), n.params.Ptr + cu.DevicePtr(4*l.b), y, batch, l.in, l.out, l.act}
+		args := []any{x, n.params.Ptr + DevicePtr(4*l.w), n.params.Ptr + DevicePtr(4*l.b), y, batch, l.in, l.out, l.act}
 		var err error
 		outTiles := ((batch + gemmTile - 1) / gemmTile) * ((l.out + gemmTile - 1) / gemmTile)
 		switch splits, chunk := n.c.splitK(outTiles, l.in, 128); {

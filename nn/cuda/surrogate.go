@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
 
@@ -10,7 +10,6 @@ import (
 	"unsafe"
 
 	"github.com/distrl/distrl/nn"
-	"gorgonia.org/cu"
 )
 
 // stepRecord is kernels.cu's STEP_RECORD: the doubles a step writes.
@@ -60,11 +59,11 @@ func (e *Engine) StageSurrogate(r nn.SurrogateRows) error {
 	if err := s.rows.Reserve(5 * 4 * n); err != nil {
 		return err
 	}
-	if err := cu.MemcpyHtoD(s.rows.Ptr, unsafe.Pointer(&r.Actions[0]), int64(4*n)); err != nil {
+	if err := MemcpyHtoD(s.rows.Ptr, unsafe.Pointer(&r.Actions[0]), int64(4*n)); err != nil {
 		return fmt.Errorf("cuda: copy actions in: %w", err)
 	}
 	for i, v := range [][]float32{r.OldLogp, r.OldValues, r.Adv, r.Returns} {
-		if err := upload(s.rows.Ptr+cu.DevicePtr(4*n*(i+1)), v); err != nil {
+		if err := upload(s.rows.Ptr+DevicePtr(4*n*(i+1)), v); err != nil {
 			return err
 		}
 	}
@@ -122,10 +121,10 @@ func (e *Engine) SurrogateSteps(idx []int32, bounds []int, loss nn.SurrogateLoss
 			return 0, err
 		}
 	}
-	if err := cu.MemcpyHtoD(s.idx.Ptr, unsafe.Pointer(&idx[0]), int64(4*len(idx))); err != nil {
+	if err := MemcpyHtoD(s.idx.Ptr, unsafe.Pointer(&idx[0]), int64(4*len(idx))); err != nil {
 		return 0, fmt.Errorf("cuda: copy rows in: %w", err)
 	}
-	if err := cu.MemsetD32(s.ctl.Ptr, 0, 2); err != nil {
+	if err := MemsetD32(s.ctl.Ptr, 0, 2); err != nil {
 		return 0, fmt.Errorf("cuda: surrogate steps: %w", err)
 	}
 	for m := range steps {
@@ -135,11 +134,11 @@ func (e *Engine) SurrogateSteps(idx []int32, bounds []int, loss nn.SurrogateLoss
 	}
 	// The one wait: the records and the control word come back.
 	s.host = slices.Grow(s.host[:0], stepRecord*steps)[:stepRecord*steps]
-	if err := cu.MemcpyDtoH(unsafe.Pointer(&s.host[0]), s.records.Ptr, int64(8*stepRecord*steps)); err != nil {
+	if err := MemcpyDtoH(unsafe.Pointer(&s.host[0]), s.records.Ptr, int64(8*stepRecord*steps)); err != nil {
 		return 0, fmt.Errorf("cuda: copy the steps' records out: %w", err)
 	}
 	var ctl [2]int32
-	if err := cu.MemcpyDtoH(unsafe.Pointer(&ctl[0]), s.ctl.Ptr, 8); err != nil {
+	if err := MemcpyDtoH(unsafe.Pointer(&ctl[0]), s.ctl.Ptr, 8); err != nil {
 		return 0, fmt.Errorf("cuda: copy the steps' control out: %w", err)
 	}
 	for m := range steps {
@@ -159,7 +158,7 @@ func (e *Engine) SurrogateSteps(idx []int32, bounds []int, loss nn.SurrogateLoss
 func (e *Engine) queueSurrogateStep(a *Activations, m, off, rows int, loss nn.SurrogateLoss, maxNorm, lr float32) error {
 	s, spec := &e.surr, e.net.spec
 	d, n := spec.ObsDim, e.nstaged
-	rowsIdx := s.idx.Ptr + cu.DevicePtr(4*off)
+	rowsIdx := s.idx.Ptr + DevicePtr(4*off)
 	if err := e.c.Launch("gather_rows", blocks(rows*d, 256), [3]int{256, 1, 1}, e.staged.Ptr, rowsIdx, a.Obs.Ptr, rows, d); err != nil {
 		return err
 	}
@@ -172,12 +171,12 @@ func (e *Engine) queueSurrogateStep(a *Activations, m, off, rows int, loss nn.Su
 	if loss.ClipValue {
 		clip = 1
 	}
-	col := func(i int) cu.DevicePtr { return s.rows.Ptr + cu.DevicePtr(4*n*i) }
+	col := func(i int) DevicePtr { return s.rows.Ptr + DevicePtr(4*n*i) }
 	if err := e.c.Launch("ppo_loss", blocks(rows, 128), [3]int{128, 1, 1}, pi, v, rowsIdx, col(0), col(1), col(2), col(3), col(4),
 		rows, spec.ActionDim, loss.ClipEps, inv, loss.ValueCoef*inv, loss.EntropyCoef, clip, e.dPi.Ptr, e.dV.Ptr, s.terms.Ptr); err != nil {
 		return err
 	}
-	record := s.records.Ptr + cu.DevicePtr(8*stepRecord*m)
+	record := s.records.Ptr + DevicePtr(8*stepRecord*m)
 	if err := e.c.Launch("term_sums", [3]int{1, 1, 1}, [3]int{256, 1, 1}, s.terms.Ptr, rows, surrogateTerms, record); err != nil {
 		return err
 	}
@@ -191,8 +190,8 @@ func (e *Engine) queueSurrogateStep(a *Activations, m, off, rows int, loss nn.Su
 // guard kernel guard (launched with sumsq's partials and their count,
 // then guardArgs, then ctl), which sets the clip factor and may stop the
 // step, and Adam's step number step, skipped if the guard stopped it.
-func (e *Engine) queueGuardedStep(a *Activations, rows int, dV, ctl cu.DevicePtr, lr float32, step int64, guard string, guardArgs ...any) error {
-	if err := cu.MemsetD32(e.grad.Ptr, 0, int64(e.net.nparams)); err != nil {
+func (e *Engine) queueGuardedStep(a *Activations, rows int, dV, ctl DevicePtr, lr float32, step int64, guard string, guardArgs ...any) error {
+	if err := MemsetD32(e.grad.Ptr, 0, int64(e.net.nparams)); err != nil {
 		return fmt.Errorf("cuda: zero the gradient: %w", err)
 	}
 	if err := e.net.Backward(a, &e.scratch, rows, e.dPi.Ptr, dV, e.grad.Ptr); err != nil {

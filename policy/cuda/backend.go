@@ -1,10 +1,6 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda
-
-// #cgo LDFLAGS: -lcuda
-// #include <cuda.h>
-import "C"
 
 import (
 	"fmt"
@@ -14,7 +10,6 @@ import (
 	"github.com/distrl/distrl/nn"
 	nncuda "github.com/distrl/distrl/nn/cuda"
 	"github.com/distrl/distrl/policy"
-	"gorgonia.org/cu"
 )
 
 // ErrDevice is wrapped by the errors of Open when the device cannot be used:
@@ -124,10 +119,10 @@ func (b *Backend) reserve(rows int) error {
 		err = b.out.Reserve(outBytes)
 	}
 	if err == nil {
-		b.hostIn, err = allocHost(inBytes)
+		b.hostIn, err = nncuda.AllocHost(inBytes)
 	}
 	if err == nil {
-		b.hostOut, err = allocHost(outBytes)
+		b.hostOut, err = nncuda.AllocHost(outBytes)
 	}
 	if err != nil {
 		b.freeHost()
@@ -137,20 +132,10 @@ func (b *Backend) reserve(rows int) error {
 	return nil
 }
 
-// allocHost allocates n bytes of page-locked host memory, which the
-// device copies to and from directly (gorgonia.org/cu has no binding).
-func allocHost(n int) (unsafe.Pointer, error) {
-	var p unsafe.Pointer
-	if r := C.cuMemAllocHost(&p, C.size_t(n)); r != C.CUDA_SUCCESS {
-		return nil, fmt.Errorf("cuMemAllocHost(%d): CUDA error %d", n, int(r))
-	}
-	return p, nil
-}
-
 func (b *Backend) freeHost() {
 	for _, p := range []*unsafe.Pointer{&b.hostIn, &b.hostOut} {
 		if *p != nil {
-			C.cuMemFreeHost(*p)
+			nncuda.FreeHost(*p)
 			*p = nil
 		}
 	}
@@ -185,7 +170,7 @@ func (b *Backend) Act(obs []float32, batch int, draws []float64, out *policy.Act
 		copy(unsafe.Slice((*float64)(unsafe.Add(b.hostIn, drawsAt)), batch), draws)
 		n = drawsAt + 8*batch
 	}
-	if err := cu.MemcpyHtoD(b.in.Ptr, b.hostIn, int64(n)); err != nil {
+	if err := nncuda.MemcpyHtoD(b.in.Ptr, b.hostIn, int64(n)); err != nil {
 		return fmt.Errorf("cuda: copy observations in: %w", err)
 	}
 	t1 := time.Now()
@@ -197,21 +182,21 @@ func (b *Backend) Act(obs []float32, batch int, draws []float64, out *policy.Act
 	// Out: [values][logp][actions] or [values][mean], gathered on the
 	// device so that one copy brings them.
 	values := b.out.Ptr
-	if err := cu.MemcpyDtoD(values, v, int64(4*batch)); err != nil {
+	if err := nncuda.MemcpyDtoD(values, v, int64(4*batch)); err != nil {
 		return fmt.Errorf("cuda: gather values: %w", err)
 	}
 	gaussian := s.Head == nn.Gaussian
 	outBytes := 4 * batch * (1 + s.ActionDim)
 	if gaussian {
-		if err := cu.MemcpyDtoD(values+cu.DevicePtr(4*batch), pi, int64(4*batch*s.ActionDim)); err != nil {
+		if err := nncuda.MemcpyDtoD(values+nncuda.DevicePtr(4*batch), pi, int64(4*batch*s.ActionDim)); err != nil {
 			return fmt.Errorf("cuda: gather means: %w", err)
 		}
 	} else {
-		logp := values + cu.DevicePtr(4*batch)
-		actions := logp + cu.DevicePtr(4*batch)
-		u := cu.DevicePtr(0)
+		logp := values + nncuda.DevicePtr(4*batch)
+		actions := logp + nncuda.DevicePtr(4*batch)
+		u := nncuda.DevicePtr(0)
 		if draws != nil {
-			u = b.in.Ptr + cu.DevicePtr(drawsAt)
+			u = b.in.Ptr + nncuda.DevicePtr(drawsAt)
 		}
 		if err := b.c.Launch("categorical", [3]int{(batch + 127) / 128, 1, 1}, [3]int{128, 1, 1},
 			pi, u, batch, s.ActionDim, actions, logp); err != nil {
@@ -220,12 +205,12 @@ func (b *Backend) Act(obs []float32, batch int, draws []float64, out *policy.Act
 		outBytes = 12 * batch
 	}
 	if b.profile {
-		if err := cu.Synchronize(); err != nil {
+		if err := nncuda.Synchronize(); err != nil {
 			return fmt.Errorf("cuda: kernels: %w", err)
 		}
 	}
 	t2 := time.Now()
-	if err := cu.MemcpyDtoH(b.hostOut, b.out.Ptr, int64(outBytes)); err != nil {
+	if err := nncuda.MemcpyDtoH(b.hostOut, b.out.Ptr, int64(outBytes)); err != nil {
 		return fmt.Errorf("cuda: copy results out: %w", err)
 	}
 	t3 := time.Now()

@@ -1,4 +1,4 @@
-//go:build cuda
+//go:build cuda || cudaemu
 
 package cuda_test
 
@@ -11,6 +11,7 @@ import (
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/cudainit"
+	"github.com/distrl/distrl/internal/testsupport/enginetest"
 	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/policy/cuda"
@@ -49,7 +50,7 @@ func requireGPU(t testing.TB) {
 	}
 }
 
-var batches = []int{1, 2, 7, 64, 513, 4096, 8192}
+var batches = enginetest.DeviceSizes(1, 2, 7, 64, 513, 4096, 8192)
 
 // pair builds the same policy on the CPU and on GPU 0, with parameters
 // drawn from seed (far from the initial near-uniform heads, so that

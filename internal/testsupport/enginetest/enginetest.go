@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/distrl/distrl/nn"
+	"github.com/distrl/distrl/nn/cuda"
 )
 
 // RelDiff is, per tensor of the layout, the largest difference between
@@ -92,4 +93,25 @@ func Plain(open nn.OpenEngine) nn.OpenEngine {
 		}
 		return struct{ nn.Engine }{e}, nil
 	}
+}
+
+// EmulatedMaxRows is the largest batch a GPU test runs on nn/cuda's host
+// emulator (the build tag cudaemu): it runs a GPU's threads one after
+// another, so 8192 rows of a 512x512 network take a minute there. A batch
+// of 513 rows already spans several tiles of every kernel and a partial
+// one; the larger ones run on a GPU (scripts/gpu-check.sh).
+const EmulatedMaxRows = 513
+
+// DeviceSizes is sizes, less those over EmulatedMaxRows on the emulator.
+func DeviceSizes(sizes ...int) []int {
+	if !cuda.Emulated {
+		return sizes
+	}
+	var out []int
+	for _, n := range sizes {
+		if n <= EmulatedMaxRows {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -27,7 +27,7 @@ BENCH_OUT    ?= $(BIN)/bench.txt
 
 export CGO_ENABLED := 1
 
-.PHONY: all deps deps-test deps-cuda build build-cuda bundle-gpu bundle-cpu bundle-sweep ptx vet-cuda test vet lint unit bench bench-minatar bench-spread fuzz demo run clean
+.PHONY: all deps deps-test deps-cuda build build-cuda bundle-gpu bundle-cpu bundle-sweep ptx vet-cuda test test-cudaemu vet lint unit bench bench-minatar bench-spread fuzz demo run clean
 
 all: build
 
@@ -123,14 +123,23 @@ $(GOBIN)/staticcheck:
 lint: vet $(GOBIN)/staticcheck
 	@unformatted=$$(gofmt -l .); [ -z "$$unformatted" ] || { echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; }
 	$(GO) vet -tags noopenblas ./nn
+	$(GO) vet -tags cudaemu ./nn/... ./policy/... ./algo/... ./internal/...
 	$(GOBIN)/staticcheck ./...
+	$(GOBIN)/staticcheck -tags cudaemu ./nn/... ./policy/... ./algo/...
 	scripts/checksize.sh
 
 # Every test, integration tests included (real sockets, real etcd, real processes), with -race.
 # The dashboard tests keep their headless-Chromium screenshots under $(ARTIFACTS).
 ARTIFACTS ?= $(abspath $(BIN))/artifacts
-test: deps-test lint
+test: deps-test lint test-cudaemu
 	DISTRL_ARTIFACTS=$(ARTIFACTS) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# The GPU tests on nn/cuda's host emulator (the build tag cudaemu; docs/gpu.md,
+# "The host emulator"): the GPU code's launches, buffers and copies, and the
+# kernels' results, checked without a GPU (about 1.5 minutes on 2 cores).
+test-cudaemu:
+	$(GO) test -tags cudaemu -count=1 -timeout 20m ./nn/cuda/... ./policy/cuda
+	$(GO) test -tags cudaemu -count=1 -timeout 20m -run CUDA ./algo/...
 
 # Unit tests only: quick, in-process.
 unit:

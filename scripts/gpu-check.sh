@@ -52,7 +52,7 @@ for part in "$@"; do
           tee "$out/minatar-bench.txt" | grep -E 'Benchmark|FAIL|panic|skip|exited' || status=1 ;;
   bench) timeout 150 $R policy_cuda.test -test.run '^$' -test.bench "${BENCH:-.}" -test.benchtime 0.5s -test.timeout 140s 2>&1 |
           tee "$out/cuda-bench.txt" | grep -E 'Benchmark|FAIL|panic' || status=1 ;;
-  e2e) timeout 120 $R e2e.test -test.run TestCUDATrial -test.v -test.timeout 110s 2>&1 | tee "$out/e2e-test.log" |
+  e2e) timeout 120 $R e2e.test -test.run '^TestCUDATrial$' -test.v -test.timeout 110s 2>&1 | tee "$out/e2e-test.log" |
           grep -E -- '--- |gpu_integration|^PASS|^FAIL|^ok|panic' | tail -30 || status=1 ;;
   e2ebench) timeout 200 $R e2e.test -test.run '^$' -test.bench BenchmarkPipelineCUDA -test.timeout 190s 2>&1 |
           tee "$out/e2e-bench.txt" | grep -E 'Benchmark|FAIL|panic|skip' || status=1 ;;

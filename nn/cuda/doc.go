@@ -5,8 +5,12 @@
 // with `device: cuda:N`; package policy/cuda serves a policy's forward
 // pass with its Net.
 //
-// Everything but this doc, the packing of kernel arguments (args.go) and
-// their tests is behind the build tag `cuda`: gorgonia.org/cu, which binds the CUDA driver API, calls cuInit in
+// Everything but this doc, the packing and checking of kernel arguments
+// against kernels.ptx (args.go, signatures.go), the host-compiled losses
+// and their tests is behind the build tag `cuda`, or `cudaemu`: with that
+// tag the host emulator of package nn/cuda/emu stands in for the driver
+// (driver_emu.go in driver_cu.go's place), so that the GPU code runs and
+// is tested on any machine. gorgonia.org/cu, which binds the CUDA driver API, calls cuInit in
 // its init and exits the process when it fails, so a binary that imports it
 // cannot even print --help on a machine without a GPU (a test binary goes
 // on, its GPU tests skipped: package internal/cudainit). The CPU rlctl

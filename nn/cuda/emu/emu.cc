@@ -38,6 +38,10 @@ extern "C" __global__ void emu_test_mixed(int* out) {  // half a warp shuffles, 
     __syncthreads();
 }
 
+extern "C" __global__ void emu_test_race(int* out) {  // every thread writes one word: the last to run wins
+  out[0] = (int)threadIdx.x;
+}
+
 template <class T>
 struct Param;
 template <class T>
@@ -99,7 +103,7 @@ static const Kernel kernels[] = {
     KERNEL(term_sums, 1),       KERNEL(surrogate_guard, 1), KERNEL(dqn_loss, 0),
     KERNEL(dqn_guard, 1),       KERNEL(dense_narrow, 1),    KERNEL(categorical, 0),
     KERNEL(gather_rows, 0),
-    KERNEL(emu_test_diverge, 1),  KERNEL(emu_test_mixed, 1),
+    KERNEL(emu_test_diverge, 1),  KERNEL(emu_test_mixed, 1),     KERNEL(emu_test_race, 0),
 };
 static const int nkernels = sizeof kernels / sizeof kernels[0];
 
@@ -239,6 +243,11 @@ static void* sched_sp;
 static const Kernel* cur_kernel;
 static const uint64_t* cur_words;
 static bool coroutines;
+// reverse: this launch runs each block's threads last to first. It flips with every launch, so that a
+// kernel whose result depends on the order its threads run in (a race on a GPU: a read of what another
+// thread writes between the same barriers) gives different results from one launch to the next.
+static bool reverse;
+static unsigned long long launches;
 static char launch_err[256];
 
 static void fail(const char* msg) {
@@ -300,7 +309,8 @@ static void start(int t) {
 static void run_block() {
   for (int t = 0; t < nthreads; t++) start(t);
   for (;;) {
-    for (int t = 0; t < nthreads; t++) {
+    for (int i = 0; i < nthreads; i++) {
+      const int t = reverse ? nthreads - 1 - i : i;
       if (threads[t].state != RUN) continue;
       cur = t;
       set_thread(t);
@@ -381,6 +391,7 @@ int emu_launch(int k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsign
   }
   nthreads = (int)block;
   coroutines = kern.sync;
+  reverse = launches++ & 1;
   cur_kernel = &kern;
   cur_words = words;
   emu_block_dim = dim3{bx, by, bz};
@@ -393,9 +404,9 @@ int emu_launch(int k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsign
           run_block();
           continue;
         }
-        for (int t = 0; t < nthreads; t++) {
-          cur = t;
-          set_thread(t);
+        for (int i = 0; i < nthreads; i++) {
+          cur = reverse ? nthreads - 1 - i : i;
+          set_thread(cur);
           kern.run(words);
         }
       }

@@ -227,3 +227,22 @@ func TestSourcesHash(t *testing.T) {
 		t.Errorf("the kernel sources hash to %s, sources.go says %s: run scripts/emu-sources.sh (or make ptx)", got, sourcesHash)
 	}
 }
+
+// TestOrderFlips: consecutive launches run a block's threads in opposite
+// orders, so a kernel racing its threads for one word (emu_test_race) ends
+// with the first thread's value once and the last's the next time.
+func TestOrderFlips(t *testing.T) {
+	p := dev(t, 1)
+	seen := map[int32]bool{}
+	for range 2 {
+		if err := launch(t, "emu_test_race", [3]int{1, 1, 1}, [3]int{64, 1, 1}, uint64(p)); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]int32, 1)
+		get(t, got, p)
+		seen[got[0]] = true
+	}
+	if !seen[0] || !seen[63] {
+		t.Errorf("two launches left %v, want 0 once and 63 once", seen)
+	}
+}

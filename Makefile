@@ -139,7 +139,7 @@ test: deps-test lint test-cudaemu
 # kernels' results, checked without a GPU (about 1.5 minutes on 2 cores).
 test-cudaemu:
 	$(GO) test -tags cudaemu -count=1 -timeout 20m ./nn/cuda/... ./policy/cuda
-	$(GO) test -tags cudaemu -count=1 -timeout 20m -run CUDA ./algo/...
+	$(GO) test -tags cudaemu -count=1 -timeout 20m -run CUDA ./algo/... ./trainerworker
 
 # Unit tests only: quick, in-process.
 unit:

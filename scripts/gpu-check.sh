@@ -10,7 +10,8 @@
 #   test       policy/cuda: CPU/GPU equivalence of the policy (MLPs and conv nets, batch 1 to 8192), sampling
 #   train      algo/ppo, algo/dqn: the PPO and DQN losses' gradients on the GPU against the CPU (batch 1 to
 #              8192, MinAtar's network and a 512x512 MLP), 20 Adam steps, checkpoints GPU -> CPU -> GPU; the
-#              updates whole on the device (TestCUDAWholeSteps, TestCUDAWholeUpdates) and one pass at a time
+#              updates whole on the device (TestCUDAWholeSteps, TestCUDAWholeUpdates) and one pass at a time;
+#              trainerworker: a GPU trainer's checkpoint resumed on the CPU and back (TestCUDATrainsOnAnEngine)
 #   bench      policy/cuda: rows/s of the GPU and CPU backends, the GPU's copy/kernel split
 #   trainbench algo/ppo, algo/dqn: a MinAtar update's samples/s on the CPU learner and on the GPU, whole
 #              (device=cuda) and one pass at a time with the loss on the host (device=cuda-stepwise)
@@ -37,7 +38,7 @@ for part in "$@"; do
   case $part in
   test) set -o pipefail; timeout 150 $R policy_cuda.test -test.v -test.timeout 140s 2>&1 | tee "$out/cuda-test.log" |
           grep -E -- '^--- |^ok|^PASS|^FAIL|actions differ|cuda:|panic|cuda_test' | tail -40 || status=1 ;;
-  train) for p in algo_ppo algo_dqn; do
+  train) for p in algo_ppo algo_dqn trainerworker; do
           timeout 240 $R $p.test -test.run CUDA -test.v -test.timeout 230s 2>&1 | tee "$out/$p-cuda-test.log" |
             grep -E -- '^(--- |    --- FAIL|ok|PASS|FAIL)|off by|panic' | tail -30 || status=1
         done ;;

@@ -23,9 +23,12 @@ var cpuAsCUDA = trainerworker.Engines{"cuda": func(int) nn.OpenEngine { return n
 // through its engine, its checkpoint resumes on a trainer on the CPU at
 // the same version and parameters, and the CPU trainer's checkpoint on the
 // engine again.
-func TestTrainsOnAnEngine(t *testing.T) {
+func TestTrainsOnAnEngine(t *testing.T) { checkTrainsOnAnEngine(t, cpuAsCUDA) }
+
+// checkTrainsOnAnEngine is TestTrainsOnAnEngine with the binary's engines.
+func checkTrainsOnAnEngine(t *testing.T, engines trainerworker.Engines) {
 	c := newCluster(t)
-	types := workertest.Registry(map[string]worker.Factory{trainerworker.TypeName: trainerworker.NewFactory(cpuAsCUDA)})
+	types := workertest.Registry(map[string]worker.Factory{trainerworker.TypeName: trainerworker.NewFactory(engines)})
 	start := func() *workertest.Running {
 		return workertest.StartChecked(t, worker.Options{
 			Trial: testTrial, Registry: types, Type: trainerworker.TypeName, Host: "127.0.0.1", Repo: c.repo,

@@ -14,12 +14,12 @@
 // rather than guesses: arguments that are not the kernel's parameters in
 // number or kind, pointers outside device memory, copies past an
 // allocation's end, barriers some of a block's threads never reach. Reads
-// and writes past an allocation fault (each ends at an inaccessible page),
-// and new memory is NaN, as uninitialised device memory is garbage.
+// and writes past an allocation's end (rounded up to 16 bytes) fault, as
+// each ends at an inaccessible page, and new memory is NaN, as
+// uninitialised device memory is garbage.
 //
 // It is a check of correctness, not a model of a GPU: threads never run at
 // once, so a race between them shows only where one of the two orders
-// gets it wrong, and nothing it measures says
-// anything of a GPU's speed. Linux on x86-64 only (its stacks switch in
-// assembly).
+// gets it wrong, and nothing it measures says anything of a GPU's speed.
+// Linux on x86-64 only (its stacks switch in assembly).
 package emu

@@ -114,7 +114,8 @@ int emu_kernel_sync(int i) { return kernels[i].sync; }
 
 // ---- device memory -----------------------------------------------------------------------------------
 // Every allocation is pages of its own with an inaccessible page after it, and ends (its size rounded up
-// to 256 bytes, the driver's alignment) where that page begins: a kernel that runs off the end faults.
+// to 16 bytes, which keeps every float and double aligned) where that page begins: a kernel that runs off
+// the end by more than that rounding faults. (The driver aligns to 256 bytes; nothing here relies on it.)
 // New memory is 0xff bytes, NaN as floats, -1 as ints: the driver does not clear it either.
 struct Alloc {
   void* base;
@@ -127,7 +128,7 @@ static const size_t page = 4096;
 
 uintptr_t emu_alloc(size_t n) {
   if (n == 0) return 0;
-  const size_t rounded = (n + 255) & ~size_t(255);
+  const size_t rounded = (n + 15) & ~size_t(15);
   const size_t pages = (rounded + page - 1) / page * page;
   void* base = mmap(nullptr, pages + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return 0;

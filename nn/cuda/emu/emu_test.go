@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -244,5 +245,23 @@ func TestOrderFlips(t *testing.T) {
 	}
 	if !seen[0] || !seen[63] {
 		t.Errorf("two launches left %v, want 0 once and 63 once", seen)
+	}
+}
+
+// TestOverrunFaults: a kernel that reads past an allocation's end faults
+// rather than reading what lies beyond: gather_rows with a row index past
+// its source, in a child process (the fault ends it).
+func TestOverrunFaults(t *testing.T) {
+	if os.Getenv("EMU_OVERRUN_CHILD") == "1" {
+		src, idx, dst := dev(t, 4), dev(t, 1), dev(t, 4)
+		put(t, idx, []int32{2}) // row 2 of 4-value rows: values 8-11 of 4
+		_ = launch(t, "gather_rows", [3]int{1, 1, 1}, [3]int{32, 1, 1}, uint64(src), uint64(idx), uint64(dst), 1, 4)
+		t.Fatal("the overrun did not fault")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestOverrunFaults$")
+	cmd.Env = append(os.Environ(), "EMU_OVERRUN_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "SIGSEGV") {
+		t.Errorf("the child ended with %v, want a SIGSEGV:\n%s", err, out)
 	}
 }

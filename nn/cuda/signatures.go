@@ -25,6 +25,9 @@ type signature struct {
 // not be read (which TestPTXSignatures keeps from happening).
 var kernelSignatures, errSignatures = ptxSignatures(ptx)
 
+// ptxKinds are the PTX parameter types kernelArgs passes, as its letters.
+var ptxKinds = map[string]byte{".u64": 'p', ".u32": 'i', ".s32": 'i', ".f32": 'f', ".f64": 'd'}
+
 // ptxSignatures reads every .entry of a PTX module: its parameters' types
 // and whether its body synchronises (bar.sync, barrier.sync, shfl.sync).
 // distrl's kernels take no 64-bit integers, so .u64 is a pointer.
@@ -47,7 +50,7 @@ func ptxSignatures(src string) (map[string]signature, error) {
 			if len(f) != 3 || f[0] != ".param" {
 				return nil, fmt.Errorf("cuda: kernels.ptx line %d: %s: a parameter PTX says otherwise than .param .type name: %q", i+1, name, lines[i])
 			}
-			kind, ok := map[string]byte{".u64": 'p', ".u32": 'i', ".s32": 'i', ".f32": 'f', ".f64": 'd'}[f[1]]
+			kind, ok := ptxKinds[f[1]]
 			if !ok {
 				return nil, fmt.Errorf("cuda: kernels.ptx line %d: %s: a parameter of type %s, which kernelArgs cannot pass", i+1, name, f[1])
 			}

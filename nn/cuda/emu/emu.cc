@@ -102,8 +102,8 @@ static const Kernel kernels[] = {
     KERNEL(adam, 0),            KERNEL(adam_guarded, 0),    KERNEL(ppo_loss, 0),
     KERNEL(term_sums, 1),       KERNEL(surrogate_guard, 1), KERNEL(dqn_loss, 0),
     KERNEL(dqn_guard, 1),       KERNEL(dense_narrow, 1),    KERNEL(categorical, 0),
-    KERNEL(gather_rows, 0),
-    KERNEL(emu_test_diverge, 1),  KERNEL(emu_test_mixed, 1),     KERNEL(emu_test_race, 0),
+    KERNEL(gather_rows, 0),     KERNEL(emu_test_diverge, 1), KERNEL(emu_test_mixed, 1),
+    KERNEL(emu_test_race, 0),
 };
 static const int nkernels = sizeof kernels / sizeof kernels[0];
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -214,15 +216,22 @@ func TestDirectKernel(t *testing.T) {
 // TestSourcesHash: sources.go has the hash of the kernel sources as they
 // are, so that a change to them rebuilds this package (see
 // scripts/emu-sources.sh) rather than leaving the emulator running the old
-// kernels from Go's build cache.
+// kernels from Go's build cache; and its list has every file they include
+// from nn/cuda, so that none changes unhashed.
 func TestSourcesHash(t *testing.T) {
 	h := sha256.New()
-	for _, f := range []string{"kernels.cu", "dqnloss.h", "surrogate.h", "rowmath.h"} {
+	include := regexp.MustCompile(`(?m)^\s*#include "([^"]+)"`)
+	for _, f := range sourceFiles {
 		b, err := os.ReadFile(filepath.Join("..", f))
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.Write(b)
+		for _, m := range include.FindAllSubmatch(b, -1) {
+			if inc := string(m[1]); !slices.Contains(sourceFiles, inc) {
+				t.Errorf("%s includes %s, which scripts/emu-sources.sh does not hash: add it to its files", f, inc)
+			}
+		}
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != sourcesHash {
 		t.Errorf("the kernel sources hash to %s, sources.go says %s: run scripts/emu-sources.sh (or make ptx)", got, sourcesHash)

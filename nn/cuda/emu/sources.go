@@ -2,6 +2,9 @@
 
 package emu
 
-// sourcesHash is the SHA-256 of nn/cuda's kernels.cu, dqnloss.h, surrogate.h and rowmath.h, one after
-// the other, as this package was last built from them (see scripts/emu-sources.sh).
+// sourceFiles are the kernel sources in nn/cuda that emu.cc compiles, kernels.cu and what it includes.
+var sourceFiles = []string{"kernels.cu", "dqnloss.h", "surrogate.h", "rowmath.h"}
+
+// sourcesHash is the SHA-256 of sourceFiles, one after the other, as this package was last built from
+// them (see scripts/emu-sources.sh).
 const sourcesHash = "af83d60bf7054277fe8b639b619341af39e53373802303506c6f126d1c5889d8"

@@ -47,6 +47,24 @@ var active = nativeKernels
 // "openblas" or "gonum" (built with the tag noopenblas).
 func BLAS() string { return active.name }
 
+// BLASCore names the OpenBLAS kernels this process runs ("SkylakeX",
+// "Haswell", ...; "" for gonum's) and whether distrl chose them by the CPU's
+// features because OpenBLAS did not know the CPU and fell back to its
+// Prescott (SSE3) kernels (openblas_core.c; OPENBLAS_CORETYPE overrides).
+func BLASCore() (name string, chosenByFeatures bool) {
+	if active.name != "openblas" {
+		return "", false
+	}
+	return blasCore, blasRecored
+}
+
+// blasCore and blasRecored are BLASCore's answer, set by blas_openblas.go's
+// init.
+var (
+	blasCore    string
+	blasRecored bool
+)
+
 func tanhGo(y []float32) {
 	for i, v := range y {
 		y[i] = tanh32(v)

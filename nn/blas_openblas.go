@@ -7,6 +7,8 @@ package nn
 // #include <stdlib.h>
 // #include <cblas.h>
 // void openblas_set_num_threads(int);
+// char *openblas_get_corename(void);
+// int distrl_openblas_recore(void);
 // void distrl_tanh(float *y, size_t n);
 // size_t distrl_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2, float step, float inv_sqrt_c2, float eps);
 import "C"
@@ -31,6 +33,8 @@ func init() {
 	if os.Getenv("OPENBLAS_NUM_THREADS") == "" {
 		C.openblas_set_num_threads(1)
 	}
+	blasRecored = C.distrl_openblas_recore() == 1
+	blasCore = C.GoString(C.openblas_get_corename())
 }
 
 // openBLAS is the float32BLAS of cblas, row-major, except for operations

@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/cpu"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -146,6 +151,34 @@ func TestNetworkOpenBLASAgreesWithGonum(t *testing.T) {
 					t.Errorf("%v batch %d: %s: %v", spec, batch, p.what, err)
 				}
 			}
+		}
+	}
+}
+
+// TestOpenBLASCore: on a CPU with AVX2 and FMA the networks never run on
+// OpenBLAS's Prescott (SSE3) kernels, its fallback for a CPU it does not
+// know, and a core named by OPENBLAS_CORETYPE is left as the user chose it
+// (in a child process: the library reads the variable when it loads).
+func TestOpenBLASCore(t *testing.T) {
+	if os.Getenv("DISTRL_TEST_OPENBLAS_CHILD") == "1" {
+		name, chosen := BLASCore()
+		fmt.Printf("core=%s chosen=%v\n", name, chosen)
+		return
+	}
+	name, chosen := BLASCore()
+	t.Logf("OpenBLAS core %s (chosen by the CPU's features: %v)", name, chosen)
+	if os.Getenv("OPENBLAS_CORETYPE") == "" && cpu.X86.HasAVX2 && cpu.X86.HasFMA && strings.EqualFold(name, "prescott") {
+		t.Errorf("OpenBLAS runs its Prescott kernels on a CPU with AVX2 and FMA")
+	}
+	for _, core := range []string{"Haswell", "Prescott"} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestOpenBLASCore$")
+		cmd.Env = append(os.Environ(), "DISTRL_TEST_OPENBLAS_CHILD=1", "OPENBLAS_CORETYPE="+core)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("child with OPENBLAS_CORETYPE=%s: %v\n%s", core, err, out)
+		}
+		if want := "core=" + core + " chosen=false"; !strings.Contains(strings.ToLower(string(out)), strings.ToLower(want)) {
+			t.Errorf("OPENBLAS_CORETYPE=%s: the child says %q, want %q", core, out, want)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/distrl/distrl/evalworker"
 	"github.com/distrl/distrl/internal/webserve"
 	"github.com/distrl/distrl/nameresolve"
+	"github.com/distrl/distrl/nn"
 	"github.com/distrl/distrl/policyworker"
 	"github.com/distrl/distrl/replayworker"
 	"github.com/distrl/distrl/sinkworker"
@@ -111,6 +112,9 @@ func runWorker(c *cli.Context) error {
 		return err
 	}
 	defer sess.Close()
+	if core, chosen := nn.BLASCore(); chosen {
+		sess.log.Info("OpenBLAS does not know this CPU: its "+core+" kernels run, chosen by the CPU's features, not its Prescott fallback (OPENBLAS_CORETYPE overrides)", "core", core)
+	}
 	host := workerHost(c, sess)
 	opts := worker.Options{
 		Trial: sess.trial, Registry: types, Type: c.String("type"), Group: c.String("group"), Index: c.Int("index"),

@@ -18,7 +18,7 @@ out=${OUT:-bin/device/out}; mkdir -p "$out"
 R=bin/device/run
 for g in bin/device/lib/*.gz; do [[ -e $g ]] && gunzip -f "$g"; done # make bundle-cpu packs large libraries
 (($#)) || set -- scale learn kernels policy ppo
-echo "cores: $(nproc); $(grep -m1 'model name' /proc/cpuinfo)"
+scripts/cpu-line.sh $R rlctl | tee "$out/cpu.txt"
 bench=$out/cpu-bench.txt
 status=0
 # run PKG TIMEOUT ARGS...: one test binary's benchmarks, appended to $bench (with their pkg: lines).

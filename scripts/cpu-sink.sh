@@ -12,7 +12,7 @@ if [[ -x bin/device/run && ! -e bin/device/rlctl && ! -e bin/device/rlctl.gz ]];
 rlctl=rlctl; [[ -x bin/device/run ]] || rlctl=bin/rlctl
 work=$(mktemp -d)
 actors=${1:-14}
-echo "cores: $(nproc)"
+scripts/cpu-line.sh "${run[@]}" $rlctl
 "${run[@]}" $rlctl start cartpole-sink s1 --workdir "$work" --set workers.actor.count="$actors" \
   --set workers.actor.config.ring_size=64 --set stop.env_steps=0 --set stop.wall_time=20s --set metrics_interval=1s | tail -4
 for g in policy sink; do echo "$g $(grep -A8 "^  $g:" "$work/cartpole-sink/s1/config.yaml" | grep -m1 "count")"; done

@@ -32,6 +32,7 @@ for g in bin/device/*.gz; do [[ -e $g ]] && gunzip -f "$g" && chmod +x "${g%.gz}
 [[ -e bin/device/rlctl ]] || ln -s rlctl-cuda bin/device/rlctl # make bundle-gpu leaves rlctl out for room
 (($#)) || set -- test train bench trainbench intake sink minatar e2e e2ebench
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+scripts/cpu-line.sh $R rlctl | tee "$out/cpu.txt"
 status=0
 for part in "$@"; do
   echo "== $part $(date +%T)"

@@ -22,7 +22,8 @@ run=(); rlctl=bin/rlctl
 # file busy").
 if [[ -x bin/device/run ]]; then run=(bin/device/run); rlctl=rlctl; "${run[@]}" true; fi
 work=$(mktemp -d)
-echo "cores: $(nproc); $(grep -m1 'model name' /proc/cpuinfo); frames $frames, wall $wall"
+scripts/cpu-line.sh "${run[@]}" $rlctl
+echo "frames $frames, wall $wall"
 next=0
 for spec in "$@"; do
   IFS=: read -r name cores sets <<<"$spec"

@@ -9,6 +9,7 @@ package nn
 // void openblas_set_num_threads(int);
 // char *openblas_get_corename(void);
 // int distrl_openblas_recore(void);
+// int distrl_openblas_use_core(const char *name);
 // void distrl_tanh(float *y, size_t n);
 // size_t distrl_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2, float step, float inv_sqrt_c2, float eps);
 import "C"
@@ -34,7 +35,26 @@ func init() {
 		C.openblas_set_num_threads(1)
 	}
 	blasRecored = C.distrl_openblas_recore() == 1
-	blasCore = C.GoString(C.openblas_get_corename())
+	blasCore = openBLASCoreNow()
+}
+
+// openBLASCoreNow names the core whose kernels OpenBLAS runs now.
+func openBLASCoreNow() string { return C.GoString(C.openblas_get_corename()) }
+
+// useOpenBLASCore makes OpenBLAS run the kernels of core (an
+// OPENBLAS_CORETYPE name) until restore, for benchmarks that hold the
+// kernels of two cores against each other in one run; false where the
+// library cannot switch or does not have them. No network may be computing
+// while either runs.
+func useOpenBLASCore(core string) (restore func(), ok bool) {
+	name := C.CString(core)
+	defer C.free(unsafe.Pointer(name))
+	ok = C.distrl_openblas_use_core(name) == 1
+	return func() {
+		back := C.CString(blasCore)
+		defer C.free(unsafe.Pointer(back))
+		C.distrl_openblas_use_core(back)
+	}, ok
 }
 
 // openBLAS is the float32BLAS of cblas, row-major, except for operations

@@ -30,10 +30,53 @@ func agree(got, want []float32, k int) error {
 	return nil
 }
 
+// runnableCores are the OpenBLAS cores whose kernels this CPU can run, of
+// those distrl chooses between (openblas_core.c).
+func runnableCores() []string {
+	cores := []string{"Prescott"}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		cores = append(cores, "Haswell")
+	}
+	if cpu.X86.HasAVX512F && cpu.X86.HasAVX512CD && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL {
+		cores = append(cores, "SkylakeX")
+	}
+	return cores
+}
+
 // TestOpenBLASAgreesWithGonum: every BLAS call the passes make, as they make
 // them (row-major, strided columns of W for the heads), at random shapes
-// including 1s and odd sizes, gives gonum's results.
+// including 1s and odd sizes, gives gonum's results, on the kernels of
+// every OpenBLAS core this CPU runs.
 func TestOpenBLASAgreesWithGonum(t *testing.T) {
+	onEveryCore(t, openBLASAgreesWithGonum)
+}
+
+// onEveryCore runs test on the kernels of every OpenBLAS core this CPU
+// runs, each a subtest, and checks that the chosen core runs after.
+func onEveryCore(t *testing.T, test func(t *testing.T)) {
+	// Where the machine names a core, other kernels may compute wrong
+	// results or crash on its processor: only that core's run.
+	if set := os.Getenv("OPENBLAS_CORETYPE"); set != "" {
+		t.Logf("OPENBLAS_CORETYPE=%s: only its kernels run", set)
+		test(t)
+		return
+	}
+	for _, core := range runnableCores() {
+		t.Run(core, func(t *testing.T) {
+			restore, ok := useOpenBLASCore(core)
+			defer restore()
+			if !ok {
+				t.Skipf("OpenBLAS cannot switch to its %s kernels", core)
+			}
+			test(t)
+		})
+	}
+	if got := openBLASCoreNow(); !strings.EqualFold(got, blasCore) {
+		t.Errorf("after the switches OpenBLAS runs %s, not %s", got, blasCore)
+	}
+}
+
+func openBLASAgreesWithGonum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	fill := func(n int) []float32 { return normals(rng, n) }
 	var ob openBLAS
@@ -92,8 +135,13 @@ func TestOpenBLASAgreesWithGonum(t *testing.T) {
 // TestNetworkOpenBLASAgreesWithGonum: the forward pass and the gradients
 // of whole networks (both heads, shared trunks, odd widths, batch 1) on
 // the native kernels (OpenBLAS, the vectorised tanh) are those of the
-// pure-Go kernels (gonum, tanh32), to float32 rounding.
+// pure-Go kernels (gonum, tanh32), to float32 rounding, on every OpenBLAS
+// core this CPU runs.
 func TestNetworkOpenBLASAgreesWithGonum(t *testing.T) {
+	onEveryCore(t, networkOpenBLASAgreesWithGonum)
+}
+
+func networkOpenBLASAgreesWithGonum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	fill := func(n int) []float32 { return normals(rng, n) }
 	specs := []Spec{
@@ -167,10 +215,19 @@ func TestOpenBLASCore(t *testing.T) {
 	}
 	name, chosen := BLASCore()
 	t.Logf("OpenBLAS core %s (chosen by the CPU's features: %v)", name, chosen)
-	if os.Getenv("OPENBLAS_CORETYPE") == "" && cpu.X86.HasAVX2 && cpu.X86.HasFMA && strings.EqualFold(name, "prescott") {
+	if set := os.Getenv("OPENBLAS_CORETYPE"); set != "" {
+		if !strings.EqualFold(name, set) || chosen {
+			t.Errorf("OPENBLAS_CORETYPE=%s, and OpenBLAS runs %s (chosen by features: %v)", set, name, chosen)
+		}
+		return // the machine's choice stands; no child chooses another
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA && strings.EqualFold(name, "prescott") {
 		t.Errorf("OpenBLAS runs its Prescott kernels on a CPU with AVX2 and FMA")
 	}
-	for _, core := range []string{"Haswell", "Prescott"} {
+	for _, core := range runnableCores() {
+		if strings.EqualFold(core, name) {
+			continue // a child that names the core chosen here says nothing more
+		}
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestOpenBLASCore$")
 		cmd.Env = append(os.Environ(), "DISTRL_TEST_OPENBLAS_CHILD=1", "OPENBLAS_CORETYPE="+core)
 		out, err := cmd.CombinedOutput()

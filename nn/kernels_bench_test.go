@@ -8,12 +8,15 @@ import (
 )
 
 // benchKernels are the kernels held against each other in one run: this
-// build's native ones, and the pure-Go ones every build had before OpenBLAS
+// build's native ones; the same with OpenBLAS on its Prescott (SSE3)
+// kernels, its fallback for a CPU it does not know, which distrl replaces
+// (openblas_core.c); and the pure-Go ones every build had before OpenBLAS
 // (gonum's BLAS, tanh32 a value at a time).
 var benchKernels = []struct {
 	name string
 	k    *kernels
-}{{"native", &nativeKernels}, {"gonum", &goKernels}}
+	core string // the OpenBLAS core to run them on; "": the one chosen
+}{{"native", &nativeKernels, ""}, {"prescott", &nativeKernels, "Prescott"}, {"gonum", &goKernels, ""}}
 
 // benchNets are CartPole's MLP (the default policy of every CartPole
 // experiment), a wide one, the size of a pixel task's dense layers, and
@@ -59,6 +62,13 @@ func benchKernelsOn(b *testing.B, backward bool) {
 		for _, net := range benchNets {
 			for _, batch := range net.batches {
 				b.Run("kernels="+kc.name+"/net="+net.name+"/batch="+strconv.Itoa(batch), func(b *testing.B) {
+					if kc.core != "" {
+						restore, ok := useOpenBLASCore(kc.core)
+						defer restore()
+						if !ok {
+							b.Skipf("OpenBLAS cannot run its %s kernels here", kc.core)
+						}
+					}
 					active = *kc.k
 					defer func() { active = nativeKernels }()
 					m, err := NewActorCritic(net.spec, 1)

@@ -35,12 +35,38 @@ static const char *distrl_openblas_core_for_cpu(void) {
 	return NULL;
 }
 
+// distrl_openblas_use_core makes OpenBLAS run the kernels of the core
+// name from now on, as OPENBLAS_CORETYPE=name would have at its start, and
+// leaves the environment as it was. No BLAS call may be running. It
+// returns 1 when the library runs that core's kernels after.
+int distrl_openblas_use_core(const char *name) {
+	if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) {
+		return 0;
+	}
+	const char *set = getenv("OPENBLAS_CORETYPE");
+	char *saved = set ? strdup(set) : NULL;
+	if ((set && !saved) || setenv("OPENBLAS_CORETYPE", name, 1) != 0) {
+		free(saved);
+		return 0;
+	}
+	gotoblas_dynamic_quit();
+	gotoblas_dynamic_init();
+	if (saved) {
+		setenv("OPENBLAS_CORETYPE", saved, 1);
+		free(saved);
+	} else {
+		unsetenv("OPENBLAS_CORETYPE");
+	}
+	const char *now = openblas_get_corename();
+	return now != NULL && strcasecmp(now, name) == 0;
+}
+
 // distrl_openblas_recore replaces OpenBLAS's Prescott fallback by the core
 // this CPU's features call for, unless OPENBLAS_CORETYPE chose the core.
 // It must run before any BLAS call (Go runs it in an init). It returns 1
 // when it chose again, 0 when it left the library's choice.
 int distrl_openblas_recore(void) {
-	if (getenv("OPENBLAS_CORETYPE") != NULL || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) {
+	if (getenv("OPENBLAS_CORETYPE") != NULL) {
 		return 0;
 	}
 	const char *name = openblas_get_corename();
@@ -48,13 +74,5 @@ int distrl_openblas_recore(void) {
 	if (name == NULL || want == NULL || strcasecmp(name, "prescott") != 0) {
 		return 0;
 	}
-	// The environment is as it was after: the variable is only how the
-	// library's own initialisation takes the choice.
-	if (setenv("OPENBLAS_CORETYPE", want, 1) != 0) {
-		return 0;
-	}
-	gotoblas_dynamic_quit();
-	gotoblas_dynamic_init();
-	unsetenv("OPENBLAS_CORETYPE");
-	return 1;
+	return distrl_openblas_use_core(want);
 }

@@ -349,9 +349,10 @@ func scaleRows() []row {
 }
 
 // kernelRows hold package nn's native kernels (OpenBLAS and the vectorised
-// tanh) against gonum's pure-Go ones, which every build ran on before, in
-// the same run and on one core: a forward pass, and a learner's forward
-// and backward, of CartPole's MLP and a 512x512 one.
+// tanh) against gonum's pure-Go ones, which every build ran on before, and
+// against OpenBLAS's Prescott fallback, in the same run and on one core: a
+// forward pass, and a learner's forward and backward, of CartPole's MLP, a
+// 512x512 one and (against the fallback) MinAtar's network.
 func kernelRows() []row {
 	var out []row
 	for _, pass := range []struct{ bench, title string }{{"BenchmarkForwardKernels", "forward"}, {"BenchmarkTrainKernels", "forward+backward"}} {
@@ -364,6 +365,21 @@ func kernelRows() []row {
 					title:          fmt.Sprintf("nn %s, %s MLP, batch=%d, one core: native vs gonum (rows/s)", pass.title, net, batch),
 					measured:       key("native"),
 					limit:          key("gonum"),
+					higherIsBetter: true,
+				})
+			}
+		}
+		// The kernels distrl chose against OpenBLAS's fallback for a CPU it
+		// does not know (the same where OpenBLAS chose itself).
+		for _, net := range []string{"cartpole", "512x512", "minatar"} {
+			for _, batch := range []int{64, 512} {
+				key := func(k string) string {
+					return fmt.Sprintf("nn.%s/kernels=%s/net=%s/batch=%d rows/s", pass.bench, k, net, batch)
+				}
+				out = append(out, row{
+					title:          fmt.Sprintf("nn %s, %s network, batch=%d, one core: native vs OpenBLAS's Prescott fallback (rows/s)", pass.title, net, batch),
+					measured:       key("native"),
+					limit:          key("prescott"),
 					higherIsBetter: true,
 				})
 			}

@@ -355,33 +355,30 @@ func scaleRows() []row {
 // 512x512 one and (against the fallback) MinAtar's network.
 func kernelRows() []row {
 	var out []row
-	for _, pass := range []struct{ bench, title string }{{"BenchmarkForwardKernels", "forward"}, {"BenchmarkTrainKernels", "forward+backward"}} {
-		for _, net := range []string{"cartpole", "512x512"} {
-			for _, batch := range []int{64, 512, 4096} {
-				key := func(k string) string {
-					return fmt.Sprintf("nn.%s/kernels=%s/net=%s/batch=%d rows/s", pass.bench, k, net, batch)
-				}
-				out = append(out, row{
-					title:          fmt.Sprintf("nn %s, %s MLP, batch=%d, one core: native vs gonum (rows/s)", pass.title, net, batch),
-					measured:       key("native"),
-					limit:          key("gonum"),
-					higherIsBetter: true,
-				})
-			}
-		}
+	// against: the kernels the native ones are held against, and where.
+	for _, against := range []struct {
+		kernels, what, netKind string
+		nets                   []string
+		batches                []int
+	}{
+		{"gonum", "gonum", "MLP", []string{"cartpole", "512x512"}, []int{64, 512, 4096}},
 		// The kernels distrl chose against OpenBLAS's fallback for a CPU it
 		// does not know (the same where OpenBLAS chose itself).
-		for _, net := range []string{"cartpole", "512x512", "minatar"} {
-			for _, batch := range []int{64, 512} {
-				key := func(k string) string {
-					return fmt.Sprintf("nn.%s/kernels=%s/net=%s/batch=%d rows/s", pass.bench, k, net, batch)
+		{"prescott", "OpenBLAS's Prescott fallback", "network", []string{"cartpole", "512x512", "minatar"}, []int{64, 512}},
+	} {
+		for _, pass := range []struct{ bench, title string }{{"BenchmarkForwardKernels", "forward"}, {"BenchmarkTrainKernels", "forward+backward"}} {
+			for _, net := range against.nets {
+				for _, batch := range against.batches {
+					key := func(k string) string {
+						return fmt.Sprintf("nn.%s/kernels=%s/net=%s/batch=%d rows/s", pass.bench, k, net, batch)
+					}
+					out = append(out, row{
+						title:          fmt.Sprintf("nn %s, %s %s, batch=%d, one core: native vs %s (rows/s)", pass.title, net, against.netKind, batch, against.what),
+						measured:       key("native"),
+						limit:          key(against.kernels),
+						higherIsBetter: true,
+					})
 				}
-				out = append(out, row{
-					title:          fmt.Sprintf("nn %s, %s network, batch=%d, one core: native vs OpenBLAS's Prescott fallback (rows/s)", pass.title, net, batch),
-					measured:       key("native"),
-					limit:          key("prescott"),
-					higherIsBetter: true,
-				})
 			}
 		}
 	}

@@ -10,6 +10,8 @@
 // environment steps per poll, so the worker answers requests throughout.
 // A version whose metadata already holds an evaluation is not evaluated
 // again: a restarted evaluator (or a trial resumed) goes on where it was.
+// The return is written last, so its presence means the whole evaluation
+// is there.
 // A version collected while it is evaluated is dropped.
 //
 // Configure kwargs:

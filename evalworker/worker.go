@@ -520,13 +520,20 @@ func (w *Worker) finish(ctx context.Context) {
 	defer cancel()
 	l := w.cfg.Label
 	md := map[string]any{
-		MetaKey(MetaReturn, l): mean, MetaKey(MetaStderr, l): se, MetaKey(MetaWinRate, l): r.winRate,
+		MetaKey(MetaStderr, l): se, MetaKey(MetaWinRate, l): r.winRate,
 		MetaKey(MetaEpisodes, l): len(c.returns), MetaKey(MetaMs, l): time.Since(c.began).Milliseconds(),
 	}
 	if w.cfg.Opponent != nil {
 		md[MetaKey(MetaOpponent, l)] = r.opponent
 	}
+	// The keys are records of their own, written one at a time: the return
+	// goes last, so that a version with a return (what recorded, a
+	// restarted evaluator and every reader look for) has the whole
+	// evaluation, and one cut short is played again.
 	err := w.store.SetMetadata(ctx, w.cfg.Policy, c.v.Version, md)
+	if err == nil {
+		err = w.store.SetMetadata(ctx, w.cfg.Policy, c.v.Version, map[string]any{MetaKey(MetaReturn, l): mean})
+	}
 	if errors.Is(err, paramstream.ErrNoVersion) {
 		w.log.Info("evaluator: version collected while evaluated", "version", c.v.Version)
 		return

@@ -24,8 +24,8 @@ func TestCUDATrialsOnEmulator(t *testing.T) {
 		t.Skip("no go to build rlctl-cudaemu with (a bundle on a GPU machine runs TestCUDATrial instead)")
 	}
 	bin := filepath.Join(t.TempDir(), "rlctl-cudaemu")
-	if out, err := exec.Command("go", "build", "-tags", "cudaemu", "-o", bin, "github.com/distrl/distrl/cmd/rlctl").CombinedOutput(); err != nil {
-		t.Fatalf("build rlctl-cudaemu: %v\n%s", err, out)
+	if err := buildRlctl(bin, "cudaemu"); err != nil {
+		t.Fatal(err)
 	}
 	work := t.TempDir()
 	run := func(t *testing.T, experiment string, set ...string) metricsLine {

@@ -41,9 +41,8 @@ func rlctlCUDA(tb testing.TB) (bin string, gpu bool) {
 				cudaBin.why = "no rlctl-cuda beside rlctl, and CUDA's headers are missing to build one (make deps-cuda)"
 				return
 			}
-			build := exec.Command("go", "build", "-tags", "cuda", "-o", p, "github.com/distrl/distrl/cmd/rlctl")
-			if out, err := build.CombinedOutput(); err != nil {
-				cudaBin.why = fmt.Sprintf("build rlctl-cuda: %v\n%s", err, out)
+			if err := buildRlctl(p, "cuda"); err != nil {
+				cudaBin.why = err.Error()
 				return
 			}
 		}

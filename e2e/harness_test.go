@@ -43,10 +43,8 @@ func TestMain(m *testing.M) {
 	}
 	if rlctl == "" {
 		rlctl = filepath.Join(dir, "rlctl")
-		build := exec.Command("go", "build", "-o", rlctl, "github.com/distrl/distrl/cmd/rlctl")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build rlctl:", err)
+		if err := buildRlctl(rlctl, ""); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
@@ -54,6 +52,19 @@ func TestMain(m *testing.M) {
 	slurmtest.TearDown()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// buildRlctl builds cmd/rlctl with the build tags (none: "") into path; its
+// error carries what the build printed.
+func buildRlctl(path, tags string) error {
+	args := []string{"build", "-o", path}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	if out, err := exec.Command("go", append(args, "github.com/distrl/distrl/cmd/rlctl")...).CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w\n%s", filepath.Base(path), err, out)
+	}
+	return nil
 }
 
 // proc is a background rlctl process whose output goes to a log file.

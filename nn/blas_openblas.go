@@ -10,7 +10,8 @@ package nn
 // char *openblas_get_corename(void);
 // int distrl_openblas_recore(void);
 // int distrl_openblas_use_core(const char *name);
-// void distrl_tanh(float *y, size_t n);
+// int distrl_tanh_runs(int lanes);
+// void distrl_tanh_on(float *y, size_t n, int lanes);
 // size_t distrl_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2, float step, float inv_sqrt_c2, float eps);
 import "C"
 
@@ -133,13 +134,39 @@ func (openBLAS) Sscal(n int, alpha float32, x []float32, incX int) {
 // loop (tanh.c): below it the cgo call costs more than it saves.
 const vecTanhMin = 64
 
+// tanhPaths are the widths, in lanes, of tanh.c's paths: AVX-512's,
+// AVX2's and the loop's a value at a time.
+var tanhPaths = []int{16, 8, 1}
+
+// tanhRuns says whether this CPU runs tanh.c's path of the given lanes.
+func tanhRuns(lanes int) bool { return C.distrl_tanh_runs(C.int(lanes)) == 1 }
+
+// tanhLanes is the widest path this CPU runs, the one tanhSlice takes.
+var tanhLanes = func() int {
+	for _, lanes := range tanhPaths {
+		if tanhRuns(lanes) {
+			return lanes
+		}
+	}
+	return 1
+}()
+
 // tanhSlice sets each element of y to its tanh32.
 func tanhSlice(y []float32) {
 	if len(y) < vecTanhMin {
 		tanhGo(y)
 		return
 	}
-	C.distrl_tanh(ptr(y), C.size_t(len(y)))
+	tanhOn(y, tanhLanes)
+}
+
+// tanhOn is tanhSlice through the path of the given lanes, which the CPU
+// must run (tanhRuns): the tests and benchmarks hold the paths against
+// each other.
+func tanhOn(y []float32, lanes int) {
+	if len(y) > 0 {
+		C.distrl_tanh_on(ptr(y), C.size_t(len(y)), C.int(lanes))
+	}
 }
 
 // adamSlice is adamGo, sixteen lanes at a time in C (adam.c) where the CPU

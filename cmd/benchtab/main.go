@@ -382,6 +382,15 @@ func kernelRows() []row {
 			}
 		}
 	}
+	// tanh.c's paths against its loop a value at a time, which every CPU
+	// without AVX-512 ran before the AVX2 path (a path the CPU lacks is
+	// not measured).
+	for _, path := range []string{"native", "avx2", "avx512"} {
+		out = append(out, row{
+			title:    fmt.Sprintf("nn tanh, 8192 values, one core: %s path vs the loop a value at a time (values/s)", path),
+			measured: "nn.BenchmarkTanh/path=" + path + " values/s", limit: "nn.BenchmarkTanh/path=loop values/s", higherIsBetter: true,
+		})
+	}
 	out = append(out, row{
 		title:    "nn Adam step, 150k parameters, one core: native vs Go's loop (Mparams/s)",
 		measured: "nn.BenchmarkAdam/kernels=native Mparams/s", limit: "nn.BenchmarkAdam/kernels=gonum Mparams/s", higherIsBetter: true,

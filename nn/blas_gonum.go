@@ -8,9 +8,11 @@ var nativeKernels = goKernels
 // useOpenBLASCore: there is no OpenBLAS to switch.
 func useOpenBLASCore(string) (restore func(), ok bool) { return func() {}, false }
 
-// tanhPaths: a noopenblas build has no tanh.c, only tanhGo.
-var tanhPaths []int
+// simdPaths: a noopenblas build has no C, only the Go loops.
+var simdPaths []int
 
-func tanhRuns(int) bool { return false }
+func simdRuns(int) bool { return false }
 
 func tanhOn(y []float32, _ int) { tanhGo(y) }
+
+func adamOn(params, m, v, grad []float32, s adamStep, _ int) { adamGo(params, m, v, grad, s) }

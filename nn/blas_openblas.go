@@ -10,9 +10,9 @@ package nn
 // char *openblas_get_corename(void);
 // int distrl_openblas_recore(void);
 // int distrl_openblas_use_core(const char *name);
-// int distrl_tanh_runs(int lanes);
+// int distrl_simd_runs(int lanes);
 // void distrl_tanh_on(float *y, size_t n, int lanes);
-// size_t distrl_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2, float step, float inv_sqrt_c2, float eps);
+// size_t distrl_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2, float step, float inv_sqrt_c2, float eps, int lanes);
 import "C"
 
 import (
@@ -134,17 +134,17 @@ func (openBLAS) Sscal(n int, alpha float32, x []float32, incX int) {
 // loop (tanh.c): below it the cgo call costs more than it saves.
 const vecTanhMin = 64
 
-// tanhPaths are the widths, in lanes, of tanh.c's paths: AVX-512's,
-// AVX2's and the loop's a value at a time.
-var tanhPaths = []int{16, 8, 1}
+// simdPaths are the widths, in lanes, of the vector paths of tanh.c and
+// adam.c: AVX-512's and AVX2's (1: none, a value at a time).
+var simdPaths = []int{16, 8}
 
-// tanhRuns says whether this CPU runs tanh.c's path of the given lanes.
-func tanhRuns(lanes int) bool { return C.distrl_tanh_runs(C.int(lanes)) == 1 }
+// simdRuns says whether this CPU runs the vector path of the given lanes.
+func simdRuns(lanes int) bool { return C.distrl_simd_runs(C.int(lanes)) == 1 }
 
-// tanhLanes is the widest path this CPU runs, the one tanhSlice takes.
-var tanhLanes = func() int {
-	for _, lanes := range tanhPaths {
-		if tanhRuns(lanes) {
+// simdLanes is the widest path this CPU runs, the one the kernels take.
+var simdLanes = func() int {
+	for _, lanes := range simdPaths {
+		if simdRuns(lanes) {
 			return lanes
 		}
 	}
@@ -157,26 +157,32 @@ func tanhSlice(y []float32) {
 		tanhGo(y)
 		return
 	}
-	tanhOn(y, tanhLanes)
+	tanhOn(y, simdLanes)
 }
 
-// tanhOn is tanhSlice through the path of the given lanes, which the CPU
-// must run (tanhRuns): the tests and benchmarks hold the paths against
-// each other.
+// tanhOn is tanhSlice through the path of the given lanes (1: the C loop a
+// value at a time), which the CPU must run (simdRuns): the tests and
+// benchmarks hold the paths against each other.
 func tanhOn(y []float32, lanes int) {
 	if len(y) > 0 {
 		C.distrl_tanh_on(ptr(y), C.size_t(len(y)), C.int(lanes))
 	}
 }
 
-// adamSlice is adamGo, sixteen lanes at a time in C (adam.c) where the CPU
-// has AVX-512, bit for bit the same.
+// adamSlice is adamGo, through the widest vector path of adam.c the CPU
+// runs, bit for bit the same.
 func adamSlice(params, m, v, grad []float32, s adamStep) {
+	adamOn(params, m, v, grad, s, simdLanes)
+}
+
+// adamOn is adamSlice through the path of the given lanes, which the CPU
+// must run (simdRuns; 1: adamGo alone).
+func adamOn(params, m, v, grad []float32, s adamStep, lanes int) {
 	done := 0
 	if len(params) >= vecAdamMin {
 		m, v, grad = m[:len(params)], v[:len(params)], grad[:len(params)]
 		done = int(C.distrl_adam(ptr(params), ptr(m), ptr(v), ptr(grad), C.size_t(len(params)),
-			C.float(s.b1), C.float(s.b2), C.float(s.stepSize), C.float(s.invSqrtC2), C.float(s.eps)))
+			C.float(s.b1), C.float(s.b2), C.float(s.stepSize), C.float(s.invSqrtC2), C.float(s.eps), C.int(lanes)))
 	}
 	adamGo(params[done:], m[done:], v[done:], grad[done:], s)
 }

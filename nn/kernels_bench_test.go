@@ -124,7 +124,7 @@ func BenchmarkTanh(b *testing.B) {
 		name  string
 		lanes int
 	}{{"avx512", 16}, {"avx2", 8}, {"loop", 1}} {
-		if tanhRuns(p.lanes) {
+		if simdRuns(p.lanes) {
 			paths = append(paths, struct {
 				name string
 				f    func([]float32)

@@ -61,6 +61,23 @@ void distrl_tanh_loop(float *y, size_t n) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 
+// TANH_PQ sets p and q, vectors of W bits (512 or 256), to the numerator's
+// and the denominator's polynomial at x2, with FMA, in tanh_loop's order.
+#define TANH_PQ(W, x2, p, q)                                              \
+	do {                                                                  \
+		p = _mm##W##_set1_ps(TANH_P6);                                    \
+		p = _mm##W##_fmadd_ps(p, x2, _mm##W##_set1_ps(TANH_P5));          \
+		p = _mm##W##_fmadd_ps(p, x2, _mm##W##_set1_ps(TANH_P4));          \
+		p = _mm##W##_fmadd_ps(p, x2, _mm##W##_set1_ps(TANH_P3));          \
+		p = _mm##W##_fmadd_ps(p, x2, _mm##W##_set1_ps(TANH_P2));          \
+		p = _mm##W##_fmadd_ps(p, x2, _mm##W##_set1_ps(TANH_P1));          \
+		p = _mm##W##_fmadd_ps(p, x2, _mm##W##_set1_ps(TANH_P0));          \
+		q = _mm##W##_set1_ps(TANH_Q3);                                    \
+		q = _mm##W##_fmadd_ps(q, x2, _mm##W##_set1_ps(TANH_Q2));          \
+		q = _mm##W##_fmadd_ps(q, x2, _mm##W##_set1_ps(TANH_Q1));          \
+		q = _mm##W##_fmadd_ps(q, x2, _mm##W##_set1_ps(TANH_Q0));          \
+	} while (0)
+
 // tanh_avx512 is the same approximation sixteen lanes at a time with the
 // division replaced by a reciprocal estimate and one Newton step (about
 // 23 bits, within tanh32's error bound): the division was the loop's
@@ -80,17 +97,8 @@ static size_t tanh_avx512(float *y, size_t n) {
 		// NaN passes through, as in tanh_loop.
 		__m512 x = _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), clamp), _mm512_min_ps(clamp, v));
 		__m512 x2 = _mm512_mul_ps(x, x);
-		__m512 p = _mm512_set1_ps(TANH_P6);
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P5));
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P4));
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P3));
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P2));
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P1));
-		p = _mm512_fmadd_ps(p, x2, _mm512_set1_ps(TANH_P0));
-		__m512 q = _mm512_set1_ps(TANH_Q3);
-		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(TANH_Q2));
-		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(TANH_Q1));
-		q = _mm512_fmadd_ps(q, x2, _mm512_set1_ps(TANH_Q0));
+		__m512 p, q;
+		TANH_PQ(512, x2, p, q);
 		__m512 r = _mm512_rcp14_ps(q);
 		r = _mm512_mul_ps(r, _mm512_fnmadd_ps(q, r, _mm512_set1_ps(2.0f)));
 		__m512 t = _mm512_mul_ps(_mm512_mul_ps(x, p), r);
@@ -123,17 +131,8 @@ static size_t tanh_avx2(float *y, size_t n) {
 		__m256 v = _mm256_loadu_ps(y + i);
 		__m256 x = _mm256_max_ps(neg_clamp, _mm256_min_ps(clamp, v));
 		__m256 x2 = _mm256_mul_ps(x, x);
-		__m256 p = _mm256_set1_ps(TANH_P6);
-		p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(TANH_P5));
-		p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(TANH_P4));
-		p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(TANH_P3));
-		p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(TANH_P2));
-		p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(TANH_P1));
-		p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(TANH_P0));
-		__m256 q = _mm256_set1_ps(TANH_Q3);
-		q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(TANH_Q2));
-		q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(TANH_Q1));
-		q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(TANH_Q0));
+		__m256 p, q;
+		TANH_PQ(256, x2, p, q);
 		__m256 t = _mm256_div_ps(_mm256_mul_ps(x, p), q);
 		// |v| > clamp: ±1 with v's sign, as tanh_loop (NaN compares false
 		// and stays NaN).
@@ -145,24 +144,8 @@ static size_t tanh_avx2(float *y, size_t n) {
 }
 #endif
 
-// distrl_tanh_runs says whether this CPU runs the path of the given lanes:
-// 16 (AVX-512), 8 (AVX2 with FMA) or 1 (tanh_loop alone, everywhere).
-int distrl_tanh_runs(int lanes) {
-	switch (lanes) {
-	case 1:
-		return 1;
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-	case 8:
-		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-	case 16:
-		return __builtin_cpu_supports("avx512f");
-#endif
-	}
-	return 0;
-}
-
 // distrl_tanh_on sets each element of y to its tanh32 through the path of
-// the given lanes, which the CPU must run (distrl_tanh_runs), and
+// the given lanes, which the CPU must run (distrl_simd_runs in simd.c), and
 // tanh_loop for what is left: the tests hold every path a CPU runs to the
 // same bounds.
 void distrl_tanh_on(float *y, size_t n, int lanes) {

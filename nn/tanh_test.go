@@ -20,8 +20,8 @@ func tanhSlices() []struct {
 		name string
 		f    func([]float32)
 	}{{"tanh32", tanhGo}, {"native", nativeKernels.tanh}}
-	for _, lanes := range tanhPaths {
-		if tanhRuns(lanes) {
+	for _, lanes := range append(slices.Clone(simdPaths), 1) {
+		if simdRuns(lanes) {
 			cases = append(cases, struct {
 				name string
 				f    func([]float32)
@@ -98,7 +98,7 @@ func TestTanh32(t *testing.T) {
 // for a CPU with FMA), so that a slice's vector part and its remainder
 // agree, whatever its length.
 func TestTanhAVX2MatchesLoop(t *testing.T) {
-	if !tanhRuns(8) {
+	if !simdRuns(8) {
 		t.Skip("this CPU has no AVX2 with FMA (or this build no tanh.c)")
 	}
 	rng := rand.New(rand.NewPCG(3, 4))

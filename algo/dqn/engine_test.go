@@ -64,7 +64,8 @@ func enginePair(t *testing.T, spec nn.Spec, cfg Config, open nn.OpenEngine) (cpu
 // every batch size within gradTol relative (or three times the CPU's own
 // rounding across row orders and BLAS libraries, where that is larger:
 // see ppo's roundingFloor), then updates steps on the
-// same batches (the target copied every 3) within paramTol, then moves
+// same batches (the target copied every 3) within paramTol of the CPU on
+// OpenBLAS or on gonum, then moves
 // the state from the engine to a CPU learner and back.
 func checkEngine(t *testing.T, open nn.OpenEngine, specs map[string]nn.Spec, sizes []int, gradTol float64, steps int, paramTol float64) {
 	cfg := DefaultConfig()
@@ -120,6 +121,17 @@ func checkEngine(t *testing.T, open nn.OpenEngine, specs map[string]nn.Spec, siz
 		}
 		t.Run(name+"/updates", func(t *testing.T) {
 			cpu, eng := enginePair(t, spec, cfg, open)
+			// The CPU on gonum's kernels too: Adam's first steps divide
+			// each gradient by its own size, so a parameter whose gradient
+			// is near zero takes a whole step either way on rounding alone.
+			// On OpenBLAS's Haswell and Zen kernels the CPU's two paths end
+			// 3.4e-3 apart on MinAtar's conv.0.b after 20 steps, while their
+			// gradients agree within 2e-6; the engine must be within
+			// paramTol of one of them.
+			gonum, err := NewLearner(spec, cfg, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
 			rng := rand.New(rand.NewPCG(7, 7))
 			for range steps {
 				b := engineBatch(rng, spec, 64)
@@ -129,12 +141,29 @@ func checkEngine(t *testing.T, open nn.OpenEngine, specs map[string]nn.Spec, siz
 				if _, _, err := eng.Update(b, nil); err != nil {
 					t.Fatal(err)
 				}
+				if paramTol > 0 {
+					restore := nn.UseGonum(true)
+					_, _, err := gonum.Update(b, nil)
+					restore()
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			layout := cpu.online.Layout()
 			if err := eng.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			if r, p := enginetest.RelDiff(layout, eng.online.Params(), cpu.online.Params()); r > paramTol || math.IsNaN(r) {
+			r, p := enginetest.RelDiff(layout, eng.online.Params(), cpu.online.Params())
+			if paramTol > 0 {
+				rg, pg := enginetest.RelDiff(layout, eng.online.Params(), gonum.online.Params())
+				own, _ := enginetest.RelDiff(layout, gonum.online.Params(), cpu.online.Params())
+				t.Logf("after %d updates, the CPU's two BLAS paths %.3g apart; the engine %.3g from OpenBLAS's (worst %s), %.3g from gonum's (worst %s)", steps, own, r, p, rg, pg)
+				if rg < r {
+					r, p = rg, pg
+				}
+			}
+			if r > paramTol || math.IsNaN(r) {
 				t.Errorf("after %d updates, parameters of %s off by %.3g relative (tolerance %g)", steps, p, r, paramTol)
 			} else {
 				t.Logf("after %d updates, parameters within %.3g relative (worst %s)", steps, r, p)

@@ -239,3 +239,26 @@ func TestOpenBLASCore(t *testing.T) {
 		}
 	}
 }
+
+// TestSIMDPathsMatchCPU: the kernels take the widest vector path the CPU
+// has (simd.c once read __builtin_cpu_supports's feature bit as a no, and
+// every AVX-512 CPU ran the AVX2 paths).
+func TestSIMDPathsMatchCPU(t *testing.T) {
+	for _, c := range []struct {
+		lanes int
+		has   bool
+	}{{16, cpu.X86.HasAVX512F}, {8, cpu.X86.HasAVX2 && cpu.X86.HasFMA}, {1, true}} {
+		if got := simdRuns(c.lanes); got != c.has {
+			t.Errorf("simdRuns(%d) = %v, the CPU says %v", c.lanes, got, c.has)
+		}
+	}
+	want := 1
+	if cpu.X86.HasAVX512F {
+		want = 16
+	} else if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		want = 8
+	}
+	if simdLanes != want {
+		t.Errorf("the kernels take %d lanes, want %d", simdLanes, want)
+	}
+}

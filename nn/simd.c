@@ -12,7 +12,8 @@ int distrl_simd_runs(int lanes) {
 	case 8:
 		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 	case 16:
-		return __builtin_cpu_supports("avx512f");
+		// Not 1: __builtin_cpu_supports returns the feature's bit.
+		return __builtin_cpu_supports("avx512f") != 0;
 #endif
 	}
 	return 0;

@@ -148,7 +148,10 @@ func (m *ActorCritic) backwardChain(ws *Workspace, ls []layer, x []float32, acts
 
 // sumRows adds the rows rows of dy ([rows, out]) to gb ([out]): a bias's
 // gradient, summed over the batch (and a convolution's over its pixels).
-func sumRows(dy, gb []float32, rows, out int) {
+func sumRows(dy, gb []float32, rows, out int) { active.sumRows(dy, gb, rows, out) }
+
+// sumRowsGo is sumRows in Go, the rows in order.
+func sumRowsGo(dy, gb []float32, rows, out int) {
 	for r := range rows {
 		for j, d := range dy[r*out : (r+1)*out] {
 			gb[j] += d

@@ -31,12 +31,23 @@ type kernels struct {
 	fansOut bool
 	tanh    func(y []float32)
 	adam    func(params, m, v, grad []float32, s adamStep)
+	// The elementwise loops of the passes (forward.go, backward.go).
+	relu     func(y []float32)
+	tanhGrad func(y, dy []float32)
+	reluGrad func(y, dy []float32)
+	sumRows  func(dy, gb []float32, rows, out int)
 }
 
 // goKernels are gonum's pure-Go BLAS, called directly rather than through
 // blas32's package-level implementation so that another package calling
 // blas32.Use cannot change the numerics of this one, and tanh32 in Go.
-var goKernels = kernels{name: "gonum", blas: gonum.Implementation{}, fansOut: true, tanh: tanhGo, adam: adamGo}
+var goKernels = kernels{name: "gonum", blas: gonum.Implementation{}, fansOut: true, tanh: tanhGo, adam: adamGo,
+	relu: reluGo, tanhGrad: tanhGradGo, reluGrad: reluGradGo, sumRows: sumRowsGo}
+
+// vecTanhMin is the length from which tanhSlice and elementwise call
+// their vectorised C (tanh.c, elementwise.c): below it the cgo call costs
+// more than it saves.
+const vecTanhMin = 64
 
 // active are the kernels in use: nativeKernels (blas_openblas.go), or
 // goKernels in a build with the tag noopenblas. The benchmarks swap it to

@@ -12,6 +12,10 @@ package nn
 // int distrl_openblas_use_core(const char *name);
 // int distrl_simd_runs(int lanes);
 // void distrl_tanh_on(float *y, size_t n, int lanes);
+// void distrl_relu(int lanes, float *y, size_t n);
+// void distrl_tanh_grad(int lanes, const float *y, float *dy, size_t n);
+// void distrl_relu_grad(int lanes, const float *y, float *dy, size_t n);
+// void distrl_sum_rows(int lanes, const float *dy, float *gb, size_t rows, size_t out);
 // size_t distrl_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2, float step, float inv_sqrt_c2, float eps, int lanes);
 import "C"
 
@@ -24,8 +28,11 @@ import (
 )
 
 // nativeKernels are OpenBLAS (Debian's libopenblas-dev, which make deps
-// installs) and the vectorised tanh of tanh.c.
-var nativeKernels = kernels{name: "openblas", blas: openBLAS{}, tanh: tanhSlice, adam: adamSlice}
+// installs), the vectorised tanh of tanh.c, Adam of adam.c and the loops
+// of elementwise.c.
+var nativeKernels = kernels{name: "openblas", blas: openBLAS{}, tanh: tanhSlice, adam: adamSlice,
+	relu: elementwise{simdLanes}.relu, tanhGrad: elementwise{simdLanes}.tanhGrad,
+	reluGrad: elementwise{simdLanes}.reluGrad, sumRows: elementwise{simdLanes}.sumRows}
 
 // OpenBLAS runs one thread per call unless OPENBLAS_NUM_THREADS says
 // otherwise: a process of distrl shares the machine with the other workers
@@ -130,12 +137,9 @@ func (openBLAS) Sscal(n int, alpha float32, x []float32, incX int) {
 	C.cblas_sscal(C.blasint(n), C.float(alpha), ptr(x), C.blasint(incX))
 }
 
-// vecTanhMin is the length from which tanhSlice calls the vectorised C
-// loop (tanh.c): below it the cgo call costs more than it saves.
-const vecTanhMin = 64
-
-// simdPaths are the widths, in lanes, of the vector paths of tanh.c and
-// adam.c: AVX-512's and AVX2's (1: none, a value at a time).
+// simdPaths are the widths, in lanes, of the vector paths of tanh.c,
+// adam.c and elementwise.c: AVX-512's and AVX2's (1: none, a value at a
+// time; elementwise.c's baseline, which GCC vectorises with SSE2).
 var simdPaths = []int{16, 8}
 
 // simdRuns says whether this CPU runs the vector path of the given lanes.
@@ -150,6 +154,48 @@ var simdLanes = func() int {
 	}
 	return 1
 }()
+
+// elementwise runs the loops of elementwise.c through the path of lanes
+// (16, 8 or 1; the CPU must run it: simdRuns), each bit for bit its Go
+// original's, which takes slices shorter than vecTanhMin (the cgo call
+// would cost more than it saves) and sums of fewer than 8 columns (no
+// vector lanes to fill: a value head's bias).
+type elementwise struct{ lanes int }
+
+func (e elementwise) relu(y []float32) {
+	if len(y) < vecTanhMin {
+		reluGo(y)
+		return
+	}
+	C.distrl_relu(C.int(e.lanes), ptr(y), C.size_t(len(y)))
+}
+
+func (e elementwise) tanhGrad(y, dy []float32) {
+	if len(y) < vecTanhMin {
+		tanhGradGo(y, dy)
+		return
+	}
+	dy = dy[:len(y)]
+	C.distrl_tanh_grad(C.int(e.lanes), ptr(y), ptr(dy), C.size_t(len(y)))
+}
+
+func (e elementwise) reluGrad(y, dy []float32) {
+	if len(y) < vecTanhMin {
+		reluGradGo(y, dy)
+		return
+	}
+	dy = dy[:len(y)]
+	C.distrl_relu_grad(C.int(e.lanes), ptr(y), ptr(dy), C.size_t(len(y)))
+}
+
+func (e elementwise) sumRows(dy, gb []float32, rows, out int) {
+	if out < 8 || rows*out < vecTanhMin {
+		sumRowsGo(dy, gb, rows, out)
+		return
+	}
+	dy, gb = dy[:rows*out], gb[:out]
+	C.distrl_sum_rows(C.int(e.lanes), ptr(dy), ptr(gb), C.size_t(rows), C.size_t(out))
+}
 
 // tanhSlice sets each element of y to its tanh32.
 func tanhSlice(y []float32) {

@@ -16,6 +16,7 @@ package nn
 // void distrl_tanh_grad(int lanes, const float *y, float *dy, size_t n);
 // void distrl_relu_grad(int lanes, const float *y, float *dy, size_t n);
 // void distrl_sum_rows(int lanes, const float *dy, float *gb, size_t rows, size_t out);
+// void distrl_im2col(int lanes, const float *x, float *col, long n, long in_h, long in_w, long in_c, long out_h, long out_w, long k, long stride, long pad);
 // size_t distrl_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2, float step, float inv_sqrt_c2, float eps, int lanes);
 import "C"
 
@@ -29,10 +30,11 @@ import (
 
 // nativeKernels are OpenBLAS (Debian's libopenblas-dev, which make deps
 // installs), the vectorised tanh of tanh.c, Adam of adam.c and the loops
-// of elementwise.c.
+// of elementwise.c and im2col.c.
 var nativeKernels = kernels{name: "openblas", blas: openBLAS{}, tanh: tanhSlice, adam: adamSlice,
 	relu: elementwise{simdLanes}.relu, tanhGrad: elementwise{simdLanes}.tanhGrad,
-	reluGrad: elementwise{simdLanes}.reluGrad, sumRows: elementwise{simdLanes}.sumRows}
+	reluGrad: elementwise{simdLanes}.reluGrad, sumRows: elementwise{simdLanes}.sumRows,
+	im2col: elementwise{simdLanes}.im2col}
 
 // OpenBLAS runs one thread per call unless OPENBLAS_NUM_THREADS says
 // otherwise: a process of distrl shares the machine with the other workers
@@ -195,6 +197,16 @@ func (e elementwise) sumRows(dy, gb []float32, rows, out int) {
 	}
 	dy, gb = dy[:rows*out], gb[:out]
 	C.distrl_sum_rows(C.int(e.lanes), ptr(dy), ptr(gb), C.size_t(rows), C.size_t(out))
+}
+
+// im2col is im2col.c's, for every size: one call lowers a whole chunk.
+func (e elementwise) im2col(g convGeom, x []float32, n int, col []float32) {
+	if n == 0 {
+		return
+	}
+	x, col = x[:n*g.inSize()], col[:n*g.pixels()*g.cols()]
+	C.distrl_im2col(C.int(e.lanes), ptr(x), ptr(col), C.long(n), C.long(g.inH), C.long(g.inW), C.long(g.inC),
+		C.long(g.outH), C.long(g.outW), C.long(g.k), C.long(g.stride), C.long(g.pad))
 }
 
 // tanhSlice sets each element of y to its tanh32.

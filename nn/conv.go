@@ -166,7 +166,7 @@ func (m *ActorCritic) forwardConv(ws *Workspace, x []float32, batch int) []float
 			col := in
 			if !l.identity() {
 				col = ws.col[:n*l.pixels()*l.cols()]
-				l.lower(in, n, col, false)
+				l.im2col(in, n, col)
 			}
 			matMul(col, w, y[img*l.outSize():(img+n)*l.outSize()], n*l.pixels(), l.cols(), l.outC)
 		}
@@ -212,7 +212,7 @@ func (m *ActorCritic) backwardConv(ws *Workspace, dy []float32, batch int, grad 
 			col := in
 			if !l.identity() {
 				col = ws.col[:rows*l.cols()]
-				l.lower(in, n, col, false)
+				l.im2col(in, n, col)
 			}
 			matMulTransA(col, d, gw, rows, l.cols(), l.outC)
 			if dx == nil {

@@ -4,6 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "vectorpaths.h"
+
 // The elementwise loops of the forward and backward passes (forward.go's
 // activate and activateGrad, backward.go's sumRows), in C so that GCC
 // vectorises them: Go runs them a value at a time, and together they were
@@ -11,36 +13,9 @@
 // of MinAtar's. Each loop does what its Go original does, operation for
 // operation and in the same order (contraction into fused multiply-adds
 // off), so the results are the same bits (elementwise_test.go).
-//
-// ELEMENTWISE(NAME, CALL, BODY, PARAMS...) defines NAME_avx512, NAME_avx2
-// and NAME_loop, the same BODY compiled for AVX-512, for AVX2 and for the
-// baseline, and distrl_NAME(int lanes, PARAMS...), which runs the one of
-// the given lanes (16, 8, or anything else: the loop); the caller asks
-// distrl_simd_runs (simd.c) first.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define ELEMENTWISE(NAME, CALL, BODY, ...)                                                   \
-	__attribute__((target("avx512f"), optimize("fp-contract=off")))                       \
-	static void NAME##_avx512(__VA_ARGS__) BODY                                                 \
-	__attribute__((target("avx2,fma"), optimize("fp-contract=off")))                            \
-	static void NAME##_avx2(__VA_ARGS__) BODY                                                   \
-	__attribute__((optimize("fp-contract=off"))) static void NAME##_loop(__VA_ARGS__) BODY      \
-	void distrl_##NAME(int lanes, __VA_ARGS__) {                                                \
-		if (lanes == 16) {                                                                      \
-			NAME##_avx512 CALL;                                                                 \
-		} else if (lanes == 8) {                                                                \
-			NAME##_avx2 CALL;                                                                   \
-		} else {                                                                                \
-			NAME##_loop CALL;                                                                   \
-		}                                                                                       \
-	}
-#else
-#define ELEMENTWISE(NAME, CALL, BODY, ...)              \
-	static void NAME##_loop(__VA_ARGS__) BODY            \
-	void distrl_##NAME(int lanes, __VA_ARGS__) { NAME##_loop CALL; }
-#endif
 
 // relu: y = max(y, 0) as Go's max: NaN stays NaN, -0 becomes +0.
-ELEMENTWISE(relu, (y, n), {
+VECTOR_PATHS(relu, (y, n), {
 	for (size_t i = 0; i < n; i++) {
 		float v = y[i];
 		y[i] = (v > 0.0f || v != v) ? v : 0.0f;
@@ -48,7 +23,7 @@ ELEMENTWISE(relu, (y, n), {
 }, float *restrict y, size_t n)
 
 // tanh_grad: dy *= 1 - y·y, y being tanh's output.
-ELEMENTWISE(tanh_grad, (y, dy, n), {
+VECTOR_PATHS(tanh_grad, (y, dy, n), {
 	for (size_t i = 0; i < n; i++) {
 		dy[i] *= 1.0f - y[i] * y[i];
 	}
@@ -57,7 +32,7 @@ ELEMENTWISE(tanh_grad, (y, dy, n), {
 // relu_grad: dy where the unit is on, 0 where it is off. y is ReLU's
 // output, never negative nor -0, so its bits are zero exactly where the
 // unit is off; the mask keeps dy bit for bit (NaN included) elsewhere.
-ELEMENTWISE(relu_grad, (y, dy, n), {
+VECTOR_PATHS(relu_grad, (y, dy, n), {
 	for (size_t i = 0; i < n; i++) {
 		uint32_t yb;
 		uint32_t db;
@@ -71,7 +46,7 @@ ELEMENTWISE(relu_grad, (y, dy, n), {
 
 // sum_rows: gb += each row of dy ([rows, out]), the rows in order, so each
 // of gb's sums is added up in the order sumRows adds it.
-ELEMENTWISE(sum_rows, (dy, gb, rows, out), {
+VECTOR_PATHS(sum_rows, (dy, gb, rows, out), {
 	for (size_t r = 0; r < rows; r++) {
 		const float *d = dy + r * out;
 		for (size_t j = 0; j < out; j++) {

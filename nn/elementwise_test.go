@@ -16,7 +16,7 @@ func elementwisePaths() map[string]kernels {
 	for _, lanes := range append(slices.Clone(simdPaths), 1) {
 		if simdRuns(lanes) {
 			e := elementwise{lanes}
-			paths[fmt.Sprint("lanes=", lanes)] = kernels{relu: e.relu, tanhGrad: e.tanhGrad, reluGrad: e.reluGrad, sumRows: e.sumRows}
+			paths[fmt.Sprint("lanes=", lanes)] = kernels{relu: e.relu, tanhGrad: e.tanhGrad, reluGrad: e.reluGrad, sumRows: e.sumRows, im2col: e.im2col}
 		}
 	}
 	return paths
@@ -105,5 +105,44 @@ func TestElementwiseMatchesGo(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestIm2colMatchesGo: every path of im2col.c lowers images to lower's
+// matrix, bit for bit, over every element (col starts as NaNs), for
+// MinAtar's geometry and ones with padding, strides, windows wider than
+// the image and a single channel.
+func TestIm2colMatchesGo(t *testing.T) {
+	geoms := []struct{ h, w, c, k, stride, pad int }{
+		{10, 10, 4, 3, 1, 0}, // MinAtar's
+		{7, 5, 3, 3, 2, 1},
+		{4, 4, 2, 5, 1, 2},
+		{9, 6, 1, 2, 3, 0},
+		{6, 6, 16, 3, 1, 1},
+		{5, 5, 3, 1, 2, 0},
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for name, k := range elementwisePaths() {
+		for _, gc := range geoms {
+			g := convGeom{inH: gc.h, inW: gc.w, inC: gc.c, k: gc.k, stride: gc.stride, pad: gc.pad,
+				outH: (gc.h+2*gc.pad-gc.k)/gc.stride + 1, outW: (gc.w+2*gc.pad-gc.k)/gc.stride + 1}
+			t.Run(fmt.Sprintf("%s/%dx%dx%d,k=%d,stride=%d,pad=%d", name, gc.h, gc.w, gc.c, gc.k, gc.stride, gc.pad), func(t *testing.T) {
+				for _, n := range []int{1, 3} {
+					x := elementwiseValues(rng, n*g.inSize())
+					want := make([]float32, n*g.pixels()*g.cols())
+					got := make([]float32, len(want))
+					for i := range got {
+						want[i], got[i] = float32(math.NaN()), float32(math.NaN())
+					}
+					g.lower(x, n, want, false)
+					k.im2col(g, x, n, got)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%d images: col[%d] = %v, want %v", n, i, got[i], want[i])
+						}
+					}
+				}
+			})
+		}
 	}
 }

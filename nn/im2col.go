@@ -67,3 +67,10 @@ func (g convGeom) lower(x []float32, n int, col []float32, scatter bool) {
 		}
 	}
 }
+
+// im2col fills col from the n images x, as lower does with scatter false,
+// on the active kernels.
+func (g convGeom) im2col(x []float32, n int, col []float32) { active.im2col(g, x, n, col) }
+
+// im2colGo is im2col in Go: lower itself.
+func im2colGo(g convGeom, x []float32, n int, col []float32) { g.lower(x, n, col, false) }

@@ -120,16 +120,11 @@ func BenchmarkTanh(b *testing.B) {
 		name string
 		f    func([]float32)
 	}{{"native", nativeKernels.tanh}, {"go", tanhGo}}
-	for _, p := range []struct {
-		name  string
-		lanes int
-	}{{"avx512", 16}, {"avx2", 8}, {"loop", 1}} {
-		if simdRuns(p.lanes) {
-			paths = append(paths, struct {
-				name string
-				f    func([]float32)
-			}{p.name, func(y []float32) { tanhOn(y, p.lanes) }})
-		}
+	for _, p := range benchPaths() {
+		paths = append(paths, struct {
+			name string
+			f    func([]float32)
+		}{p.name, func(y []float32) { tanhOn(y, p.lanes) }})
 	}
 	x := normals(rand.New(rand.NewPCG(5, 6)), 8192)
 	y := make([]float32, len(x))
@@ -144,4 +139,56 @@ func BenchmarkTanh(b *testing.B) {
 			b.ReportMetric(float64(b.N)*float64(len(x))/b.Elapsed().Seconds(), "values/s")
 		})
 	}
+}
+
+// BenchmarkIm2col lowers 56 images of MinAtar's geometry (10×10×4, 3×3
+// windows: one chunk of a forward pass) on one core, in windows/s: through
+// the path the kernels take (path=native), each of im2col.c's paths the
+// CPU runs (avx512, avx2, and loop: memcpy and memset) and lower in Go.
+func BenchmarkIm2col(b *testing.B) {
+	g := convGeom{inH: 10, inW: 10, inC: 4, k: 3, stride: 1, outH: 8, outW: 8}
+	const n = 56
+	paths := []struct {
+		name string
+		f    func(convGeom, []float32, int, []float32)
+	}{{"native", nativeKernels.im2col}, {"go", im2colGo}}
+	for _, p := range benchPaths() {
+		paths = append(paths, struct {
+			name string
+			f    func(convGeom, []float32, int, []float32)
+		}{p.name, elementwise{p.lanes}.im2col})
+	}
+	x := normals(rand.New(rand.NewPCG(7, 8)), n*g.inSize())
+	col := make([]float32, n*g.pixels()*g.cols())
+	for _, p := range paths {
+		b.Run("path="+p.name, func(b *testing.B) {
+			onOneCore(func() {
+				for b.Loop() {
+					p.f(g, x, n, col)
+				}
+			})
+			b.ReportMetric(float64(b.N)*n*float64(g.pixels())/b.Elapsed().Seconds(), "windows/s")
+		})
+	}
+}
+
+// benchPaths are the vector paths of the C loops the CPU runs, by the
+// names the benchmarks give them (loop: none, the baseline).
+func benchPaths() []struct {
+	name  string
+	lanes int
+} {
+	var out []struct {
+		name  string
+		lanes int
+	}
+	for _, p := range []struct {
+		name  string
+		lanes int
+	}{{"avx512", 16}, {"avx2", 8}, {"loop", 1}} {
+		if simdRuns(p.lanes) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

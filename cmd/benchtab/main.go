@@ -349,7 +349,7 @@ func scaleRows() []row {
 }
 
 // kernelRows hold package nn's native kernels (OpenBLAS and the vectorised
-// tanh) against gonum's pure-Go ones, which every build ran on before, and
+// C of tanh, Adam, the elementwise loops and im2col) against gonum's pure-Go ones, which every build ran on before, and
 // against OpenBLAS's Prescott fallback, in the same run and on one core: a
 // forward pass, and a learner's forward and backward, of CartPole's MLP, a
 // 512x512 one and (against the fallback) MinAtar's network.
@@ -362,6 +362,7 @@ func kernelRows() []row {
 		batches                []int
 	}{
 		{"gonum", "gonum", "MLP", []string{"cartpole", "512x512"}, []int{64, 512, 4096}},
+		{"gonum", "the pure-Go kernels", "network", []string{"minatar"}, []int{64, 512}},
 		// The kernels distrl chose against OpenBLAS's fallback for a CPU it
 		// does not know (the same where OpenBLAS chose itself).
 		{"prescott", "OpenBLAS's Prescott fallback", "network", []string{"cartpole", "512x512", "minatar"}, []int{64, 512}},
@@ -389,6 +390,12 @@ func kernelRows() []row {
 		out = append(out, row{
 			title:    fmt.Sprintf("nn tanh, 8192 values, one core: %s path vs the loop a value at a time (values/s)", path),
 			measured: "nn.BenchmarkTanh/path=" + path + " values/s", limit: "nn.BenchmarkTanh/path=loop values/s", higherIsBetter: true,
+		})
+	}
+	for _, path := range []string{"native", "avx2", "avx512"} {
+		out = append(out, row{
+			title:    fmt.Sprintf("nn im2col, MinAtar's 56 images, one core: %s path vs lower in Go (windows/s)", path),
+			measured: "nn.BenchmarkIm2col/path=" + path + " windows/s", limit: "nn.BenchmarkIm2col/path=go windows/s", higherIsBetter: true,
 		})
 	}
 	out = append(out, row{

@@ -37,13 +37,14 @@ type kernels struct {
 	reluGrad func(y, dy []float32)
 	sumRows  func(dy, gb []float32, rows, out int)
 	im2col   func(g convGeom, x []float32, n int, col []float32)
+	col2im   func(g convGeom, x []float32, n int, col []float32)
 }
 
 // goKernels are gonum's pure-Go BLAS, called directly rather than through
 // blas32's package-level implementation so that another package calling
 // blas32.Use cannot change the numerics of this one, and tanh32 in Go.
 var goKernels = kernels{name: "gonum", blas: gonum.Implementation{}, fansOut: true, tanh: tanhGo, adam: adamGo,
-	relu: reluGo, tanhGrad: tanhGradGo, reluGrad: reluGradGo, sumRows: sumRowsGo, im2col: im2colGo}
+	relu: reluGo, tanhGrad: tanhGradGo, reluGrad: reluGradGo, sumRows: sumRowsGo, im2col: im2colGo, col2im: col2imGo}
 
 // vecTanhMin is the length from which tanhSlice and elementwise call
 // their vectorised C (tanh.c, elementwise.c): below it the cgo call costs

@@ -25,3 +25,4 @@ func (elementwise) tanhGrad(y, dy []float32)                             { tanhG
 func (elementwise) reluGrad(y, dy []float32)                             { reluGradGo(y, dy) }
 func (elementwise) sumRows(dy, gb []float32, rows, out int)              { sumRowsGo(dy, gb, rows, out) }
 func (elementwise) im2col(g convGeom, x []float32, n int, col []float32) { im2colGo(g, x, n, col) }
+func (elementwise) col2im(g convGeom, x []float32, n int, col []float32) { col2imGo(g, x, n, col) }

@@ -16,7 +16,7 @@ package nn
 // void distrl_tanh_grad(int lanes, const float *y, float *dy, size_t n);
 // void distrl_relu_grad(int lanes, const float *y, float *dy, size_t n);
 // void distrl_sum_rows(int lanes, const float *dy, float *gb, size_t rows, size_t out);
-// void distrl_im2col(int lanes, const float *x, float *col, long n, long in_h, long in_w, long in_c, long out_h, long out_w, long k, long stride, long pad);
+// void distrl_lower(int lanes, int scatter, float *x, float *col, long n, long in_h, long in_w, long in_c, long out_h, long out_w, long k, long stride, long pad);
 // size_t distrl_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2, float step, float inv_sqrt_c2, float eps, int lanes);
 import "C"
 
@@ -34,7 +34,7 @@ import (
 var nativeKernels = kernels{name: "openblas", blas: openBLAS{}, tanh: tanhSlice, adam: adamSlice,
 	relu: elementwise{simdLanes}.relu, tanhGrad: elementwise{simdLanes}.tanhGrad,
 	reluGrad: elementwise{simdLanes}.reluGrad, sumRows: elementwise{simdLanes}.sumRows,
-	im2col: elementwise{simdLanes}.im2col}
+	im2col: elementwise{simdLanes}.im2col, col2im: elementwise{simdLanes}.col2im}
 
 // OpenBLAS runs one thread per call unless OPENBLAS_NUM_THREADS says
 // otherwise: a process of distrl shares the machine with the other workers
@@ -199,14 +199,26 @@ func (e elementwise) sumRows(dy, gb []float32, rows, out int) {
 	C.distrl_sum_rows(C.int(e.lanes), ptr(dy), ptr(gb), C.size_t(rows), C.size_t(out))
 }
 
-// im2col is im2col.c's, for every size: one call lowers a whole chunk.
-func (e elementwise) im2col(g convGeom, x []float32, n int, col []float32) {
+// im2col and col2im are im2col.c's lower, for every size: one call lowers
+// a whole chunk.
+func (e elementwise) im2col(g convGeom, x []float32, n int, col []float32) { e.lower(g, x, n, col, false) }
+func (e elementwise) col2im(g convGeom, x []float32, n int, col []float32) { e.lower(g, x, n, col, true) }
+
+func (e elementwise) lower(g convGeom, x []float32, n int, col []float32, scatter bool) {
 	if n == 0 {
 		return
 	}
 	x, col = x[:n*g.inSize()], col[:n*g.pixels()*g.cols()]
-	C.distrl_im2col(C.int(e.lanes), ptr(x), ptr(col), C.long(n), C.long(g.inH), C.long(g.inW), C.long(g.inC),
-		C.long(g.outH), C.long(g.outW), C.long(g.k), C.long(g.stride), C.long(g.pad))
+	C.distrl_lower(C.int(e.lanes), C.int(boolInt(scatter)), ptr(x), ptr(col), C.long(n), C.long(g.inH), C.long(g.inW),
+		C.long(g.inC), C.long(g.outH), C.long(g.outW), C.long(g.k), C.long(g.stride), C.long(g.pad))
+}
+
+// boolInt is 1 for true, 0 for false.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // tanhSlice sets each element of y to its tanh32.

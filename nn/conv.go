@@ -225,7 +225,7 @@ func (m *ActorCritic) backwardConv(ws *Workspace, dy []float32, batch int, grad 
 			}
 			dcol := ws.dcol[:rows*l.cols()]
 			matMulTransB(d, w, dcol, 0, rows, l.cols(), l.outC)
-			l.lower(dIn, n, dcol, true)
+			l.col2im(dIn, n, dcol)
 		}
 		dy = dx
 	}

@@ -16,7 +16,7 @@ func elementwisePaths() map[string]kernels {
 	for _, lanes := range append(slices.Clone(simdPaths), 1) {
 		if simdRuns(lanes) {
 			e := elementwise{lanes}
-			paths[fmt.Sprint("lanes=", lanes)] = kernels{relu: e.relu, tanhGrad: e.tanhGrad, reluGrad: e.reluGrad, sumRows: e.sumRows, im2col: e.im2col}
+			paths[fmt.Sprint("lanes=", lanes)] = kernels{relu: e.relu, tanhGrad: e.tanhGrad, reluGrad: e.reluGrad, sumRows: e.sumRows, im2col: e.im2col, col2im: e.col2im}
 		}
 	}
 	return paths
@@ -109,7 +109,8 @@ func TestElementwiseMatchesGo(t *testing.T) {
 }
 
 // TestIm2colMatchesGo: every path of im2col.c lowers images to lower's
-// matrix, bit for bit, over every element (col starts as NaNs), for
+// matrix, bit for bit, over every element (col starts as NaNs), and adds a
+// matrix back into images as lower's scatter does, for
 // MinAtar's geometry and ones with padding, strides, windows wider than
 // the image and a single channel.
 func TestIm2colMatchesGo(t *testing.T) {
@@ -140,6 +141,14 @@ func TestIm2colMatchesGo(t *testing.T) {
 						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 							t.Fatalf("%d images: col[%d] = %v, want %v", n, i, got[i], want[i])
 						}
+					}
+					// The adjoint: a random col added into random images.
+					col := normals(rng, len(want))
+					wantX, gotX := slices.Clone(x), slices.Clone(x)
+					g.lower(wantX, n, col, true)
+					k.col2im(g, gotX, n, col)
+					if i := sameBits(gotX, wantX); i >= 0 {
+						t.Fatalf("col2im of %d images: x[%d] = %v, want %v", n, i, gotX[i], wantX[i])
 					}
 				}
 			})

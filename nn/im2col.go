@@ -74,3 +74,10 @@ func (g convGeom) im2col(x []float32, n int, col []float32) { active.im2col(g, x
 
 // im2colGo is im2col in Go: lower itself.
 func im2colGo(g convGeom, x []float32, n int, col []float32) { g.lower(x, n, col, false) }
+
+// col2im adds col into the n images x, as lower does with scatter true, on
+// the active kernels.
+func (g convGeom) col2im(x []float32, n int, col []float32) { active.col2im(g, x, n, col) }
+
+// col2imGo is col2im in Go: lower itself.
+func col2imGo(g convGeom, x []float32, n int, col []float32) { g.lower(x, n, col, true) }

@@ -201,8 +201,12 @@ func (e elementwise) sumRows(dy, gb []float32, rows, out int) {
 
 // im2col and col2im are im2col.c's lower, for every size: one call lowers
 // a whole chunk.
-func (e elementwise) im2col(g convGeom, x []float32, n int, col []float32) { e.lower(g, x, n, col, false) }
-func (e elementwise) col2im(g convGeom, x []float32, n int, col []float32) { e.lower(g, x, n, col, true) }
+func (e elementwise) im2col(g convGeom, x []float32, n int, col []float32) {
+	e.lower(g, x, n, col, false)
+}
+func (e elementwise) col2im(g convGeom, x []float32, n int, col []float32) {
+	e.lower(g, x, n, col, true)
+}
 
 func (e elementwise) lower(g convGeom, x []float32, n int, col []float32, scatter bool) {
 	if n == 0 {

@@ -46,6 +46,12 @@ type kernels struct {
 var goKernels = kernels{name: "gonum", blas: gonum.Implementation{}, fansOut: true, tanh: tanhGo, adam: adamGo,
 	relu: reluGo, tanhGrad: tanhGradGo, reluGrad: reluGradGo, sumRows: sumRowsGo, im2col: im2colGo, col2im: col2imGo}
 
+// with is k with its elementwise loops, im2col and col2im those of e.
+func (e elementwise) with(k kernels) kernels {
+	k.relu, k.tanhGrad, k.reluGrad, k.sumRows, k.im2col, k.col2im = e.relu, e.tanhGrad, e.reluGrad, e.sumRows, e.im2col, e.col2im
+	return k
+}
+
 // vecTanhMin is the length from which tanhSlice and elementwise call
 // their vectorised C (tanh.c, elementwise.c): below it the cgo call costs
 // more than it saves.

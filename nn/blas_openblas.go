@@ -31,10 +31,7 @@ import (
 // nativeKernels are OpenBLAS (Debian's libopenblas-dev, which make deps
 // installs), the vectorised tanh of tanh.c, Adam of adam.c and the loops
 // of elementwise.c and im2col.c.
-var nativeKernels = kernels{name: "openblas", blas: openBLAS{}, tanh: tanhSlice, adam: adamSlice,
-	relu: elementwise{simdLanes}.relu, tanhGrad: elementwise{simdLanes}.tanhGrad,
-	reluGrad: elementwise{simdLanes}.reluGrad, sumRows: elementwise{simdLanes}.sumRows,
-	im2col: elementwise{simdLanes}.im2col, col2im: elementwise{simdLanes}.col2im}
+var nativeKernels = elementwise{simdLanes}.with(kernels{name: "openblas", blas: openBLAS{}, tanh: tanhSlice, adam: adamSlice})
 
 // OpenBLAS runs one thread per call unless OPENBLAS_NUM_THREADS says
 // otherwise: a process of distrl shares the machine with the other workers
@@ -140,8 +137,8 @@ func (openBLAS) Sscal(n int, alpha float32, x []float32, incX int) {
 }
 
 // simdPaths are the widths, in lanes, of the vector paths of tanh.c,
-// adam.c and elementwise.c: AVX-512's and AVX2's (1: none, a value at a
-// time; elementwise.c's baseline, which GCC vectorises with SSE2).
+// adam.c, elementwise.c and im2col.c: AVX-512's and AVX2's (1: none, the
+// baseline: a value at a time, or what GCC vectorises with SSE2).
 var simdPaths = []int{16, 8}
 
 // simdRuns says whether this CPU runs the vector path of the given lanes.
@@ -157,7 +154,7 @@ var simdLanes = func() int {
 	return 1
 }()
 
-// elementwise runs the loops of elementwise.c through the path of lanes
+// elementwise runs the loops of elementwise.c and im2col.c through the path of lanes
 // (16, 8 or 1; the CPU must run it: simdRuns), each bit for bit its Go
 // original's, which takes slices shorter than vecTanhMin (the cgo call
 // would cost more than it saves) and sums of fewer than 8 columns (no

@@ -4,8 +4,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "vectorpaths.h"
-
 // The elementwise loops of the forward and backward passes (forward.go's
 // activate and activateGrad, backward.go's sumRows), in C so that GCC
 // vectorises them: Go runs them a value at a time, and together they were
@@ -13,6 +11,37 @@
 // of MinAtar's. Each loop does what its Go original does, operation for
 // operation and in the same order (contraction into fused multiply-adds
 // off), so the results are the same bits (elementwise_test.go).
+//
+// GCC's vectoriser turns a plain loop into AVX-512, AVX2 or SSE2 code by
+// the target it compiles for; VECTOR_PATHS compiles each body for all three.
+
+// VECTOR_PATHS(NAME, CALL, BODY, PARAMS...) defines NAME_avx512, NAME_avx2
+// and NAME_loop, the same BODY compiled for AVX-512, for AVX2 and for the
+// baseline, and distrl_NAME(int lanes, PARAMS...), which runs the one of
+// the given lanes (16, 8, or anything else: the loop); the caller asks
+// distrl_simd_runs (simd.c) first. BODY is one macro argument: no comma
+// outside parentheses in it (one declaration a line).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VECTOR_PATHS(NAME, CALL, BODY, ...)                                                          \
+	__attribute__((target("avx512f"), optimize("fp-contract=off")))                                     \
+	static void NAME##_avx512(__VA_ARGS__) BODY                                                         \
+	__attribute__((target("avx2,fma"), optimize("fp-contract=off")))                                    \
+	static void NAME##_avx2(__VA_ARGS__) BODY                                                           \
+	__attribute__((optimize("fp-contract=off"))) static void NAME##_loop(__VA_ARGS__) BODY              \
+	void distrl_##NAME(int lanes, __VA_ARGS__) {                                                        \
+		if (lanes == 16) {                                                                                 \
+			NAME##_avx512 CALL;                                                                               \
+		} else if (lanes == 8) {                                                                           \
+			NAME##_avx2 CALL;                                                                                 \
+		} else {                                                                                           \
+			NAME##_loop CALL;                                                                                 \
+		}                                                                                                  \
+	}
+#else
+#define VECTOR_PATHS(NAME, CALL, BODY, ...)                                                          \
+	static void NAME##_loop(__VA_ARGS__) BODY                                                           \
+	void distrl_##NAME(int lanes, __VA_ARGS__) { NAME##_loop CALL; }
+#endif
 
 // relu: y = max(y, 0) as Go's max: NaN stays NaN, -0 becomes +0.
 VECTOR_PATHS(relu, (y, n), {

@@ -13,13 +13,23 @@ import (
 // machine with AVX-512 tests AVX2's and the baseline's too.
 func elementwisePaths() map[string]kernels {
 	paths := map[string]kernels{"native": nativeKernels}
-	for _, lanes := range append(slices.Clone(simdPaths), 1) {
-		if simdRuns(lanes) {
-			e := elementwise{lanes}
-			paths[fmt.Sprint("lanes=", lanes)] = kernels{relu: e.relu, tanhGrad: e.tanhGrad, reluGrad: e.reluGrad, sumRows: e.sumRows, im2col: e.im2col, col2im: e.col2im}
-		}
+	for _, lanes := range lanesRun() {
+		paths[fmt.Sprint("lanes=", lanes)] = elementwise{lanes}.with(kernels{})
 	}
 	return paths
+}
+
+// lanesRun are the paths of the C loops this CPU runs, in lanes: the
+// vector ones of simdPaths it has and the baseline, 1 (none in a build
+// without C).
+func lanesRun() []int {
+	var out []int
+	for _, lanes := range append(slices.Clone(simdPaths), 1) {
+		if simdRuns(lanes) {
+			out = append(out, lanes)
+		}
+	}
+	return out
 }
 
 // specials are the values that a loop written carelessly gets wrong: a NaN,

@@ -172,23 +172,22 @@ func BenchmarkIm2col(b *testing.B) {
 	}
 }
 
-// benchPaths are the vector paths of the C loops the CPU runs, by the
-// names the benchmarks give them (loop: none, the baseline).
+// benchPaths are the paths of the C loops the CPU runs (lanesRun), by the
+// names the benchmarks give them (loop: the baseline).
 func benchPaths() []struct {
 	name  string
 	lanes int
 } {
+	names := map[int]string{16: "avx512", 8: "avx2", 1: "loop"}
 	var out []struct {
 		name  string
 		lanes int
 	}
-	for _, p := range []struct {
-		name  string
-		lanes int
-	}{{"avx512", 16}, {"avx2", 8}, {"loop", 1}} {
-		if simdRuns(p.lanes) {
-			out = append(out, p)
-		}
+	for _, lanes := range lanesRun() {
+		out = append(out, struct {
+			name  string
+			lanes int
+		}{names[lanes], lanes})
 	}
 	return out
 }

@@ -1,9 +1,9 @@
 //go:build !noopenblas
 
-// distrl_simd_runs says whether this CPU runs the vector paths of tanh.c
-// and adam.c of the given lanes: 16 (AVX-512 F), 8 (AVX2 with FMA) or 1
-// (no vector path; everywhere). Both files choose the widest, and the tests
-// hold every path the CPU runs to the same results.
+// distrl_simd_runs says whether this CPU runs the vector paths of tanh.c,
+// adam.c, elementwise.c and im2col.c of the given lanes: 16 (AVX-512 F), 8
+// (AVX2 with FMA) or 1 (no vector path; everywhere). The kernels take the
+// widest, and the tests hold every path the CPU runs to the same results.
 int distrl_simd_runs(int lanes) {
 	switch (lanes) {
 	case 1:

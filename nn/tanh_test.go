@@ -20,13 +20,11 @@ func tanhSlices() []struct {
 		name string
 		f    func([]float32)
 	}{{"tanh32", tanhGo}, {"native", nativeKernels.tanh}}
-	for _, lanes := range append(slices.Clone(simdPaths), 1) {
-		if simdRuns(lanes) {
-			cases = append(cases, struct {
-				name string
-				f    func([]float32)
-			}{fmt.Sprint("lanes=", lanes), func(y []float32) { tanhOn(y, lanes) }})
-		}
+	for _, lanes := range lanesRun() {
+		cases = append(cases, struct {
+			name string
+			f    func([]float32)
+		}{fmt.Sprint("lanes=", lanes), func(y []float32) { tanhOn(y, lanes) }})
 	}
 	return cases
 }

@@ -52,10 +52,10 @@ func (e elementwise) with(k kernels) kernels {
 	return k
 }
 
-// vecTanhMin is the length from which tanhSlice and elementwise call
+// vecCallMin is the length from which tanhSlice and elementwise call
 // their vectorised C (tanh.c, elementwise.c): below it the cgo call costs
 // more than it saves.
-const vecTanhMin = 64
+const vecCallMin = 64
 
 // active are the kernels in use: nativeKernels (blas_openblas.go), or
 // goKernels in a build with the tag noopenblas. The benchmarks swap it to

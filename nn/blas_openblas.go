@@ -156,13 +156,13 @@ var simdLanes = func() int {
 
 // elementwise runs the loops of elementwise.c and im2col.c through the path of lanes
 // (16, 8 or 1; the CPU must run it: simdRuns), each bit for bit its Go
-// original's, which takes slices shorter than vecTanhMin (the cgo call
+// original's, which takes slices shorter than vecCallMin (the cgo call
 // would cost more than it saves) and sums of fewer than 8 columns (no
 // vector lanes to fill: a value head's bias).
 type elementwise struct{ lanes int }
 
 func (e elementwise) relu(y []float32) {
-	if len(y) < vecTanhMin {
+	if len(y) < vecCallMin {
 		reluGo(y)
 		return
 	}
@@ -170,7 +170,7 @@ func (e elementwise) relu(y []float32) {
 }
 
 func (e elementwise) tanhGrad(y, dy []float32) {
-	if len(y) < vecTanhMin {
+	if len(y) < vecCallMin {
 		tanhGradGo(y, dy)
 		return
 	}
@@ -179,7 +179,7 @@ func (e elementwise) tanhGrad(y, dy []float32) {
 }
 
 func (e elementwise) reluGrad(y, dy []float32) {
-	if len(y) < vecTanhMin {
+	if len(y) < vecCallMin {
 		reluGradGo(y, dy)
 		return
 	}
@@ -188,7 +188,7 @@ func (e elementwise) reluGrad(y, dy []float32) {
 }
 
 func (e elementwise) sumRows(dy, gb []float32, rows, out int) {
-	if out < 8 || rows*out < vecTanhMin {
+	if out < 8 || rows*out < vecCallMin {
 		sumRowsGo(dy, gb, rows, out)
 		return
 	}
@@ -224,7 +224,7 @@ func boolInt(b bool) int {
 
 // tanhSlice sets each element of y to its tanh32.
 func tanhSlice(y []float32) {
-	if len(y) < vecTanhMin {
+	if len(y) < vecCallMin {
 		tanhGo(y)
 		return
 	}

@@ -70,7 +70,7 @@ func TestElementwiseMatchesGo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for name, k := range elementwisePaths() {
 		t.Run(name, func(t *testing.T) {
-			for _, n := range []int{1, 7, vecTanhMin - 1, vecTanhMin, vecTanhMin + 1, 1000, 4099} {
+			for _, n := range []int{1, 7, vecCallMin - 1, vecCallMin, vecCallMin + 1, 1000, 4099} {
 				x := elementwiseValues(rng, n)
 				want, got := slices.Clone(x), slices.Clone(x)
 				reluGo(want)

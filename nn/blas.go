@@ -38,6 +38,9 @@ type kernels struct {
 	sumRows  func(dy, gb []float32, rows, out int)
 	im2col   func(g convGeom, x []float32, n int, col []float32)
 	col2im   func(g convGeom, x []float32, n int, col []float32)
+	// dense runs a whole dense layer of a small batch (bias, product,
+	// activation) and says whether it did; nil: never.
+	dense func(x, w, b, y []float32, batch, in, out int, act Activation) bool
 }
 
 // goKernels are gonum's pure-Go BLAS, called directly rather than through
@@ -46,10 +49,31 @@ type kernels struct {
 var goKernels = kernels{name: "gonum", blas: gonum.Implementation{}, fansOut: true, tanh: tanhGo, adam: adamGo,
 	relu: reluGo, tanhGrad: tanhGradGo, reluGrad: reluGradGo, sumRows: sumRowsGo, im2col: im2colGo, col2im: col2imGo}
 
-// with is k with its elementwise loops, im2col and col2im those of e.
+// with is k with its elementwise loops, im2col, col2im and small dense
+// layers those of e.
 func (e elementwise) with(k kernels) kernels {
 	k.relu, k.tanhGrad, k.reluGrad, k.sumRows, k.im2col, k.col2im = e.relu, e.tanhGrad, e.reluGrad, e.sumRows, e.im2col, e.col2im
+	k.dense = e.dense
 	return k
+}
+
+// denseFaster says whether a dense layer of this shape runs faster in one
+// call of dense.c than as a bias fill, a GEMM and an activation
+// (BenchmarkDenseLayer, on AVX2): up to 8 rows (a 64x64 layer 1.5-2x, a
+// 512x512 one 1.25-2.7x), and up to 64 while the weights stay in the L1
+// cache; but not a head of a few columns, whose one vector a row is mostly
+// empty lanes, at one row (gonum's dot products in Go, no cgo call, are
+// faster) nor from 32 rows (OpenBLAS's matrix-vector products are).
+func denseFaster(batch, in, out int) bool {
+	switch {
+	case out < 8:
+		return batch > 1 && batch <= 16
+	case batch <= 8:
+		return true
+	case batch > 64:
+		return false
+	}
+	return in*out <= 8192
 }
 
 // vecCallMin is the length from which tanhSlice and elementwise call

@@ -16,6 +16,7 @@ package nn
 // void distrl_tanh_grad(int lanes, const float *y, float *dy, size_t n);
 // void distrl_relu_grad(int lanes, const float *y, float *dy, size_t n);
 // void distrl_sum_rows(int lanes, const float *dy, float *gb, size_t rows, size_t out);
+// int distrl_dense(int lanes, const float *x, const float *w, const float *b, float *y, size_t rows, size_t in, size_t out, int act);
 // void distrl_lower(int lanes, int scatter, float *x, float *col, long n, long in_h, long in_w, long in_c, long out_h, long out_w, long k, long stride, long pad);
 // size_t distrl_adam(float *p, float *m, float *v, const float *g, size_t n, float b1, float b2, float step, float inv_sqrt_c2, float eps, int lanes);
 import "C"
@@ -194,6 +195,34 @@ func (e elementwise) sumRows(dy, gb []float32, rows, out int) {
 	}
 	dy, gb = dy[:rows*out], gb[:out]
 	C.distrl_sum_rows(C.int(e.lanes), ptr(dy), ptr(gb), C.size_t(rows), C.size_t(out))
+}
+
+// dense runs the layer y = act(x·W + b) of batch rows in dense.c, in one
+// call, where that is faster than a GEMM (denseFaster) and the CPU has a
+// vector path, and says whether it did; forwardChain runs the others.
+func (e elementwise) dense(x, w, b, y []float32, batch, in, out int, act Activation) bool {
+	return e.lanes > 1 && denseFaster(batch, in, out) && e.denseOn(x, w, b, y, batch, in, out, act)
+}
+
+// denseOn is dense whatever the shape, through the path of e's lanes (false:
+// the CPU has none, or e.lanes is 1).
+func (e elementwise) denseOn(x, w, b, y []float32, batch, in, out int, act Activation) bool {
+	if batch == 0 || in == 0 || out == 0 {
+		return false
+	}
+	x, w, b, y = x[:batch*in], w[:in*out], b[:out], y[:batch*out]
+	return C.distrl_dense(C.int(e.lanes), ptr(x), ptr(w), ptr(b), ptr(y), C.size_t(batch), C.size_t(in), C.size_t(out), C.int(actCode(act))) == 1
+}
+
+// actCode is dense.c's number for an activation (0: none).
+func actCode(act Activation) int {
+	switch act {
+	case Tanh:
+		return 1
+	case ReLU:
+		return 2
+	}
+	return 0
 }
 
 // im2col and col2im are im2col.c's lower, for every size: one call lowers

@@ -126,16 +126,26 @@ func (m *ActorCritic) forwardChain(ls []layer, x []float32, batch int, acts [][]
 		if l.act {
 			y = acts[i]
 		}
-		// Start from the bias in every row and let the GEMM accumulate onto
-		// it (beta = 1), which saves a separate pass to add it afterwards.
-		fillRows(y[:batch*l.out], m.params[l.b:l.b+l.out])
-		matMul(x, m.params[l.w:l.w+l.in*l.out], y, batch, l.in, l.out)
+		w, b := m.params[l.w:l.w+l.in*l.out], m.params[l.b:l.b+l.out]
+		var act Activation
 		if l.act {
-			activate(m.spec.Activation, y)
+			act = m.spec.Activation
+		}
+		if active.dense == nil || !active.dense(x, w, b, y, batch, l.in, l.out, act) {
+			denseGEMM(x, w, b, y, batch, l.in, l.out, act)
 		}
 		x = y
 	}
 	return x
+}
+
+// denseGEMM sets y ([batch, out]) to act(x·W + b) by a GEMM: it starts
+// from the bias in every row and lets the GEMM accumulate onto it (beta =
+// 1), which saves a separate pass to add it afterwards.
+func denseGEMM(x, w, b, y []float32, batch, in, out int, act Activation) {
+	fillRows(y[:batch*out], b)
+	matMul(x, w, y, batch, in, out)
+	activate(act, y[:batch*out])
 }
 
 // fillRows sets every row of y (len(y) a multiple of len(row)) to row: one

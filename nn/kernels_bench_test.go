@@ -10,27 +10,35 @@ import (
 // benchKernels are the kernels held against each other in one run: this
 // build's native ones; the same with OpenBLAS on its Prescott (SSE3)
 // kernels, its fallback for a CPU it does not know, which distrl replaces
-// (openblas_core.c); and the pure-Go ones every build had before OpenBLAS
+// (openblas_core.c); the native ones with every dense layer a GEMM, as
+// before dense.c; and the pure-Go ones every build had before OpenBLAS
 // (gonum's BLAS, tanh32 a value at a time).
 var benchKernels = []struct {
 	name string
 	k    *kernels
 	core string // the OpenBLAS core to run them on; "": the one chosen
-}{{"native", &nativeKernels, ""}, {"prescott", &nativeKernels, "Prescott"}, {"gonum", &goKernels, ""}}
+}{{"native", &nativeKernels, ""}, {"prescott", &nativeKernels, "Prescott"}, {"gemm", &gemmKernels, ""}, {"gonum", &goKernels, ""}}
+
+// gemmKernels are the native kernels without dense.c's small layers.
+var gemmKernels = func() kernels {
+	k := nativeKernels
+	k.dense = nil
+	return k
+}()
 
 // benchNets are CartPole's MLP (the default policy of every CartPole
 // experiment), a wide one, the size of a pixel task's dense layers, and
 // the MinAtar paper's convolutional network (10×10×4 observations, 16
 // 3×3 filters, a dense layer of 128, six actions), each at the batches
 // it runs at: an actor's 1 (MinAtar only, the network an inline actor
-// evaluates per step), a vectorised actor's 64, a policy worker's or
+// evaluates per step) or its ring's 8 (CartPole's), a vectorised actor's 64, a policy worker's or
 // learner's 512 and a large learner batch of 4096.
 var benchNets = []struct {
 	name    string
 	spec    Spec
 	batches []int
 }{
-	{"cartpole", Spec{ObsDim: 4, Hidden: []int{64, 64}, Activation: Tanh, Head: Categorical, ActionDim: 2}, []int{64, 512, 4096}},
+	{"cartpole", Spec{ObsDim: 4, Hidden: []int{64, 64}, Activation: Tanh, Head: Categorical, ActionDim: 2}, []int{8, 64, 512, 4096}},
 	{"512x512", Spec{ObsDim: 64, Hidden: []int{512, 512}, Activation: Tanh, Head: Categorical, ActionDim: 6}, []int{64, 512, 4096}},
 	{"minatar", Spec{ObsDim: 400, InputShape: []int{10, 10, 4}, Conv: []ConvLayer{{Filters: 16, Kernel: 3, Stride: 1}},
 		Hidden: []int{128}, Activation: ReLU, Head: Categorical, ActionDim: 6, SharedTrunk: true}, []int{1, 64, 512}},
@@ -190,4 +198,53 @@ func benchPaths() []struct {
 		}{names[lanes], lanes})
 	}
 	return out
+}
+
+// BenchmarkDenseLayer is one dense layer, y = act(x·W + b), on one core,
+// in rows/s, at the small batches of an actor's policy: as the forward
+// pass runs it (path=native: dense.c where denseFaster says so), through
+// each of dense.c's paths the CPU runs whatever the shape (path=avx512,
+// avx2), and as a bias fill, a GEMM of the native kernels and an
+// activation (path=gemm). Shapes: CartPole's two hidden layers and its
+// policy head, a 512x512 MLP's hidden layer, and MinAtar's dense layer.
+func BenchmarkDenseLayer(b *testing.B) {
+	shapes := []struct {
+		name    string
+		in, out int
+		act     Activation
+	}{{"4x64", 4, 64, Tanh}, {"64x64", 64, 64, Tanh}, {"64x2", 64, 2, ""}, {"512x512", 512, 512, Tanh}, {"1024x128", 1024, 128, ReLU}}
+	type path struct {
+		name string
+		run  func(x, w, bias, y []float32, batch, in, out int, act Activation)
+	}
+	paths := []path{{"gemm", denseGEMM}, {"native", func(x, w, bias, y []float32, batch, in, out int, act Activation) {
+		if !nativeKernels.dense(x, w, bias, y, batch, in, out, act) {
+			denseGEMM(x, w, bias, y, batch, in, out, act)
+		}
+	}}}
+	for _, p := range benchPaths() {
+		if p.lanes > 1 {
+			e := elementwise{p.lanes}
+			paths = append(paths, path{p.name, func(x, w, bias, y []float32, batch, in, out int, act Activation) {
+				e.denseOn(x, w, bias, y, batch, in, out, act)
+			}})
+		}
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, s := range shapes {
+		w, bias := normals(rng, s.in*s.out), normals(rng, s.out)
+		for _, batch := range []int{1, 8, 32} {
+			x, y := normals(rng, batch*s.in), make([]float32, batch*s.out)
+			for _, p := range paths {
+				b.Run(s.name+"/batch="+strconv.Itoa(batch)+"/path="+p.name, func(b *testing.B) {
+					onOneCore(func() {
+						for b.Loop() {
+							p.run(x, w, bias, y, batch, s.in, s.out, s.act)
+						}
+					})
+					b.ReportMetric(float64(b.N)*float64(batch)/b.Elapsed().Seconds(), "rows/s")
+				})
+			}
+		}
+	}
 }

@@ -383,6 +383,19 @@ func kernelRows() []row {
 			}
 		}
 	}
+	// dense.c against the GEMM path at an actor's batches.
+	for _, c := range []struct {
+		net   string
+		batch int
+	}{{"cartpole", 8}, {"cartpole", 64}, {"minatar", 1}} {
+		key := func(k string) string {
+			return fmt.Sprintf("nn.BenchmarkForwardKernels/kernels=%s/net=%s/batch=%d rows/s", k, c.net, c.batch)
+		}
+		out = append(out, row{
+			title:    fmt.Sprintf("nn forward, %s, batch=%d, one core: native vs every dense layer a GEMM (rows/s)", c.net, c.batch),
+			measured: key("native"), limit: key("gemm"), higherIsBetter: true,
+		})
+	}
 	// tanh.c's paths against its loop a value at a time, which every CPU
 	// without AVX-512 ran before the AVX2 path (a path the CPU lacks is
 	// not measured).
@@ -397,6 +410,17 @@ func kernelRows() []row {
 			title:    fmt.Sprintf("nn im2col, MinAtar's 56 images, one core: %s path vs lower in Go (windows/s)", path),
 			measured: "nn.BenchmarkIm2col/path=" + path + " windows/s", limit: "nn.BenchmarkIm2col/path=go windows/s", higherIsBetter: true,
 		})
+	}
+	// dense.c's layers of an actor's small batches against a bias fill, a
+	// GEMM and an activation, which they ran as before.
+	for _, shape := range []string{"4x64", "64x64", "64x2", "512x512", "1024x128"} {
+		for _, batch := range []int{1, 8, 32} {
+			key := fmt.Sprintf("nn.BenchmarkDenseLayer/%s/batch=%d/path=", shape, batch)
+			out = append(out, row{
+				title:    fmt.Sprintf("nn dense layer %s, batch=%d, one core: native vs bias fill, GEMM, activation (rows/s)", shape, batch),
+				measured: key + "native rows/s", limit: key + "gemm rows/s", higherIsBetter: true,
+			})
+		}
 	}
 	out = append(out, row{
 		title:    "nn Adam step, 150k parameters, one core: native vs Go's loop (Mparams/s)",

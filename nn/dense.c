@@ -1,0 +1,160 @@
+//go:build !noopenblas
+
+#include <stddef.h>
+
+void distrl_tanh_on(float *y, size_t n, int lanes);
+void distrl_relu(int lanes, float *y, size_t n);
+
+// A dense layer of a small batch, y = act(x·W + b), in one call: what an
+// actor's policy runs for every step of its ring (CartPole's batch of 8
+// through 4-64-64), where one OpenBLAS GEMM per layer, a bias fill and an
+// activation, each its own cgo call, cost more than the arithmetic
+// (OpenBLAS packs both operands for every product, and a call's fixed
+// costs are a few hundred nanoseconds). Here the weights are read where
+// they lie, R rows of x at a time against NV vectors of W's columns held
+// in registers, and the bias and the activation follow in the same call.
+//
+// Each output is the multiply-adds of its row of x and column of W in k's
+// order, fused, from zero, and then its bias: every path the same bits, and
+// the GEMMs' results to float32 rounding (OpenBLAS's and gonum's each sum
+// in an order of their own; dense_test.go).
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+
+// DENSE_PATH(W, LANES, NV, TARGET) defines dense_W: x ([rows, in]) times w
+// ([in, out]) plus b into y ([rows, out]), through vectors of W bits, NV of
+// them across a block of columns, 4 rows a block and one at a time for
+// the rest. The last block of columns is masked (LOADM, STOREM), the others
+// are not; the layer's own register blocks are compiled once per shape of
+// row block and of column block (dense_block is inlined with constants).
+#define DENSE_PATH(W, LANES, NV, TARGET, MASK_T, MASK_OF, LOADM, STOREM)                                       \
+	TARGET static inline __attribute__((always_inline)) void dense_block_##W(                                  \
+	    const float *restrict x, const float *restrict w, const float *restrict b, float *restrict y,            \
+	    size_t in, size_t out, size_t j, const int R, const int nv, const int masked, const MASK_T *mask) {                     \
+		__m##W acc[4][NV];                                                                                      \
+		_Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                                   \
+			_Pragma("GCC unroll 8") for (int v = 0; v < nv; v++) acc[r][v] = _mm##W##_setzero_ps();             \
+		}                                                                                                       \
+		for (size_t k = 0; k < in; k++) {                                                                       \
+			const float *wk = w + k * out + j;                                                                  \
+			__m##W wv[NV];                                                                                      \
+			_Pragma("GCC unroll 8") for (int v = 0; v < nv; v++) {                                              \
+				wv[v] = masked ? LOADM(wk + v * LANES, mask[v]) : _mm##W##_loadu_ps(wk + v * LANES);             \
+			}                                                                                                   \
+			_Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                               \
+				__m##W xv = _mm##W##_set1_ps(x[r * in + k]);                                                   \
+				_Pragma("GCC unroll 8") for (int v = 0; v < nv; v++) {                                          \
+					acc[r][v] = _mm##W##_fmadd_ps(xv, wv[v], acc[r][v]);                                        \
+				}                                                                                               \
+			}                                                                                                   \
+		}                                                                                                       \
+		_Pragma("GCC unroll 8") for (int v = 0; v < nv; v++) {                                                  \
+			__m##W bv = masked ? LOADM(b + j + v * LANES, mask[v]) : _mm##W##_loadu_ps(b + j + v * LANES);      \
+			_Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                               \
+				float *yr = y + r * out + j + v * LANES;                                                        \
+				__m##W sum = _mm##W##_add_ps(acc[r][v], bv);                                                    \
+				if (masked) {                                                                                   \
+					STOREM(yr, mask[v], sum);                                                                   \
+				} else {                                                                                        \
+					_mm##W##_storeu_ps(yr, sum);                                                                \
+				}                                                                                               \
+			}                                                                                                   \
+		}                                                                                                       \
+	}                                                                                                           \
+	TARGET static inline __attribute__((always_inline)) void dense_rows_##W(const float *restrict x, const float *restrict w, const float *restrict b, \
+	                                 float *restrict y, size_t in, size_t out, const int R) {                    \
+		const size_t block = NV * LANES;                                                                        \
+		size_t j = 0;                                                                                           \
+		for (; j + block <= out; j += block) {                                                                  \
+			dense_block_##W(x, w, b, y, in, out, j, R, NV, 0, NULL);                                            \
+		}                                                                                                       \
+		if (j == out) {                                                                                         \
+			return;                                                                                             \
+		}                                                                                                       \
+		/* The last block: as many vectors as its columns fill, masked. */                                      \
+		MASK_T mask[NV];                                                                                        \
+		const int nv = (int)((out - j + LANES - 1) / LANES);                                                    \
+		for (int v = 0; v < nv; v++) {                                                                          \
+			long left = (long)(out - j) - (long)v * LANES;                                                     \
+			mask[v] = MASK_OF(left > LANES ? LANES : left);                                                     \
+		}                                                                                                       \
+		switch (nv) {                                                                                           \
+		case 1:                                                                                                 \
+			dense_block_##W(x, w, b, y, in, out, j, R, 1, 1, mask);                                             \
+			break;                                                                                              \
+		case 2:                                                                                                 \
+			dense_block_##W(x, w, b, y, in, out, j, R, 2 < NV ? 2 : NV, 1, mask);                               \
+			break;                                                                                              \
+		case 3:                                                                                                 \
+			dense_block_##W(x, w, b, y, in, out, j, R, 3 < NV ? 3 : NV, 1, mask);                               \
+			break;                                                                                              \
+		default:                                                                                                \
+			dense_block_##W(x, w, b, y, in, out, j, R, NV, 1, mask);                                            \
+		}                                                                                                       \
+	}                                                                                                           \
+	TARGET static void dense_##W(const float *x, const float *w, const float *b, float *y, size_t rows,         \
+	                             size_t in, size_t out) {                                                        \
+		size_t r = 0;                                                                                           \
+		for (; r + 4 <= rows; r += 4) {                                                                         \
+			dense_rows_##W(x + r * in, w, b, y + r * out, in, out, 4);                                          \
+		}                                                                                                       \
+		for (; r < rows; r++) {                                                                                 \
+			dense_rows_##W(x + r * in, w, b, y + r * out, in, out, 1);                                          \
+		}                                                                                                       \
+	}
+
+// AVX-512: masked loads and stores are as cheap as plain ones.
+#define MASK16(n) ((__mmask16)((1u << (n)) - 1u))
+#define LOAD16(p, m) _mm512_maskz_loadu_ps((m), (p))
+#define STORE16(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
+DENSE_PATH(512, 16, 4, __attribute__((target("avx512f"))), __mmask16, MASK16, LOAD16, STORE16)
+
+// AVX2: vmaskmovps is microcoded on AMD's cores, its stores worst, so the
+// last block's weights and bias are loaded masked (once a row of W) and its
+// sums go out a value at a time.
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256i mask8(long n) {
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline __attribute__((always_inline, target("avx2,fma"))) void store8(float *p, __m256i m, __m256 v) {
+	float lanes[8];
+	_mm256_storeu_ps(lanes, v);
+	int on = _mm256_movemask_ps(_mm256_castsi256_ps(m));
+	for (int i = 0; i < 8; i++) {
+		if (on >> i & 1) {
+			p[i] = lanes[i];
+		}
+	}
+}
+#define LOAD8(p, m) _mm256_maskload_ps((p), (m))
+DENSE_PATH(256, 8, 2, __attribute__((target("avx2,fma"))), __m256i, mask8, LOAD8, store8)
+#endif
+
+// distrl_dense runs a dense layer of rows rows through the vector path of
+// the given lanes (16 or 8; the CPU must run it: distrl_simd_runs) and then
+// its activation (act: 0 none, 1 tanh, 2 ReLU, as tanh.c's and
+// elementwise.c's loops do it), and returns 1; 0, having done nothing, for
+// any other lanes.
+int distrl_dense(int lanes, const float *x, const float *w, const float *b, float *y, size_t rows, size_t in,
+                 size_t out, int act) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+	if (lanes == 16) {
+		dense_512(x, w, b, y, rows, in, out);
+	} else if (lanes == 8) {
+		dense_256(x, w, b, y, rows, in, out);
+	} else {
+		return 0;
+	}
+	switch (act) {
+	case 1:
+		distrl_tanh_on(y, rows * out, lanes);
+		break;
+	case 2:
+		distrl_relu(lanes, y, rows * out);
+		break;
+	}
+	return 1;
+#else
+	return 0;
+#endif
+}

@@ -25,35 +25,35 @@ void distrl_relu(int lanes, float *y, size_t n);
 // DENSE_PATH(W, LANES, NV, TARGET) defines dense_W: x ([rows, in]) times w
 // ([in, out]) plus b into y ([rows, out]), through vectors of W bits, NV of
 // them across a block of columns, 4 rows a block and one at a time for
-// the rest. The last block of columns is masked (LOADM, STOREM), the others
+// the rest (4·NV vectors a block for those, as far as the columns go). The last block of columns is masked (LOADM, STOREM), the others
 // are not; the layer's own register blocks are compiled once per shape of
 // row block and of column block (dense_block is inlined with constants).
 #define DENSE_PATH(W, LANES, NV, TARGET, MASK_T, MASK_OF, LOADM, STOREM)                                       \
 	TARGET static inline __attribute__((always_inline)) void dense_block_##W(                                  \
 	    const float *restrict x, const float *restrict w, const float *restrict b, float *restrict y,            \
 	    size_t in, size_t out, size_t j, const int R, const int nv, const int masked, const MASK_T *mask) {                     \
-		__m##W acc[4][NV];                                                                                      \
+		__m##W acc[4 * NV];                                                                                     \
 		_Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                                   \
-			_Pragma("GCC unroll 8") for (int v = 0; v < nv; v++) acc[r][v] = _mm##W##_setzero_ps();             \
+			_Pragma("GCC unroll 16") for (int v = 0; v < nv; v++) acc[r * nv + v] = _mm##W##_setzero_ps();        \
 		}                                                                                                       \
 		for (size_t k = 0; k < in; k++) {                                                                       \
 			const float *wk = w + k * out + j;                                                                  \
-			__m##W wv[NV];                                                                                      \
-			_Pragma("GCC unroll 8") for (int v = 0; v < nv; v++) {                                              \
+			__m##W wv[4 * NV];                                                                                  \
+			_Pragma("GCC unroll 16") for (int v = 0; v < nv; v++) {                                              \
 				wv[v] = masked ? LOADM(wk + v * LANES, mask[v]) : _mm##W##_loadu_ps(wk + v * LANES);             \
 			}                                                                                                   \
 			_Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                               \
 				__m##W xv = _mm##W##_set1_ps(x[r * in + k]);                                                   \
-				_Pragma("GCC unroll 8") for (int v = 0; v < nv; v++) {                                          \
-					acc[r][v] = _mm##W##_fmadd_ps(xv, wv[v], acc[r][v]);                                        \
+				_Pragma("GCC unroll 16") for (int v = 0; v < nv; v++) {                                          \
+					acc[r * nv + v] = _mm##W##_fmadd_ps(xv, wv[v], acc[r * nv + v]);                            \
 				}                                                                                               \
 			}                                                                                                   \
 		}                                                                                                       \
-		_Pragma("GCC unroll 8") for (int v = 0; v < nv; v++) {                                                  \
+		_Pragma("GCC unroll 16") for (int v = 0; v < nv; v++) {                                                  \
 			__m##W bv = masked ? LOADM(b + j + v * LANES, mask[v]) : _mm##W##_loadu_ps(b + j + v * LANES);      \
 			_Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {                                               \
 				float *yr = y + r * out + j + v * LANES;                                                        \
-				__m##W sum = _mm##W##_add_ps(acc[r][v], bv);                                                    \
+				__m##W sum = _mm##W##_add_ps(acc[r * nv + v], bv);                                              \
 				if (masked) {                                                                                   \
 					STOREM(yr, mask[v], sum);                                                                   \
 				} else {                                                                                        \
@@ -66,6 +66,13 @@ void distrl_relu(int lanes, float *y, size_t n);
 	                                 float *restrict y, size_t in, size_t out, const int R) {                    \
 		const size_t block = NV * LANES;                                                                        \
 		size_t j = 0;                                                                                           \
+		/* A single row has one chain of multiply-adds per vector: four */                                     \
+		/* times the vectors keep as many in flight as 4 rows do. */                                            \
+		if (R == 1) {                                                                                           \
+			for (; j + 4 * block <= out; j += 4 * block) {                                                      \
+				dense_block_##W(x, w, b, y, in, out, j, 1, 4 * NV, 0, NULL);                                    \
+			}                                                                                                   \
+		}                                                                                                       \
 		for (; j + block <= out; j += block) {                                                                  \
 			dense_block_##W(x, w, b, y, in, out, j, R, NV, 0, NULL);                                            \
 		}                                                                                                       \

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # gpu-check.sh [PART...]: every GPU test and benchmark, on a machine with an NVIDIA GPU and no Go. Build the
 # bundle where Go is (`make bundle-gpu`: ../shared/tools/device-bundle -tags cuda ./policy/cuda ./algo/ppo
-# ./algo/dqn ./e2e ./trainerworker), carry bin/device to the GPU machine, run
+# ./algo/dqn ./e2e ./trainerworker ./nn), carry bin/device to the GPU machine, run
 #
 #   scripts/gpu-check.sh            # every part, about 10 minutes on an H100 with 16 cores
 #
 # and bring back the logs (in $OUT, else bin/device/out). Benchmark outputs are *-bench.txt:
 # `cat OUT/*-bench.txt | go run ./cmd/benchtab` prints their table where Go is.
+#   simd       nn: the vector paths of the C kernels (tanh, Adam, the elementwise loops, im2col, dense.c) on
+#              this machine's CPU, every path it runs against Go's loops and the GEMM: the AVX-512 paths
+#              where a development machine had AVX2 only (seconds)
 #   test       policy/cuda: CPU/GPU equivalence of the policy (MLPs and conv nets, batch 1 to 8192), sampling
 #   train      algo/ppo, algo/dqn: the PPO and DQN losses' gradients on the GPU against the CPU (batch 1 to
 #              8192, MinAtar's network and a 512x512 MLP), 20 Adam steps, checkpoints GPU -> CPU -> GPU; the
@@ -30,13 +33,15 @@ R=bin/device/run
 for g in bin/device/lib/*.gz; do [[ -e $g ]] && gunzip -f "$g"; done # make bundle-gpu packs large libraries
 for g in bin/device/*.gz; do [[ -e $g ]] && gunzip -f "$g" && chmod +x "${g%.gz}"; done
 [[ -e bin/device/rlctl ]] || ln -s rlctl-cuda bin/device/rlctl # make bundle-gpu leaves rlctl out for room
-(($#)) || set -- test train bench trainbench intake sink minatar e2e e2ebench
+(($#)) || set -- simd test train bench trainbench intake sink minatar e2e e2ebench
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 scripts/cpu-line.sh $R rlctl | tee "$out/cpu.txt"
 status=0
 for part in "$@"; do
   echo "== $part $(date +%T)"
   case $part in
+  simd) timeout 60 $R nn.test -test.run 'SIMD|Dense|Elementwise|Im2col|Tanh|Adam' -test.v -test.timeout 50s 2>&1 |
+          tee "$out/nn-simd-test.log" | grep -E -- '^--- |^ok|^PASS|^FAIL|panic' | tail -20 || status=1 ;;
   test) set -o pipefail; timeout 150 $R policy_cuda.test -test.v -test.timeout 140s 2>&1 | tee "$out/cuda-test.log" |
           grep -E -- '^--- |^ok|^PASS|^FAIL|actions differ|cuda:|panic|cuda_test' | tail -40 || status=1 ;;
   train) for p in algo_ppo algo_dqn trainerworker; do

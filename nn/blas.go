@@ -59,21 +59,21 @@ func (e elementwise) with(k kernels) kernels {
 
 // denseFaster says whether a dense layer of this shape runs faster in one
 // call of dense.c than as a bias fill, a GEMM and an activation
-// (BenchmarkDenseLayer, on AVX2): up to 8 rows (a 64x64 layer 1.5-2x, a
-// 512x512 one 1.25-2.7x), and up to 64 while the weights stay in the L1
-// cache; but not a head of a few columns, whose one vector a row is mostly
-// empty lanes, at one row (gonum's dot products in Go, no cgo call, are
-// faster) nor from 32 rows (OpenBLAS's matrix-vector products are).
+// (BenchmarkDenseLayer, on AVX2): at any batch while the weights stay in
+// the L1 cache (a 64x64 layer 1.2-5x, a MinAtar convolution's 36x16
+// 1.6-2.2x), and up to 8 rows beyond (a 512x512 layer 1.25-4.3x; from 32
+// rows OpenBLAS's blocking for the caches wins); but a head of a few
+// columns, whose one vector a row is mostly empty lanes, only from 2 rows
+// (gonum's dot products in Go, no cgo call, are faster at one) to 16
+// (from 32 OpenBLAS's matrix-vector products are).
 func denseFaster(batch, in, out int) bool {
 	switch {
 	case out < 8:
 		return batch > 1 && batch <= 16
-	case batch <= 8:
+	case in*out <= 8192:
 		return true
-	case batch > 64:
-		return false
 	}
-	return in*out <= 8192
+	return batch <= 8
 }
 
 // vecCallMin is the length from which tanhSlice and elementwise call

@@ -158,8 +158,8 @@ func (m *ActorCritic) forwardConv(ws *Workspace, x []float32, batch int) []float
 	for i := range m.conv {
 		l := &m.conv[i]
 		y := ws.conv[i]
-		fillRows(y[:batch*l.outSize()], m.params[l.b:l.b+l.outC])
-		w := m.params[l.w : l.w+l.cols()*l.outC]
+		w, b := m.params[l.w:l.w+l.cols()*l.outC], m.params[l.b:l.b+l.outC]
+		// Each chunk's patches are a dense layer's input: a row a pixel.
 		for img, per := 0, l.chunk(); img < batch; img += per {
 			n := min(per, batch-img)
 			in := x[img*l.inSize() : (img+n)*l.inSize()]
@@ -168,9 +168,8 @@ func (m *ActorCritic) forwardConv(ws *Workspace, x []float32, batch int) []float
 				col = ws.col[:n*l.pixels()*l.cols()]
 				l.im2col(in, n, col)
 			}
-			matMul(col, w, y[img*l.outSize():(img+n)*l.outSize()], n*l.pixels(), l.cols(), l.outC)
+			denseLayer(col, w, b, y[img*l.outSize():(img+n)*l.outSize()], n*l.pixels(), l.cols(), l.outC, m.spec.Activation)
 		}
-		activate(m.spec.Activation, y)
 		x = y
 	}
 	return x

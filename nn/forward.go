@@ -131,12 +131,19 @@ func (m *ActorCritic) forwardChain(ls []layer, x []float32, batch int, acts [][]
 		if l.act {
 			act = m.spec.Activation
 		}
-		if active.dense == nil || !active.dense(x, w, b, y, batch, l.in, l.out, act) {
-			denseGEMM(x, w, b, y, batch, l.in, l.out, act)
-		}
+		denseLayer(x, w, b, y, batch, l.in, l.out, act)
 		x = y
 	}
 	return x
+}
+
+// denseLayer sets y ([batch, out]) to act(x·W + b): in one call of
+// dense.c where the kernels have it and it is faster (denseFaster), else
+// by a GEMM.
+func denseLayer(x, w, b, y []float32, batch, in, out int, act Activation) {
+	if active.dense == nil || !active.dense(x, w, b, y, batch, in, out, act) {
+		denseGEMM(x, w, b, y, batch, in, out, act)
+	}
 }
 
 // denseGEMM sets y ([batch, out]) to act(x·W + b) by a GEMM: it starts

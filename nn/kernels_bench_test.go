@@ -201,18 +201,19 @@ func benchPaths() []struct {
 }
 
 // BenchmarkDenseLayer is one dense layer, y = act(x·W + b), on one core,
-// in rows/s, at the small batches of an actor's policy: as the forward
-// pass runs it (path=native: dense.c where denseFaster says so), through
-// each of dense.c's paths the CPU runs whatever the shape (path=avx512,
-// avx2), and as a bias fill, a GEMM of the native kernels and an
-// activation (path=gemm). Shapes: CartPole's two hidden layers and its
-// policy head, a 512x512 MLP's hidden layer, and MinAtar's dense layer.
+// in rows/s, at the small batches of an actor's policy and a learner's
+// 512: as the forward pass runs it (path=native: dense.c where denseFaster
+// says so), through each of dense.c's paths the CPU runs whatever the
+// shape (path=avx512, avx2), and as a bias fill, a GEMM of the native
+// kernels and an activation (path=gemm). Shapes: CartPole's two hidden layers and its
+// policy head, MinAtar's convolution (a row a pixel, its 3x3x4 patch in,
+// 16 filters out), a 512x512 MLP's hidden layer, and MinAtar's dense layer.
 func BenchmarkDenseLayer(b *testing.B) {
 	shapes := []struct {
 		name    string
 		in, out int
 		act     Activation
-	}{{"4x64", 4, 64, Tanh}, {"64x64", 64, 64, Tanh}, {"64x2", 64, 2, ""}, {"512x512", 512, 512, Tanh}, {"1024x128", 1024, 128, ReLU}}
+	}{{"4x64", 4, 64, Tanh}, {"64x64", 64, 64, Tanh}, {"64x2", 64, 2, ""}, {"36x16", 36, 16, ReLU}, {"512x512", 512, 512, Tanh}, {"1024x128", 1024, 128, ReLU}}
 	type path struct {
 		name string
 		run  func(x, w, bias, y []float32, batch, in, out int, act Activation)
@@ -233,7 +234,7 @@ func BenchmarkDenseLayer(b *testing.B) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, s := range shapes {
 		w, bias := normals(rng, s.in*s.out), normals(rng, s.out)
-		for _, batch := range []int{1, 8, 32} {
+		for _, batch := range []int{1, 8, 32, 512} {
 			x, y := normals(rng, batch*s.in), make([]float32, batch*s.out)
 			for _, p := range paths {
 				b.Run(s.name+"/batch="+strconv.Itoa(batch)+"/path="+p.name, func(b *testing.B) {

@@ -38,8 +38,9 @@ type kernels struct {
 	sumRows  func(dy, gb []float32, rows, out int)
 	im2col   func(g convGeom, x []float32, n int, col []float32)
 	col2im   func(g convGeom, x []float32, n int, col []float32)
-	// dense runs a whole dense layer of a small batch (bias, product,
-	// activation) and says whether it did; nil: never.
+	// dense runs a whole dense layer (bias, product, activation) in one
+	// call where that is faster than a GEMM, and says whether it did; nil:
+	// never.
 	dense func(x, w, b, y []float32, batch, in, out int, act Activation) bool
 }
 
@@ -49,8 +50,8 @@ type kernels struct {
 var goKernels = kernels{name: "gonum", blas: gonum.Implementation{}, fansOut: true, tanh: tanhGo, adam: adamGo,
 	relu: reluGo, tanhGrad: tanhGradGo, reluGrad: reluGradGo, sumRows: sumRowsGo, im2col: im2colGo, col2im: col2imGo}
 
-// with is k with its elementwise loops, im2col, col2im and small dense
-// layers those of e.
+// with is k with its elementwise loops, im2col, col2im and dense layers
+// those of e.
 func (e elementwise) with(k kernels) kernels {
 	k.relu, k.tanhGrad, k.reluGrad, k.sumRows, k.im2col, k.col2im = e.relu, e.tanhGrad, e.reluGrad, e.sumRows, e.im2col, e.col2im
 	k.dense = e.dense

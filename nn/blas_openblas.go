@@ -199,7 +199,8 @@ func (e elementwise) sumRows(dy, gb []float32, rows, out int) {
 
 // dense runs the layer y = act(x·W + b) of batch rows in dense.c, in one
 // call, where that is faster than a GEMM (denseFaster) and the CPU has a
-// vector path, and says whether it did; forwardChain runs the others.
+// vector path, and says whether it did; denseLayer runs the others by a
+// GEMM.
 func (e elementwise) dense(x, w, b, y []float32, batch, in, out int, act Activation) bool {
 	return e.lanes > 1 && denseFaster(batch, in, out) && e.denseOn(x, w, b, y, batch, in, out, act)
 }

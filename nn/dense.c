@@ -13,7 +13,7 @@ void distrl_relu(int lanes, float *y, size_t n);
 // costs are a few hundred nanoseconds). Here the weights are read where
 // they lie, R rows of x at a time against NV vectors of W's columns held
 // in registers, and the bias and the activation follow in the same call.
-// The same holds at any batch for weights that fit the L1 cache (a
+// It is faster at any batch, too, for weights that fit the L1 cache (a
 // convolution's, a row a pixel), where OpenBLAS's packing buys nothing.
 //
 // Each output is the multiply-adds of its row of x and column of W in k's

@@ -24,7 +24,7 @@ void distrl_relu(int lanes, float *y, size_t n);
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 
-// DENSE_PATH(W, LANES, NV, TARGET) defines dense_W: x ([rows, in]) times w
+// DENSE_PATH(W, LANES, NV, TARGET, MASK_T, MASK_OF, LOADM, STOREM) defines dense_W: x ([rows, in]) times w
 // ([in, out]) plus b into y ([rows, out]), through vectors of W bits, NV of
 // them across a block of columns, 4 rows a block and one at a time for
 // the rest (4·NV vectors a block for those, as far as the columns go). The last block of columns is masked (LOADM, STOREM), the others

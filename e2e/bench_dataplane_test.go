@@ -17,6 +17,7 @@ import (
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/policy"
+	"github.com/distrl/distrl/stream"
 	"github.com/distrl/distrl/worker/member"
 	"github.com/distrl/distrl/worker/panel"
 )
@@ -98,13 +99,27 @@ func BenchmarkPipelineActors(b *testing.B) {
 // BenchmarkPipelineColocated is BenchmarkPipelineActors with a policy
 // worker in each actor's process (rlctl worker --with policy, the policy
 // group's colocate: actor, as in cartpole-sink): the actor's requests go
-// to it through shared memory in the same loop, with no hand-off between
-// processes; each policy worker batches only its own actor's requests.
+// to it in memory in the same loop, with no hand-off between processes;
+// each policy worker batches only its own actor's requests. The ones
+// ending in /ring send them through a shared-memory ring to the own
+// process instead, encoded (DISTRL_INPROCESS=0, as before the in-process
+// path).
 func BenchmarkPipelineColocated(b *testing.B) {
 	c := newCluster(b)
-	for _, p := range []struct{ actors, envs int }{{1, 8}, {2, 8}, {4, 8}, {2, 64}, {2, 256}} {
-		b.Run(fmt.Sprintf("actors=%d/envs=%d", p.actors, p.envs), func(b *testing.B) {
-			benchPipeline(b, c.benchTrial(b), pipeline{actors: p.actors, ring: p.envs, colocate: true})
+	for _, p := range []struct {
+		actors, envs int
+		ring         bool
+	}{{1, 8, false}, {2, 8, false}, {2, 8, true}, {4, 8, false}, {2, 64, false}, {2, 64, true}, {2, 256, false}} {
+		name := fmt.Sprintf("actors=%d/envs=%d", p.actors, p.envs)
+		if p.ring {
+			name += "/ring"
+		}
+		b.Run(name, func(b *testing.B) {
+			sub := c.benchTrial(b)
+			if p.ring {
+				sub.env = append(sub.env, stream.InProcessEnv+"=0")
+			}
+			benchPipeline(b, sub, pipeline{actors: p.actors, ring: p.envs, colocate: true})
 		})
 	}
 }

@@ -156,12 +156,14 @@ func BenchmarkRawPushPull64KiB(b *testing.B) {
 // one policy worker in the same goroutine: Post rows, Flush, server Poll
 // and Respond (a trivial policy), client Poll until every row is Ready,
 // Consume. It is latency-bound: over ZMQ, two TCP loopback hops per
-// iteration; over shared memory (same node, the default), two ring writes.
+// iteration; over shared memory (another process on the node), two ring
+// writes; in process (the default here), two hand-overs without encoding.
 func BenchmarkInferenceRoundTrip(b *testing.B) {
-	for _, tc := range []struct{ transport, env string }{{"zmq", "0"}, {"shm", ""}} {
+	for _, tc := range []struct{ transport, shm, proc string }{{"zmq", "0", ""}, {"shm", "", "0"}, {"inprocess", "", ""}} {
 		for _, rows := range []int{1, 16, 128} {
 			b.Run(fmt.Sprintf("%s/rows=%d", tc.transport, rows), func(b *testing.B) {
-				b.Setenv(shm.Env, tc.env)
+				b.Setenv(shm.Env, tc.shm)
+				b.Setenv(stream.InProcessEnv, tc.proc)
 				benchInferenceRoundTrip(b, rows)
 			})
 		}

@@ -79,6 +79,13 @@
 // doorbell (WaitFds, PrepareWait) wakes it when the other sends while it
 // sleeps. DISTRL_SHM=0 turns this off.
 //
+// Within one process (a policy worker hosted with its actor), they are
+// not encoded at all: the client hands a copy of its rows to the server's
+// inbox, found by the listener's directory, and the server hands back
+// each row's result, under a mutex a side, with the same doorbells
+// (inference_local.go). Such a client and server may run on different
+// goroutines. DISTRL_INPROCESS=0 (or DISTRL_SHM=0) turns this off.
+//
 // Address records hold "host:port" (a value with a scheme, such as
 // "tcp://host:port" or "ipc:///path", is used as is). A bound stream socket
 // is also bound to an ipc:// path and advertises "host:port|ipc:///path|node"

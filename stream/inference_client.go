@@ -93,12 +93,16 @@ type RemoteInferenceOptions struct {
 type InferenceClientStats struct {
 	Posted   int64 // observations posted
 	Messages int64 // request messages sent
-	Bytes    int64 // bytes of the request messages sent
+	// Bytes are the bytes of the request messages encoded (none for a
+	// policy worker of this process: its requests are not).
+	Bytes int64
 	// SharedMemory counts the request messages sent over shared memory
 	// (to policy workers on this node), out of Messages.
 	SharedMemory int64
-	// SameProcess counts those of them sent to a policy worker of this
-	// process (colocated with the client: `rlctl worker --with`).
+	// SameProcess counts the request messages to a policy worker of this
+	// process (colocated with the client: `rlctl worker --with`), out of
+	// Messages: handed over in memory, or with DISTRL_INPROCESS=0 through
+	// shared memory (counted there too).
 	SameProcess int64
 	Replies     int64 // results received in time
 	// RoundTrip is a moving average (over about 16 replies) of the time
@@ -295,36 +299,14 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 	}
 	// While the last Flush found no room, skip encoding until something
 	// could take the message.
-	if (c.shm == nil || len(c.shm.peers) == 0) && stillNoRoom(c.sock, c.blocked) {
+	if c.sharedPeers() == 0 && stillNoRoom(c.sock, c.blocked) {
 		return nil
 	}
-	rows := len(c.qIDs)
-	c.shape1[0] = rows
-	c.shape2[0], c.shape2[1] = rows, c.opts.ObsDim
-	e := c.enc.Reset()
-	ids := api.Tensor[int64]{Shape: c.shape1[:], Data: c.qIDs}
-	obs := api.Tensor[float32]{Shape: c.shape2[:], Data: c.qObs}
-	if err := encodeRequest(e, ids, obs); err != nil {
-		return fmt.Errorf("stream: encode inference request: %w", err)
-	}
-	// Policy workers on this node get it through shared memory; ZMQ takes
-	// what no ring has room for.
-	if sent, local := c.shm.send(c.enc.Bytes()); sent {
-		c.stats.SharedMemory++
-		if local {
-			c.stats.SameProcess++
-		}
-	} else if _, err := c.sock.SendBytes(c.enc.Bytes(), zmq.DONTWAIT); err != nil {
-		if zsock.IsEAGAIN(err) {
-			// IMMEDIATE makes this the answer when no connection is up
-			// (the registered workers are down or still connecting) or
-			// every queue is full.
-			c.blocked = sendNoRoom
-			return nil
-		}
-		return fmt.Errorf("stream: send inference request: %w", err)
-	} else {
-		c.zmqUntil = c.clock.Add(2 * c.opts.Timeout)
+	// A policy worker of this process takes the rows as they are.
+	if c.shm.postLocal(c.qIDs, c.qObs, c.opts.ObsDim) {
+		c.stats.SameProcess++
+	} else if sent, err := c.send(); err != nil || !sent {
+		return err
 	}
 	for _, id := range c.qIDs {
 		if r := c.reqs.at(ReqID(id)); r != nil { // queued ids are held: expire takes failed ones out
@@ -334,8 +316,44 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 	c.qIDs, c.qObs = c.qIDs[:0], c.qObs[:0]
 	c.blocked = sendOK
 	c.stats.Messages++
-	c.stats.Bytes += int64(c.enc.Len())
 	return nil
+}
+
+// send encodes the queued requests as one message and sends it: through
+// shared memory to a policy worker on this node, or over ZMQ where no ring
+// has room. sent is false when ZMQ had no room either (Flush tries again
+// later).
+func (c *RemoteInferenceClient) send() (sent bool, err error) {
+	rows := len(c.qIDs)
+	c.shape1[0] = rows
+	c.shape2[0], c.shape2[1] = rows, c.opts.ObsDim
+	e := c.enc.Reset()
+	ids := api.Tensor[int64]{Shape: c.shape1[:], Data: c.qIDs}
+	obs := api.Tensor[float32]{Shape: c.shape2[:], Data: c.qObs}
+	if err := encodeRequest(e, ids, obs); err != nil {
+		return false, fmt.Errorf("stream: encode inference request: %w", err)
+	}
+	if sent, ownProcess := c.shm.send(c.enc.Bytes()); sent {
+		c.stats.SharedMemory++
+		if ownProcess {
+			c.stats.SameProcess++
+		}
+		c.stats.Bytes += int64(c.enc.Len())
+		return true, nil
+	}
+	if _, err := c.sock.SendBytes(c.enc.Bytes(), zmq.DONTWAIT); err != nil {
+		if zsock.IsEAGAIN(err) {
+			// IMMEDIATE makes this the answer when no connection is up
+			// (the registered workers are down or still connecting) or
+			// every queue is full.
+			c.blocked = sendNoRoom
+			return false, nil
+		}
+		return false, fmt.Errorf("stream: send inference request: %w", err)
+	}
+	c.zmqUntil = c.clock.Add(2 * c.opts.Timeout)
+	c.stats.Bytes += int64(c.enc.Len())
+	return true, nil
 }
 
 // Poll takes in the replies that have arrived and fails requests whose
@@ -353,6 +371,9 @@ func (c *RemoteInferenceClient) Poll() error {
 	if c.shm != nil {
 		n := len(c.shm.peers)
 		c.shm.upkeep(now)
+		c.shm.locals.take(func(r *localResult, refusal string) {
+			c.settle(r.id, r.first, r.refused, refusal, r.res, now)
+		})
 		for p, frame := c.shm.recv(); p != nil; p, frame = c.shm.recv() {
 			c.takeReply(frame, now)
 		}
@@ -386,31 +407,43 @@ func (c *RemoteInferenceClient) takeReply(frame []byte, now time.Time) {
 		c.malLog.Warn(c.log, "stream: dropped malformed inference reply", "err", err, "bytes", len(frame), "malformed", c.stats.Malformed)
 		return
 	}
-	if refusal != "" {
-		c.refusal = refusal
-	}
 	rows := rowsOf(&c.repInf)
 	for i, id := range c.repIDs.Data {
-		r := c.reqs.at(ReqID(id))
-		if r == nil || r.state != reqSent {
-			// Expired (and maybe consumed) already, or an id this client
-			// never sent.
-			c.stats.Late++
-			continue
+		var res InferenceResult
+		if refusal == "" {
+			res = rows.at(i)
 		}
-		if i == 0 { // the requests of one reply were posted together
-			c.noteRoundTrip(now.Sub(r.deadline.Add(-c.opts.Timeout)))
-		}
-		if refusal != "" {
-			r.state = reqRefused
-			c.stats.Refused++
-		} else {
-			r.state = reqDone
-			r.result = rows.at(i)
-			c.stats.Replies++
-			c.expired = 0
-		}
+		c.settle(id, i == 0, refusal != "", refusal, res, now)
 	}
+}
+
+// settle records the outcome of request id, a row of a reply taken in at
+// now: first says it is the reply's first row (the requests of one reply
+// were posted together, and its round trip is timed), refused that the
+// policy worker refused it, for the reason refusal.
+func (c *RemoteInferenceClient) settle(id int64, first, refused bool, refusal string, res InferenceResult, now time.Time) {
+	if refused {
+		c.refusal = refusal
+	}
+	r := c.reqs.at(ReqID(id))
+	if r == nil || r.state != reqSent {
+		// Expired (and maybe consumed) already, or an id this client
+		// never sent.
+		c.stats.Late++
+		return
+	}
+	if first {
+		c.noteRoundTrip(now.Sub(r.deadline.Add(-c.opts.Timeout)))
+	}
+	if refused {
+		r.state = reqRefused
+		c.stats.Refused++
+		return
+	}
+	r.state = reqDone
+	r.result = res
+	c.stats.Replies++
+	c.expired = 0
 }
 
 // noteRoundTrip adds one round trip to the moving average.
@@ -529,7 +562,7 @@ func (c *RemoteInferenceClient) Stats() InferenceClientStats { return c.stats }
 func (c *RemoteInferenceClient) Socket() *zmq.Socket { return c.sock }
 
 // SharedMemoryServers is the number of same-node policy workers this client
-// reaches over shared memory.
+// reaches over shared memory or in its own process.
 func (c *RemoteInferenceClient) SharedMemoryServers() int { return c.sharedPeers() }
 
 // Close stops following name resolve and closes the socket. Requests

@@ -61,9 +61,10 @@ type InferenceServerStats struct {
 
 // span is the part of a batch that came from one request.
 type span struct {
-	identity []byte   // ROUTER identity of the client ...
-	peer     *shmPeer // ... or its shared-memory channel
-	start, n int      // rows
+	identity []byte     // ROUTER identity of the client ...
+	peer     *shmPeer   // ... or its shared-memory channel ...
+	link     *localLink // ... or its link in this process
+	start, n int        // rows
 }
 
 // InferenceBatch is observations from one or more requests, ready for
@@ -215,7 +216,8 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 		s.shm.poll(now)
 	}
 	zmqDrained := !s.zmqLive && s.sharedPeers() > 0 && now.Sub(s.zmqLooked) < s.zmqRecheckAt(now)
-	zmqGot := false // this Poll received from the ZeroMQ socket
+	zmqGot := false              // this Poll received from the ZeroMQ socket
+	localDrained := s.shm == nil // no in-process request waits
 receive:
 	for drops := 0; len(b.ids) < maxRows && drops < maxDropsPerPoll; {
 		var msg heldMsg
@@ -240,6 +242,17 @@ receive:
 				continue
 			}
 			msg.identity, msg.payload = parts[0], parts[1]
+		case !localDrained:
+			r, full := s.shm.inbox.take(maxRows-len(b.ids), len(b.ids) == 0)
+			switch {
+			case full:
+				break receive
+			case r == nil:
+				localDrained = true
+			case s.takeLocal(b, r) != nil:
+				drops++
+			}
+			continue
 		case s.shm != nil:
 			if msg.peer, msg.payload = s.shm.recv(); msg.peer == nil {
 				break receive
@@ -292,6 +305,27 @@ func extend[T any](dst, src []T) []T {
 	return append(dst, src...)
 }
 
+// takeLocal adds the request of a client in this process to the batch, or
+// refuses it (the error) for the wrong observation length; either way its
+// storage goes back to the client.
+func (s *InferenceServer) takeLocal(b *InferenceBatch, r *localRequest) error {
+	defer r.link.recycle(r)
+	if err := s.checkDim(r.dim); err != nil {
+		s.stats.Refused++
+		s.malLog.Warn(s.log, "stream: refused inference request", "err", err, "client", "this process", "refused", s.stats.Refused)
+		if !r.link.reply(r.ids, nil, 0, err.Error()) {
+			s.stats.Undeliverable++
+		}
+		return err
+	}
+	b.spans = append(b.spans, span{link: r.link, start: len(b.ids), n: len(r.ids)})
+	b.ids = append(b.ids, r.ids...)
+	b.Obs.Data = append(b.Obs.Data, r.obs...)
+	s.stats.Messages++
+	s.stats.Rows += int64(len(r.ids))
+	return nil
+}
+
 // finish sets the batch's shape.
 func (s *InferenceServer) finish(b *InferenceBatch) {
 	b.shape[0], b.shape[1] = len(b.ids), s.dim
@@ -309,7 +343,12 @@ func (s *InferenceServer) decode(payload []byte) error {
 	if err := decodeRequest(s.dec, payload, &s.reqIDs, &s.reqObs); err != nil {
 		return err
 	}
-	d := s.reqObs.Shape[1]
+	return s.checkDim(s.reqObs.Shape[1])
+}
+
+// checkDim holds a request's observation length d to the server's, which
+// the first request sets where the options did not.
+func (s *InferenceServer) checkDim(d int) error {
 	if s.dim == 0 {
 		s.dim = d
 		s.log.Info("stream: inference server takes observation length from the first request", "obs_dim", d)
@@ -375,7 +414,16 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 	if err := checkInference(out, b.Rows()); err != nil {
 		return fmt.Errorf("stream: Respond: inference does not fit the batch: %w", err)
 	}
+	rows := rowsOf(out) // for clients in this process
 	for _, sp := range b.spans {
+		if sp.link != nil {
+			if sp.link.reply(b.ids[sp.start:sp.start+sp.n], &rows, sp.start, "") {
+				s.stats.Replies++
+			} else {
+				s.stats.Undeliverable++
+			}
+			continue
+		}
 		s.shape1[0] = sp.n
 		ids := api.Tensor[int64]{Shape: s.shape1[:], Data: b.ids[sp.start : sp.start+sp.n]}
 		// The view's [n] shapes share shape1 with ids: the values are equal.
@@ -401,7 +449,7 @@ func (s *InferenceServer) Respond(b *InferenceBatch, out *api.Inference) error {
 func (s *InferenceServer) Socket() *zmq.Socket { return s.sock }
 
 // SharedMemoryClients is the number of same-node clients attached over
-// shared memory.
+// shared memory or, in this process, linked to its inbox.
 func (s *InferenceServer) SharedMemoryClients() int { return s.sharedPeers() }
 
 // Addr is the "host:port" the server is bound to and registered under.

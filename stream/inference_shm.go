@@ -49,6 +49,19 @@ type shmPeers struct {
 	// a client when it dials a server, which bumps the listener's count
 	// first), so a busy side skips the read.
 	armed bool
+	// local is the side's in-process path (inference_local.go): it is
+	// armed, looked at and counted with the rings.
+	local localSide
+}
+
+// localSide is a client's or a server's in-process path, as the wait sees
+// it: arm tells the other side this one is about to sleep (false when
+// something waits already), pending whether something waits, count the
+// peers linked.
+type localSide interface {
+	arm() bool
+	pending() bool
+	count() int
 }
 
 // drop closes p's channel and forgets it.
@@ -105,7 +118,7 @@ func (s *shmPeers) recv() (*shmPeer, []byte) {
 // message is already waiting.
 func (s *shmPeers) prepareWait() bool {
 	s.armed = true
-	sleep := true
+	sleep := s.local.arm()
 	for _, p := range s.peers {
 		sleep = p.ch.PrepareWait() && sleep
 	}
@@ -115,12 +128,15 @@ func (s *shmPeers) prepareWait() bool {
 // inputReady reports whether a peer's message is waiting in a channel, and
 // whether any peer is attached.
 func (s *shmPeers) inputReady() (ready, peers bool) {
+	if s.local.pending() {
+		return true, true
+	}
 	for _, p := range s.peers {
 		if p.ch.Pending() {
 			return true, true
 		}
 	}
-	return false, len(s.peers) > 0
+	return false, len(s.peers)+s.local.count() > 0
 }
 
 func (s *shmPeers) close() {
@@ -170,18 +186,20 @@ func (w *sharedWait) InputReady() (ready, peers bool) {
 	return w.peers.inputReady()
 }
 
-// sharedPeers is the number of same-node peers attached over shared memory.
+// sharedPeers is the number of same-node peers attached over shared memory
+// or in this process.
 func (w *sharedWait) sharedPeers() int {
 	if w.peers == nil {
 		return 0
 	}
-	return len(w.peers.peers)
+	return len(w.peers.peers) + w.peers.local.count()
 }
 
 // shmServer is an InferenceServer's shared-memory side.
 type shmServer struct {
 	shmPeers
-	l *shm.Listener
+	l     *shm.Listener
+	inbox *localInbox // clients of this process
 }
 
 // newShmServer listens in shm.DefaultDir; nil (with a log line) where
@@ -196,7 +214,9 @@ func newShmServer(log *slog.Logger) *shmServer {
 		log.Warn("stream: no shared-memory listener; same-node clients use ZMQ", "err", err)
 		return nil
 	}
-	return &shmServer{shmPeers: shmPeers{log: log, bell: l.Doorbell()}, l: l}
+	s := &shmServer{shmPeers: shmPeers{log: log, bell: l.Doorbell()}, l: l, inbox: newLocalInbox(l.Dir(), l.Doorbell())}
+	s.local = s.inbox
+	return s
 }
 
 // poll takes in channels dialled since the last poll and does the upkeep.
@@ -233,6 +253,7 @@ func (s *shmServer) send(p *shmPeer, msg []byte) bool {
 }
 
 func (s *shmServer) close() error {
+	s.inbox.close() // before the doorbell closes with the listener
 	s.shmPeers.close()
 	return s.l.Close()
 }
@@ -241,12 +262,14 @@ func (s *shmServer) close() error {
 // every policy worker on this node that offers one.
 type shmClient struct {
 	shmPeers
-	c *shm.Client
+	c      *shm.Client
+	locals localLinks // to the policy workers of this process
 	// pid is this process's id: channels to a policy worker in this
-	// process (a colocated one, `--with`) are kept first in peers, local
-	// of them, and take every request they have room for.
-	pid   int
-	local int
+	// process (a colocated one, `--with`, with DISTRL_INPROCESS=0) are
+	// kept first in peers, ownProcess of them, and take every request they
+	// have room for.
+	pid        int
+	ownProcess int
 	// sendNext is the channel the next request tries first, among the
 	// local ones or, while there are none, among all.
 	sendNext int
@@ -264,24 +287,32 @@ func newShmClient(log *slog.Logger) *shmClient {
 		log.Warn("stream: no shared-memory doorbell; requests to same-node policy workers go over ZMQ", "err", err)
 		return nil
 	}
-	return &shmClient{shmPeers: shmPeers{log: log, bell: c.Doorbell()}, c: c, pid: os.Getpid()}
+	s := &shmClient{shmPeers: shmPeers{log: log, bell: c.Doorbell()}, c: c, pid: os.Getpid(),
+		locals: newLocalLinks(log, c.Doorbell())}
+	s.local = &s.locals
+	return s
 }
 
-// observe dials the records that offer a listener on this node and drops
-// the channels whose record is gone or changed.
+// observe links the records of this process's servers, dials those that
+// offer a listener elsewhere on this node, and drops the links and
+// channels whose record is gone or changed.
 func (s *shmClient) observe(snap map[string]string) {
+	dirs := make(map[string]string, len(snap))
+	for key, rec := range snap {
+		dirs[key] = zsock.SharedMemory(rec)
+	}
+	s.locals.observe(dirs)
 	have := make(map[string]*shmPeer, len(s.peers))
 	// Over a copy: drop removes from s.peers.
 	for _, p := range slices.Clone(s.peers) {
-		if dir := zsock.SharedMemory(snap[p.key]); dir != p.dir {
+		if dirs[p.key] != p.dir {
 			s.drop(p, "policy worker unregistered", nil)
 			continue
 		}
 		have[p.key] = p
 	}
-	for key, rec := range snap {
-		dir := zsock.SharedMemory(rec)
-		if dir == "" || have[key] != nil {
+	for key, dir := range dirs {
+		if dir == "" || have[key] != nil || s.locals.linked(key) {
 			continue
 		}
 		ch, err := s.c.Dial(dir, 0)
@@ -302,10 +333,10 @@ func (s *shmClient) sortLocal() {
 	slices.SortStableFunc(s.peers, func(a, b *shmPeer) int {
 		return cmp.Compare(s.rank(a), s.rank(b))
 	})
-	s.local = 0
+	s.ownProcess = 0
 	for _, p := range s.peers {
 		if s.rank(p) == 0 {
-			s.local++
+			s.ownProcess++
 		}
 	}
 }
@@ -314,7 +345,7 @@ func (s *shmClient) sortLocal() {
 // (local) or to others. Clamped: the client recounts after its Poll drops
 // a channel, but a stale count must never index past peers.
 func (s *shmClient) tier(local bool) (lo, hi int) {
-	l := min(s.local, len(s.peers))
+	l := min(s.ownProcess, len(s.peers))
 	if local {
 		return 0, l
 	}
@@ -367,7 +398,14 @@ func (s *shmClient) send(msg []byte) (sent, local bool) {
 	return false, false
 }
 
+// postLocal hands the rows to a policy worker of this process; false when
+// there is none (or s is nil).
+func (s *shmClient) postLocal(ids []int64, obs []float32, dim int) bool {
+	return s != nil && s.locals.post(ids, obs, dim)
+}
+
 func (s *shmClient) close() error {
+	s.locals.close() // before the doorbell closes
 	s.shmPeers.close()
 	return s.c.Close()
 }

@@ -1,6 +1,7 @@
 package stream_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -11,19 +12,36 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Requests to a policy worker on this node go through shared memory, unless
-// DISTRL_SHM=0; the answers are the same either way.
+// sameNode runs test for each way a client reaches a server of its own
+// process: handed over in memory (the default) and through a shared-memory
+// ring (DISTRL_INPROCESS=0), as a server in another process on the node.
+func sameNode(t *testing.T, test func(t *testing.T)) {
+	for _, tc := range []struct{ name, env string }{{"in process", ""}, {"shared memory", "0"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(stream.InProcessEnv, tc.env)
+			test(t)
+		})
+	}
+}
+
+// Requests to a policy worker of this process are handed over in memory,
+// to one elsewhere on this node go through shared memory, unless
+// DISTRL_SHM=0; the answers are the same every way.
 func TestInferenceTransports(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		env  string
-		shm  bool
+		name      string
+		shm, proc string // the environment
+		// How many of the requests go in process and through shared
+		// memory; whether the two sides attach (are on one node).
+		inProcess, shared, attached bool
 	}{
-		{"shared memory", "", true},
-		{"zmq", "0", false},
+		{name: "in process", inProcess: true, attached: true},
+		{name: "shared memory", proc: "0", shared: true, attached: true},
+		{name: "zmq", shm: "0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(shm.Env, tc.env)
+			t.Setenv(shm.Env, tc.shm)
+			t.Setenv(stream.InProcessEnv, tc.proc)
 			repo := workertest.Repo(t)
 			srv := newServer(t, repo, 0, nil)
 			c := newClient(t, repo, 0)
@@ -31,25 +49,33 @@ func TestInferenceTransports(t *testing.T) {
 				drive(t, []stream.InferenceClient{c}, []*server{srv}, post(t, c, seq(10*i, 3)...))
 			}
 			st := c.Stats()
-			if tc.shm != (st.SharedMemory == st.Messages && st.Messages > 0) || !tc.shm && st.SharedMemory != 0 {
-				t.Errorf("%d of %d request messages over shared memory", st.SharedMemory, st.Messages)
+			all := func(want bool, n int64) bool { return want == (n == st.Messages) && (want || n == 0) }
+			if st.Messages == 0 || !all(tc.shared, st.SharedMemory) || !all(tc.inProcess || tc.shared, st.SameProcess) {
+				t.Errorf("%d request messages, %d of them over shared memory, %d to this process's server", st.Messages, st.SharedMemory, st.SameProcess)
 			}
-			// The server is in this process: a colocated policy worker.
-			if st.SameProcess != st.SharedMemory {
-				t.Errorf("%d of %d shared-memory messages went to this process's server", st.SameProcess, st.SharedMemory)
+			if tc.inProcess != (st.Bytes == 0) {
+				t.Errorf("%d bytes encoded for %d request messages", st.Bytes, st.Messages)
 			}
-			if got, want := srv.SharedMemoryClients(), map[bool]int{true: 1}[tc.shm]; got != want {
-				t.Errorf("server has %d shared-memory clients, want %d", got, want)
+			if got, want := srv.SharedMemoryClients(), map[bool]int{true: 1}[tc.attached]; got != want {
+				t.Errorf("server has %d same-node clients, want %d", got, want)
 			}
-			if got, want := len(c.WaitFds()), map[bool]int{true: 1}[tc.shm]; got != want {
+			if got, want := c.SharedMemoryServers(), map[bool]int{true: 1}[tc.attached]; got != want {
+				t.Errorf("client has %d same-node servers, want %d", got, want)
+			}
+			if got, want := len(c.WaitFds()), map[bool]int{true: 1}[tc.attached]; got != want {
 				t.Errorf("client waits on %d descriptors, want %d", got, want)
 			}
 		})
 	}
 }
 
-// A request larger than a ring goes over ZMQ.
+// A request larger than a ring goes over ZMQ, or in process to a server of
+// this process.
 func TestInferenceLargeRequestOverZMQ(t *testing.T) {
+	sameNode(t, testInferenceLargeRequest)
+}
+
+func testInferenceLargeRequest(t *testing.T) {
 	repo := workertest.Repo(t)
 	const dim = shm.DefaultCapacity/4 + 16
 	srv := newServer(t, repo, 0, func(o *stream.InferenceServerOptions) { o.ObsDim = dim })
@@ -68,17 +94,28 @@ func TestInferenceLargeRequestOverZMQ(t *testing.T) {
 	}
 	ps := []pending{{c: c, id: id, x: 3}}
 	drive(t, []stream.InferenceClient{c}, []*server{srv}, ps)
-	if st := c.Stats(); st.Messages != 1 || st.SharedMemory != 0 {
-		t.Errorf("stats %+v: want the one message over ZMQ", st)
+	if st := c.Stats(); st.Messages != 1 || st.SharedMemory != 0 || st.SameProcess != int64(inProcess(t)) {
+		t.Errorf("stats %+v: want the one message over ZMQ (in process: %d)", st, inProcess(t))
 	}
 	if srv.SharedMemoryClients() != 1 {
 		t.Error("the client did not attach over shared memory")
 	}
 }
 
+// inProcess is 1 where a test's clients reach the servers of this process
+// in memory (sameNode), else 0.
+func inProcess(t *testing.T) int {
+	if os.Getenv(stream.InProcessEnv) == "0" {
+		return 0
+	}
+	return 1
+}
+
 // Each side's doorbell becomes readable when the other sends while it is
 // about to sleep: that is what wakes an idle worker.
-func TestInferenceDoorbells(t *testing.T) {
+func TestInferenceDoorbells(t *testing.T) { sameNode(t, testInferenceDoorbells) }
+
+func testInferenceDoorbells(t *testing.T) {
 	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, nil)
 	c := newClient(t, repo, 0)
@@ -160,6 +197,10 @@ func TestInferenceServerDropsMalformedSharedMemory(t *testing.T) {
 // A client drops the channels of every policy worker that unregisters, all
 // of them when they go at once.
 func TestInferenceClientDropsUnregisteredServers(t *testing.T) {
+	sameNode(t, testInferenceClientDropsUnregisteredServers)
+}
+
+func testInferenceClientDropsUnregisteredServers(t *testing.T) {
 	repo := workertest.Repo(t)
 	servers := []*server{newServer(t, repo, 0, nil), newServer(t, repo, 1, nil), newServer(t, repo, 2, nil)}
 	c := newClient(t, repo, 0)
@@ -190,6 +231,10 @@ func TestInferenceClientDropsUnregisteredServers(t *testing.T) {
 // with many requests queued does not keep another's waiting past the next
 // batch.
 func TestInferenceServerTakesSharedMemoryClientsInTurn(t *testing.T) {
+	sameNode(t, testInferenceServerTakesSharedMemoryClientsInTurn)
+}
+
+func testInferenceServerTakesSharedMemoryClientsInTurn(t *testing.T) {
 	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, nil)
 	a, b := newClient(t, repo, 0), newClient(t, repo, 0)
@@ -229,6 +274,10 @@ func TestInferenceServerTakesSharedMemoryClientsInTurn(t *testing.T) {
 // beside them (a client on another node) is still answered, round after
 // round, while the shared-memory traffic goes on.
 func TestInferenceZMQClientBesideSharedMemory(t *testing.T) {
+	sameNode(t, testInferenceZMQClientBesideSharedMemory)
+}
+
+func testInferenceZMQClientBesideSharedMemory(t *testing.T) {
 	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, nil)
 	local := newClient(t, repo, 0)
@@ -242,8 +291,8 @@ func TestInferenceZMQClientBesideSharedMemory(t *testing.T) {
 	if st := remote.Stats(); st.SharedMemory != 0 || st.Messages != 50 {
 		t.Errorf("remote client: %d of %d messages over shared memory; want 0 of 50", st.SharedMemory, st.Messages)
 	}
-	if st := local.Stats(); st.SharedMemory != st.Messages {
-		t.Errorf("local client: %d of %d messages over shared memory", st.SharedMemory, st.Messages)
+	if st := local.Stats(); st.SameProcess != st.Messages || st.SharedMemory != st.Messages*int64(1-inProcess(t)) {
+		t.Errorf("local client: %d of %d messages to this process's server, %d over shared memory", st.SameProcess, st.Messages, st.SharedMemory)
 	}
 	if n := srv.SharedMemoryClients(); n != 1 {
 		t.Errorf("%d shared-memory clients, want 1", n)

@@ -144,9 +144,13 @@ func TestInferenceServerMaxRows(t *testing.T) {
 				})
 			}
 			// Wait for the first message, then give the rest time to land.
-			if _, err := srv.poller.Poll(5 * time.Second); err != nil {
-				t.Fatal(err)
-			}
+			eventually.True(t, 10*time.Second, "first request", func() bool {
+				if ready, _ := srv.InputReady(); ready {
+					return true
+				}
+				n, err := srv.poller.Poll(time.Millisecond)
+				return err == nil && len(n) > 0
+			})
 			time.Sleep(100 * time.Millisecond)
 			for srv.serve(t, tc.maxRows) > 0 {
 			}
@@ -379,12 +383,13 @@ func TestInferenceServerTakesObsDimFromFirstRequest(t *testing.T) {
 }
 
 // A client whose observations do not fit the policy worker's is told so:
-// its requests fail at once with the worker's reason, over ZMQ and over
-// shared memory, and a client that fits is served as before.
+// its requests fail at once with the worker's reason, in process, over
+// shared memory and over ZMQ, and a client that fits is served as before.
 func TestInferenceRefusesWrongObservationLength(t *testing.T) {
-	for _, tc := range []struct{ name, env string }{{"shared memory", ""}, {"zmq", "0"}} {
+	for _, tc := range []struct{ name, shm, proc string }{{"in process", "", ""}, {"shared memory", "", "0"}, {"zmq", "0", ""}} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(shm.Env, tc.env)
+			t.Setenv(shm.Env, tc.shm)
+			t.Setenv(stream.InProcessEnv, tc.proc)
 			repo := workertest.Repo(t)
 			srv := newServer(t, repo, 0, nil)
 			good := newClient(t, repo, 0)
@@ -467,7 +472,9 @@ func TestRespondRejectsMisalignedInference(t *testing.T) {
 	}
 }
 
-func TestContinuousActions(t *testing.T) {
+func TestContinuousActions(t *testing.T) { sameNode(t, testContinuousActions) }
+
+func testContinuousActions(t *testing.T) {
 	repo := workertest.Repo(t)
 	srv := newServer(t, repo, 0, nil)
 	c := newClient(t, repo, 0)

@@ -80,6 +80,8 @@ var rows = slices.Concat([]row{
 	{"pipeline, 4 actors x 8 envs, colocated policy workers vs one loop of 32 envs (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=4/envs=8 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=32 steps/s", true},
 	{"pipeline, 2 actors x 64 envs, colocated policy workers vs one loop of 128 envs (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=64 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=128 steps/s", true},
 	{"pipeline, 2 actors x 256 envs, colocated policy workers vs one loop of 512 envs (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=256 steps/s", "e2e.BenchmarkSingleLoopLimit/ring=512 steps/s", true},
+	{"pipeline 2x8 colocated: requests in process vs through a shared-memory ring (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=8 steps/s", "e2e.BenchmarkPipelineColocated/actors=2/envs=8/ring steps/s", true},
+	{"pipeline 2x64 colocated: requests in process vs through a shared-memory ring (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=64 steps/s", "e2e.BenchmarkPipelineColocated/actors=2/envs=64/ring steps/s", true},
 	{"pipeline 2x8: colocated policy workers vs policy worker of its own (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=8 steps/s", "e2e.BenchmarkPipelineActors/actors=2/envs=8 steps/s", true},
 	{"pipeline 2x64: colocated policy workers vs policy worker of its own (env steps/s)", "e2e.BenchmarkPipelineColocated/actors=2/envs=64 steps/s", "e2e.BenchmarkPipelineActors/actors=2/envs=64 steps/s", true},
 	{"pipeline 2x8, CPU us per env step: colocated vs policy worker of its own", "e2e.BenchmarkPipelineColocated/actors=2/envs=8 cpu-us/step", "e2e.BenchmarkPipelineActors/actors=2/envs=8 cpu-us/step", false},
@@ -100,6 +102,9 @@ var rows = slices.Concat([]row{
 	// without environments or a network.
 	{"inference round trip of 1 row: shared memory vs ZMQ over tcp (rows/s)", "stream.BenchmarkInferenceRoundTrip/shm/rows=1 rows/s", "stream.BenchmarkInferenceRoundTrip/zmq/rows=1 rows/s", true},
 	{"inference round trip of 128 rows: shared memory vs ZMQ over tcp (rows/s)", "stream.BenchmarkInferenceRoundTrip/shm/rows=128 rows/s", "stream.BenchmarkInferenceRoundTrip/zmq/rows=128 rows/s", true},
+	{"inference round trip of 1 row: in process vs shared memory (rows/s)", "stream.BenchmarkInferenceRoundTrip/inprocess/rows=1 rows/s", "stream.BenchmarkInferenceRoundTrip/shm/rows=1 rows/s", true},
+	{"inference round trip of 16 rows: in process vs shared memory (rows/s)", "stream.BenchmarkInferenceRoundTrip/inprocess/rows=16 rows/s", "stream.BenchmarkInferenceRoundTrip/shm/rows=16 rows/s", true},
+	{"inference round trip of 128 rows: in process vs shared memory (rows/s)", "stream.BenchmarkInferenceRoundTrip/inprocess/rows=128 rows/s", "stream.BenchmarkInferenceRoundTrip/shm/rows=128 rows/s", true},
 	// Double-buffered sampling: the ring stepped as 2 or 4 slots, each its
 	// own request, against 1 slot (step everything, then wait).
 	{"pipeline 2x64, ring_slots=2 vs 1 (env steps/s)", "e2e.BenchmarkPipelineSlots/slots=2 steps/s", "e2e.BenchmarkPipelineSlots/slots=1 steps/s", true},

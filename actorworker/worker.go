@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/distrl/distrl/internal/monoclock"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -556,7 +557,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	}
 	// Deferred, so that a poll that fails half way still records the
 	// steps it took: Stats counts them.
-	w.polledAt = time.Now()
+	w.polledAt = monoclock.Now()
 	w.awaiting = false
 	defer w.record()
 	if !w.started {
@@ -588,7 +589,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		slot = (w.ring.Len() + slots - 1) / slots
 	}
 	for budget > 0 {
-		began := time.Now()
+		began := monoclock.Now()
 		n, steps, visits, err := w.turn(ctx, min(budget, slot))
 		if err != nil {
 			return worker.PollResult{}, err
@@ -817,7 +818,7 @@ func (w *Worker) totals() TargetStats {
 func (w *Worker) record() {
 	s, last := w.totals(), w.recorded
 	w.recorded = s
-	now := time.Now()
+	now := monoclock.Now()
 	if !w.recordedAt.IsZero() {
 		d, held := now.Sub(w.recordedAt), s.Backpressure > last.Backpressure
 		w.pressure.Add(now, d, held)

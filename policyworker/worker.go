@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/distrl/distrl/internal/monoclock"
 	"log/slog"
 	"time"
 
@@ -204,7 +205,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 	if w.server == nil {
 		return worker.PollResult{}, errors.New("policy worker: polled before configure")
 	}
-	now := time.Now()
+	now := monoclock.Now()
 	if w.params != nil && (now.Sub(w.paramsPolled) >= paramPollEvery || now.Sub(w.served) >= paramPollEvery) {
 		w.paramsPolled = now
 		p, err := w.params.Poll(ctx)
@@ -233,7 +234,7 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		return worker.PollResult{}, nil
 	}
 	w.served = now
-	begin := after(now)
+	begin := monoclock.Now()
 	queued := w.queue.took(now, begin, rows, w.cfg.MaxBatch)
 	if err := w.policy.Infer(w.batch.Obs, &w.out); err != nil {
 		// Most likely a client sent a non-finite observation. That is no
@@ -244,11 +245,11 @@ func (w *Worker) Poll(ctx context.Context) (worker.PollResult, error) {
 		w.log.Warn("inference failed; batch dropped", "rows", rows, "err", err)
 		return worker.PollResult{Batches: 1}, nil
 	}
-	inferred := after(begin)
+	inferred := monoclock.Now()
 	if err := w.server.Respond(&w.batch, &w.out); err != nil {
 		return worker.PollResult{}, fmt.Errorf("policy worker: reply: %w", err)
 	}
-	w.stats.record(begin, after(inferred), rows, inferred.Sub(begin))
+	w.stats.record(begin, monoclock.Now(), rows, inferred.Sub(begin))
 	w.observe(rows, w.batch.Requests(), begin.Sub(queued), inferred.Sub(begin))
 	w.warning = ""
 	return worker.PollResult{Samples: int64(rows), Batches: 1}, nil
@@ -355,8 +356,3 @@ func (w *Worker) closeStreams() error {
 	}
 	return errors.Join(errs...)
 }
-
-// after is the time now, t0 being earlier: t0 plus a read of the monotonic
-// clock alone, where time.Now reads the wall clock as well (a policy
-// worker answering small batches read the clock four times a batch).
-func after(t0 time.Time) time.Time { return t0.Add(time.Since(t0)) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/distrl/distrl/internal/monoclock"
 	"log/slog"
 	"strings"
 	"time"
@@ -284,7 +285,7 @@ func (c *RemoteInferenceClient) Flush(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.setClock(time.Now())
+	c.setClock(monoclock.Now())
 	n := c.peers.Sync()
 	c.peerN = n
 	if n == 0 {
@@ -365,7 +366,7 @@ func (c *RemoteInferenceClient) Poll() error {
 		return ErrClosed
 	}
 	c.peers.Sync()
-	now := time.Now()
+	now := monoclock.Now()
 	c.setClock(now)
 	readZMQ := true
 	if c.shm != nil {

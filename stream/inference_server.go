@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/distrl/distrl/internal/monoclock"
 	"log/slog"
 	"time"
 
@@ -211,7 +212,7 @@ func (s *InferenceServer) Poll(maxRows int, b *InferenceBatch) (rows int, err er
 		return 0, ErrClosed
 	}
 	maxRows = max(maxRows, 1)
-	now := time.Now()
+	now := monoclock.Now()
 	if s.shm != nil {
 		s.shm.poll(now)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/distrl/distrl/internal/monoclock"
 	"log/slog"
 	"runtime/debug"
 	"time"
@@ -307,9 +308,13 @@ func (w *Worker) result() error {
 
 // poll runs one Poll, turning an error or a panic into ERROR.
 func (w *Worker) poll(ctx context.Context) (res PollResult) {
-	begin := time.Now()
+	begin := monoclock.Now()
+	var end time.Time // when Poll returned; zero if it panicked
 	defer func() {
-		took := time.Since(begin)
+		if end.IsZero() {
+			end = begin.Add(time.Since(begin))
+		}
+		took := end.Sub(begin)
 		w.stats.pollTime += took
 		w.metrics.PollSeconds.Add(took.Seconds())
 		if r := recover(); r != nil {
@@ -319,10 +324,8 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 	}()
 	w.dueAt = time.Time{} // asked again before the next wait
 	res, err := w.impl.Poll(ctx)
-	// Now from the monotonic clock alone: time.Now reads the wall clock
-	// too, and a loop that polls a hundred thousand times a second reads
-	// the clock several times a poll.
-	w.updateConditions(begin.Add(time.Since(begin)))
+	end = begin.Add(time.Since(begin))
+	w.updateConditions(end)
 	w.stats.polls++
 	w.metrics.Polls.Inc()
 	w.stats.samples += res.Samples

@@ -138,6 +138,7 @@ var rows = slices.Concat([]row{
 	{"actor, inline policy, Python CartPole ring=8 vs Go CartPole ring=8 (env steps/s)", "actorworker.BenchmarkActorInline/python-ring=8 steps/s", "actorworker.BenchmarkActorInline/ring=8 steps/s", true},
 	{"actor, inline policy, Python CartPole ring=64 vs Go CartPole ring=8 (env steps/s)", "actorworker.BenchmarkActorInline/python-ring=64 steps/s", "actorworker.BenchmarkActorInline/ring=8 steps/s", true},
 	// Not a limit but the encoding it replaces: the ratio is the speed-up.
+	{"reading the clock: monoclock.Now vs time.Now (time)", "monoclock.BenchmarkNow/monoclock ns/op", "monoclock.BenchmarkNow/time.Now ns/op", false},
 	{"tensor encode, bin vs msgpack float array, 4096 floats (time)", "api.BenchmarkTensorEncodeBin4096 ns/op", "api.BenchmarkFloatsAsMsgpackArray4096 ns/op", false},
 	{"sample batch of 27 CartPole steps, encode+decode: codec vs msgpack reflection (time)", "api.BenchmarkSampleBatchCodec/codec ns/op", "api.BenchmarkSampleBatchCodec/reflection ns/op", false},
 	{"replay transition of two MinAtar frames, decode: codec vs msgpack reflection (time)", "localreplay.BenchmarkDecodeTransition/codec ns/op", "localreplay.BenchmarkDecodeTransition/reflection ns/op", false},

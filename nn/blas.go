@@ -63,14 +63,15 @@ func (e elementwise) with(k kernels) kernels {
 // (BenchmarkDenseLayer, on AVX2): at any batch while the weights stay in
 // the L1 cache (a 64x64 layer 1.2-5x, a MinAtar convolution's 36x16
 // 1.6-2.2x), and up to 8 rows beyond (a 512x512 layer 1.25-4.3x; from 32
-// rows OpenBLAS's blocking for the caches wins); but a head of a few
-// columns, whose one vector a row is mostly empty lanes, only from 2 rows
-// (gonum's dot products in Go, no cgo call, are faster at one) to 16
-// (from 32 OpenBLAS's matrix-vector products are).
+// rows OpenBLAS's blocking for the caches wins). A head of fewer than 8
+// columns (dense.c's dot products, from 16 rows or for 1 or 2 columns)
+// from 2 rows at any batch (CartPole's 64x2 and 64x1 1.3-3.6x, MinAtar's
+// 128x6 1.7-3x), and at one row from 3 columns (128x6 4x): gonum's dot
+// products in Go, without a cgo call, are faster for one row of 1 or 2.
 func denseFaster(batch, in, out int) bool {
 	switch {
 	case out < 8:
-		return batch > 1 && batch <= 16
+		return batch > 1 || out > 2
 	case in*out <= 8192:
 		return true
 	}

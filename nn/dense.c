@@ -1,6 +1,7 @@
 //go:build !noopenblas
 
 #include <stddef.h>
+#include <string.h>
 
 void distrl_tanh_on(float *y, size_t n, int lanes);
 void distrl_relu(int lanes, float *y, size_t n);
@@ -137,6 +138,105 @@ static inline __attribute__((always_inline, target("avx2,fma"))) void store8(flo
 }
 #define LOAD8(p, m) _mm256_maskload_ps((p), (m))
 DENSE_PATH(256, 8, 2, __attribute__((target("avx2,fma"))), __m256i, mask8, LOAD8, store8)
+
+// A head of fewer than 8 columns (a policy's few actions, a value) would
+// fill one vector of a row mostly with empty lanes: there each output is
+// a dot product instead, of its row of x and its column of W, copied
+// contiguous (NARROW_MAX_W floats at most, on the stack). Lane l of the
+// accumulator sums the products of k = l, l+8, l+16, ... in that order,
+// and the lanes are added in one fixed order, ((0+4)+(2+6))+((1+5)+(3+7)):
+// both vector paths run this code, so they give the same bits (other than
+// the block path's k order, and the GEMMs', to float32 rounding).
+#define NARROW_MAX_W 4096
+
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) float hsum8(__m256 v) {
+	__m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	__m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+// narrow_dot adds the products of x (in values) and wt (in8 values, zero
+// past in) into acc; the last chunk of x is loaded masked (tail), so that
+// nothing past x's row is read.
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) __m256
+narrow_dot(const float *x, const float *wt, size_t in, __m256i tail, __m256 acc) {
+	size_t k = 0;
+	for (; k + 8 <= in; k += 8) {
+		acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(wt + k), acc);
+	}
+	if (k < in) {
+		acc = _mm256_fmadd_ps(_mm256_maskload_ps(x + k, tail), _mm256_loadu_ps(wt + k), acc);
+	}
+	return acc;
+}
+
+// dense_narrow is x·W + b for out < 8; 0, having done nothing, where the
+// block path is faster (BenchmarkDenseLayer: a head of 3 to 7 columns below
+// 16 rows, where copying its columns costs more than the lanes it saves)
+// or W is larger than NARROW_MAX_W floats. A single column (a value head)
+// is W as it lies, copied rather than gathered. Four rows a block share each chunk of
+// a column (four chains in flight); a row left over takes its columns
+// together.
+__attribute__((target("avx2,fma"))) static int dense_narrow(const float *x, const float *w, const float *b, float *y,
+                                                             size_t rows, size_t in, size_t out) {
+	const size_t in8 = (in + 7) & ~(size_t)7;
+	if (out == 0 || out >= 8 || (out > 2 && rows < 16) || in8 * out > NARROW_MAX_W) {
+		return 0;
+	}
+	const __m256i tail = mask8((long)(in & 7));
+	float wt[NARROW_MAX_W];
+	if (out == 1) {
+		// Zeros past in: the column's last chunk, masked.
+		size_t k = in & ~(size_t)7;
+		memcpy(wt, w, k * sizeof(float));
+		if (k < in) {
+			_mm256_storeu_ps(wt + k, _mm256_maskload_ps(w + k, tail));
+		}
+	} else {
+		for (size_t j = 0; j < out; j++) {
+			for (size_t k = 0; k < in8; k++) {
+				wt[j * in8 + k] = k < in ? w[k * out + j] : 0.0f;
+			}
+		}
+	}
+	size_t r = 0;
+	for (; r + 4 <= rows; r += 4) {
+		const float *xr = x + r * in;
+		for (size_t j = 0; j < out; j++) {
+			const float *wj = wt + j * in8;
+			__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+			size_t k = 0;
+			for (; k + 8 <= in; k += 8) {
+				__m256 wv = _mm256_loadu_ps(wj + k);
+				a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + k), wv, a0);
+				a1 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + in + k), wv, a1);
+				a2 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 2 * in + k), wv, a2);
+				a3 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 3 * in + k), wv, a3);
+			}
+			if (k < in) {
+				__m256 wv = _mm256_loadu_ps(wj + k);
+				a0 = _mm256_fmadd_ps(_mm256_maskload_ps(xr + k, tail), wv, a0);
+				a1 = _mm256_fmadd_ps(_mm256_maskload_ps(xr + in + k, tail), wv, a1);
+				a2 = _mm256_fmadd_ps(_mm256_maskload_ps(xr + 2 * in + k, tail), wv, a2);
+				a3 = _mm256_fmadd_ps(_mm256_maskload_ps(xr + 3 * in + k, tail), wv, a3);
+			}
+			y[r * out + j] = hsum8(a0) + b[j];
+			y[(r + 1) * out + j] = hsum8(a1) + b[j];
+			y[(r + 2) * out + j] = hsum8(a2) + b[j];
+			y[(r + 3) * out + j] = hsum8(a3) + b[j];
+		}
+	}
+	for (; r < rows; r++) {
+		__m256 acc[7];
+		for (size_t j = 0; j < out; j++) {
+			acc[j] = narrow_dot(x + r * in, wt + j * in8, in, tail, _mm256_setzero_ps());
+		}
+		for (size_t j = 0; j < out; j++) {
+			y[r * out + j] = hsum8(acc[j]) + b[j];
+		}
+	}
+	return 1;
+}
 #endif
 
 // distrl_dense runs a dense layer of rows rows through the vector path of
@@ -147,12 +247,15 @@ DENSE_PATH(256, 8, 2, __attribute__((target("avx2,fma"))), __m256i, mask8, LOAD8
 int distrl_dense(int lanes, const float *x, const float *w, const float *b, float *y, size_t rows, size_t in,
                  size_t out, int act) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-	if (lanes == 16) {
-		dense_512(x, w, b, y, rows, in, out);
-	} else if (lanes == 8) {
-		dense_256(x, w, b, y, rows, in, out);
-	} else {
+	if (lanes != 16 && lanes != 8) {
 		return 0;
+	}
+	if (!dense_narrow(x, w, b, y, rows, in, out)) {
+		if (lanes == 16) {
+			dense_512(x, w, b, y, rows, in, out);
+		} else {
+			dense_256(x, w, b, y, rows, in, out);
+		}
 	}
 	switch (act) {
 	case 1:

@@ -213,7 +213,7 @@ func BenchmarkDenseLayer(b *testing.B) {
 		name    string
 		in, out int
 		act     Activation
-	}{{"4x64", 4, 64, Tanh}, {"64x64", 64, 64, Tanh}, {"64x2", 64, 2, ""}, {"36x16", 36, 16, ReLU}, {"512x512", 512, 512, Tanh}, {"1024x128", 1024, 128, ReLU}}
+	}{{"4x64", 4, 64, Tanh}, {"64x64", 64, 64, Tanh}, {"64x2", 64, 2, ""}, {"64x1", 64, 1, ""}, {"128x6", 128, 6, ""}, {"36x16", 36, 16, ReLU}, {"512x512", 512, 512, Tanh}, {"1024x128", 1024, 128, ReLU}}
 	type path struct {
 		name string
 		run  func(x, w, bias, y []float32, batch, in, out int, act Activation)

@@ -311,10 +311,10 @@ func newLocalLinks(log *slog.Logger, bell *shm.Doorbell) localLinks {
 	return localLinks{log: log, bell: bell, on: os.Getenv(InProcessEnv) != "0"}
 }
 
-// observe links the servers of this process among snap's records (key ->
-// shared-memory directory) and drops the links whose record is gone or
-// changed; it reports which directories it linked, for the caller to keep
-// off shared memory.
+// observe links the servers of this process among the records dirs (key
+// -> shared-memory directory) and drops the links whose record is gone or
+// changed; the caller dials shared memory for the records left unlinked
+// (linked).
 func (s *localLinks) observe(dirs map[string]string) {
 	s.links = slices.DeleteFunc(s.links, func(l *localLink) bool {
 		if dirs[l.key] == l.dir {

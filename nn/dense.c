@@ -25,12 +25,14 @@ void distrl_relu(int lanes, float *y, size_t n);
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 
-// DENSE_PATH(W, LANES, NV, TARGET, MASK_T, MASK_OF, LOADM, STOREM) defines dense_W: x ([rows, in]) times w
-// ([in, out]) plus b into y ([rows, out]), through vectors of W bits, NV of
-// them across a block of columns, 4 rows a block and one at a time for
-// the rest (4·NV vectors a block for those, as far as the columns go). The last block of columns is masked (LOADM, STOREM), the others
-// are not; the layer's own register blocks are compiled once per shape of
-// row block and of column block (dense_block is inlined with constants).
+// DENSE_PATH(W, LANES, NV, TARGET, MASK_T, MASK_OF, LOADM, STOREM) defines
+// dense_W: x ([rows, in]) times w ([in, out]) plus b into y ([rows, out]),
+// through vectors of W bits, NV of them across a block of columns, 4 rows
+// a block and one at a time for the rest (4·NV vectors a block for those,
+// as far as the columns go). The last block of columns is masked (LOADM,
+// STOREM), the others are not; the layer's own register blocks are
+// compiled once per shape of row block and of column block (dense_block is
+// inlined with constants).
 #define DENSE_PATH(W, LANES, NV, TARGET, MASK_T, MASK_OF, LOADM, STOREM)                                       \
 	TARGET static inline __attribute__((always_inline)) void dense_block_##W(                                  \
 	    const float *restrict x, const float *restrict w, const float *restrict b, float *restrict y,            \
@@ -155,28 +157,37 @@ __attribute__((target("avx2,fma"))) static inline __attribute__((always_inline))
 	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
-// narrow_dot adds the products of x (in values) and wt (in8 values, zero
-// past in) into acc; the last chunk of x is loaded masked (tail), so that
-// nothing past x's row is read.
-__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) __m256
-narrow_dot(const float *x, const float *wt, size_t in, __m256i tail, __m256 acc) {
+// narrow_block sets column j of R rows of y (R a constant: 4, or 1 for a
+// row left over) to the dot products of those rows of x (in values each)
+// with wj (the column, in8 values, zero past in), plus bias; the rows
+// share each chunk of the column, R chains in flight. The last chunk of
+// x is loaded masked (tail), so that nothing past a row is read.
+__attribute__((target("avx2,fma"))) static inline __attribute__((always_inline)) void
+narrow_block(const float *x, const float *wj, float bias, float *y, size_t in, size_t out, size_t j, __m256i tail,
+             const int R) {
+	__m256 acc[4];
+	_Pragma("GCC unroll 4") for (int i = 0; i < R; i++) acc[i] = _mm256_setzero_ps();
 	size_t k = 0;
 	for (; k + 8 <= in; k += 8) {
-		acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(wt + k), acc);
+		__m256 wv = _mm256_loadu_ps(wj + k);
+		_Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {
+			acc[i] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i * in + k), wv, acc[i]);
+		}
 	}
 	if (k < in) {
-		acc = _mm256_fmadd_ps(_mm256_maskload_ps(x + k, tail), _mm256_loadu_ps(wt + k), acc);
+		__m256 wv = _mm256_loadu_ps(wj + k);
+		_Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {
+			acc[i] = _mm256_fmadd_ps(_mm256_maskload_ps(x + i * in + k, tail), wv, acc[i]);
+		}
 	}
-	return acc;
+	_Pragma("GCC unroll 4") for (int i = 0; i < R; i++) y[i * out + j] = hsum8(acc[i]) + bias;
 }
 
 // dense_narrow is x·W + b for out < 8; 0, having done nothing, where the
-// block path is faster (BenchmarkDenseLayer: a head of 3 to 7 columns below
-// 16 rows, where copying its columns costs more than the lanes it saves)
-// or W is larger than NARROW_MAX_W floats. A single column (a value head)
-// is W as it lies, copied rather than gathered. Four rows a block share each chunk of
-// a column (four chains in flight); a row left over takes its columns
-// together.
+// block path is faster (BenchmarkDenseLayer: a head of 3 to 7 columns
+// below 16 rows, where copying its columns costs more than the lanes it
+// saves) or W is larger than NARROW_MAX_W floats. A single column (a
+// value head) is W as it lies, copied rather than gathered.
 __attribute__((target("avx2,fma"))) static int dense_narrow(const float *x, const float *w, const float *b, float *y,
                                                              size_t rows, size_t in, size_t out) {
 	const size_t in8 = (in + 7) & ~(size_t)7;
@@ -201,38 +212,13 @@ __attribute__((target("avx2,fma"))) static int dense_narrow(const float *x, cons
 	}
 	size_t r = 0;
 	for (; r + 4 <= rows; r += 4) {
-		const float *xr = x + r * in;
 		for (size_t j = 0; j < out; j++) {
-			const float *wj = wt + j * in8;
-			__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-			size_t k = 0;
-			for (; k + 8 <= in; k += 8) {
-				__m256 wv = _mm256_loadu_ps(wj + k);
-				a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + k), wv, a0);
-				a1 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + in + k), wv, a1);
-				a2 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 2 * in + k), wv, a2);
-				a3 = _mm256_fmadd_ps(_mm256_loadu_ps(xr + 3 * in + k), wv, a3);
-			}
-			if (k < in) {
-				__m256 wv = _mm256_loadu_ps(wj + k);
-				a0 = _mm256_fmadd_ps(_mm256_maskload_ps(xr + k, tail), wv, a0);
-				a1 = _mm256_fmadd_ps(_mm256_maskload_ps(xr + in + k, tail), wv, a1);
-				a2 = _mm256_fmadd_ps(_mm256_maskload_ps(xr + 2 * in + k, tail), wv, a2);
-				a3 = _mm256_fmadd_ps(_mm256_maskload_ps(xr + 3 * in + k, tail), wv, a3);
-			}
-			y[r * out + j] = hsum8(a0) + b[j];
-			y[(r + 1) * out + j] = hsum8(a1) + b[j];
-			y[(r + 2) * out + j] = hsum8(a2) + b[j];
-			y[(r + 3) * out + j] = hsum8(a3) + b[j];
+			narrow_block(x + r * in, wt + j * in8, b[j], y + r * out, in, out, j, tail, 4);
 		}
 	}
 	for (; r < rows; r++) {
-		__m256 acc[7];
 		for (size_t j = 0; j < out; j++) {
-			acc[j] = narrow_dot(x + r * in, wt + j * in8, in, tail, _mm256_setzero_ps());
-		}
-		for (size_t j = 0; j < out; j++) {
-			y[r * out + j] = hsum8(acc[j]) + b[j];
+			narrow_block(x + r * in, wt + j * in8, b[j], y + r * out, in, out, j, tail, 1);
 		}
 	}
 	return 1;

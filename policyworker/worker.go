@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/distrl/distrl/internal/monoclock"
 	"log/slog"
 	"time"
 
 	"github.com/distrl/distrl/api"
+	"github.com/distrl/distrl/internal/monoclock"
 	"github.com/distrl/distrl/paramstream"
 	"github.com/distrl/distrl/policy"
 	"github.com/distrl/distrl/rpc"

@@ -116,12 +116,13 @@ func (in *localInbox) connect(key, dir string, bell *shm.Doorbell) *localLink {
 	return l
 }
 
-// push queues r on its link; false when the server or the link has
-// closed. A server about to sleep is woken.
+// push queues r on its link; false when the server has closed. (A link
+// the client closed is out of its list: it posts nothing there.) A server
+// about to sleep is woken.
 func (in *localInbox) push(r *localRequest) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.closed || !slices.Contains(in.links, r.link) {
+	if in.closed {
 		return false
 	}
 	r.link.reqs = append(r.link.reqs, r)

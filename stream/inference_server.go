@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/distrl/distrl/internal/monoclock"
 	"log/slog"
 	"time"
 
 	"github.com/distrl/distrl/api"
 	"github.com/distrl/distrl/internal/endpoint"
+	"github.com/distrl/distrl/internal/monoclock"
 	"github.com/distrl/distrl/internal/zsock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
@@ -312,8 +312,7 @@ func extend[T any](dst, src []T) []T {
 func (s *InferenceServer) takeLocal(b *InferenceBatch, r *localRequest) error {
 	defer r.link.recycle(r)
 	if err := s.checkDim(r.dim); err != nil {
-		s.stats.Refused++
-		s.malLog.Warn(s.log, "stream: refused inference request", "err", err, "client", "this process", "refused", s.stats.Refused)
+		s.noteRefused(err, "this process")
 		if !r.link.reply(r.ids, nil, 0, err.Error()) {
 			s.stats.Undeliverable++
 		}
@@ -369,9 +368,7 @@ func (s *InferenceServer) malformed(err error, identity []byte) {
 // refuse answers the request in s.reqIDs with err instead of an inference.
 // The client fails those requests at once, with err's text.
 func (s *InferenceServer) refuse(msg *heldMsg, err error) error {
-	s.stats.Refused++
-	s.malLog.Warn(s.log, "stream: refused inference request", "err", err,
-		"client", fmt.Sprintf("%x", msg.identity), "refused", s.stats.Refused)
+	s.noteRefused(err, fmt.Sprintf("%x", msg.identity))
 	if err := encodeRefusal(s.enc.Reset(), s.reqIDs, err.Error()); err != nil {
 		return fmt.Errorf("stream: encode inference refusal: %w", err)
 	}
@@ -383,6 +380,12 @@ func (s *InferenceServer) refuse(msg *heldMsg, err error) error {
 		s.stats.Undeliverable++
 	}
 	return nil
+}
+
+// noteRefused counts and logs (rate-limited) a request refused with err.
+func (s *InferenceServer) noteRefused(err error, client string) {
+	s.stats.Refused++
+	s.malLog.Warn(s.log, "stream: refused inference request", "err", err, "client", client, "refused", s.stats.Refused)
 }
 
 // send sends the encoder's message to one client, over shared memory if it

@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/distrl/distrl/internal/monoclock"
 	"log/slog"
 	"runtime/debug"
 	"time"
 
+	"github.com/distrl/distrl/internal/monoclock"
 	"github.com/distrl/distrl/nameresolve"
 	"github.com/distrl/distrl/nameresolve/names"
 	"github.com/distrl/distrl/rpc"
@@ -312,7 +312,7 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 	var end time.Time // when Poll returned; zero if it panicked
 	defer func() {
 		if end.IsZero() {
-			end = begin.Add(time.Since(begin))
+			end = monoclock.Now()
 		}
 		took := end.Sub(begin)
 		w.stats.pollTime += took
@@ -324,7 +324,7 @@ func (w *Worker) poll(ctx context.Context) (res PollResult) {
 	}()
 	w.dueAt = time.Time{} // asked again before the next wait
 	res, err := w.impl.Poll(ctx)
-	end = begin.Add(time.Since(begin))
+	end = monoclock.Now()
 	w.updateConditions(end)
 	w.stats.polls++
 	w.metrics.Polls.Inc()

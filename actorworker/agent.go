@@ -25,6 +25,8 @@ type Agent struct {
 	// sampleSteps is the length of a batch cut mid-episode: the agent's
 	// own, since agents of different policies may be batched differently.
 	sampleSteps int
+	// spanEpisodes carries a batch on across terminations (AgentRoute).
+	spanEpisodes bool
 
 	// steps and sent count the agent's recorded steps and the batches its
 	// producer accepted, for the actor's per-policy statistics.
@@ -50,11 +52,12 @@ type Agent struct {
 	free   []*api.SampleBatch // sent: to hold the next batches
 }
 
-// newAgent returns an agent that asks client for its actions and sends
-// the batches of builder, cut every sampleSteps steps mid-episode, through
-// producer. builder's Policy, ActorID and AgentID label the batches.
-func newAgent(id string, client stream.InferenceClient, producer stream.SamplePoster, builder *api.SampleBuilder, sampleSteps int) *Agent {
-	return &Agent{id: id, client: client, producer: producer, builder: builder, sampleSteps: sampleSteps}
+// newAgent returns an agent that asks r.Client for its actions and sends
+// the batches of builder, cut as r says (r.SampleSteps is set), through
+// r.Producer. builder's Policy, ActorID and AgentID label the batches.
+func newAgent(id string, r AgentRoute, builder *api.SampleBuilder) *Agent {
+	return &Agent{id: id, client: r.Client, producer: r.Producer, builder: builder,
+		sampleSteps: r.SampleSteps, spanEpisodes: r.SpanEpisodes}
 }
 
 // ID returns the agent's id in its environment.
@@ -127,9 +130,9 @@ func (a *Agent) action() api.Action {
 }
 
 // record appends the step taken with the current result and cuts the batch
-// as the bootstrap rules say. It returns the episodes that ended in the
-// batch it cut, if it cut one.
-func (a *Agent) record(reward float32, terminated, truncated bool) ([]api.EpisodeStat, error) {
+// as the bootstrap rules say. If the step ended the episode (terminated or
+// truncated), it returns that episode's return and length and true.
+func (a *Agent) record(reward float32, terminated, truncated bool) (api.EpisodeStat, bool, error) {
 	err := a.builder.Append(api.StepRecord{
 		Obs: a.obs, Action: a.action(), Reward: reward,
 		Terminated: terminated, Truncated: truncated,
@@ -137,20 +140,22 @@ func (a *Agent) record(reward float32, terminated, truncated bool) ([]api.Episod
 	})
 	a.hasResult = false
 	if err != nil {
-		return nil, fmt.Errorf("agent %s: record step: %w", a.id, err)
+		return api.EpisodeStat{}, false, fmt.Errorf("agent %s: record step: %w", a.id, err)
 	}
 	a.steps++
-	switch batchEndAfter(terminated, truncated, a.builder.Len(), a.sampleSteps) {
-	case sendNow:
-		b := a.box(a.builder.Build(0))
-		a.outbox = append(a.outbox, b)
-		return b.Episodes, nil
-	case awaitBootstrap:
-		b := a.box(a.builder.Build(0)) // BootstrapValue is set by the next take
-		a.held = b
-		return b.Episodes, nil
+	var ep api.EpisodeStat
+	ended := terminated || truncated
+	if ended {
+		eps := a.builder.Episodes()
+		ep = eps[len(eps)-1]
 	}
-	return nil, nil
+	switch batchEndAfter(terminated, truncated, a.builder.Len(), a.sampleSteps, a.spanEpisodes) {
+	case sendNow:
+		a.outbox = append(a.outbox, a.box(a.builder.Build(0)))
+	case awaitBootstrap:
+		a.held = a.box(a.builder.Build(0)) // BootstrapValue is set by the next take
+	}
+	return ep, ended, nil
 }
 
 // box puts b in a batch that was sent, or a new one: a batch a step

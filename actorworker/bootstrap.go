@@ -6,8 +6,9 @@ type batchEnd int
 const (
 	// keepFilling: the batch goes on with the next step.
 	keepFilling batchEnd = iota
-	// sendNow: the episode terminated; the batch is complete with a
-	// bootstrap value of 0, since nothing follows a terminal state.
+	// sendNow: the episode terminated (and the batch ends with it, or is
+	// full); the batch is complete with a bootstrap value of 0, since
+	// nothing follows a terminal state.
 	sendNow
 	// awaitBootstrap: the batch ends here but the trajectory goes on (a
 	// time limit, or a cut every sample_steps steps), so its return must be
@@ -34,8 +35,17 @@ func (e batchEnd) String() string {
 // batch of length steps (including the one just recorded) whose last step
 // terminated or was truncated, when batches hold sampleSteps steps.
 // Termination wins over truncation, as in api.Step.
-func batchEndAfter(terminated, truncated bool, length, sampleSteps int) batchEnd {
+//
+// With span (the actor's span_episodes), a termination ends the batch only
+// when it is full: the next episode's steps follow in the same batch (a
+// learner cuts returns at Terminated steps), so an actor of short episodes
+// sends batches of sampleSteps steps, not one per episode. A truncation
+// always ends it, since the value of the observation after it must be the
+// batch's bootstrap value.
+func batchEndAfter(terminated, truncated bool, length, sampleSteps int, span bool) batchEnd {
 	switch {
+	case terminated && span && length < sampleSteps:
+		return keepFilling
 	case terminated:
 		return sendNow
 	case truncated, length >= sampleSteps:

@@ -44,13 +44,22 @@
 //
 // # Samples and bootstrap values
 //
-// An agent's steps are cut into a batch every sample_steps steps and at the
-// end of every episode. A learner estimating returns (GAE) needs the value
-// of the observation that follows the last step of a batch; the rules are
-// in one place (batchEndAfter in bootstrap.go):
+// An agent's steps are cut into a batch every sample_steps steps and at
+// the end of every episode. With span_episodes an episode that terminates
+// does not end the batch: the next episode's steps follow in it
+// (Terminated marks where returns stop) and batches end every sample_steps
+// steps and at truncations, so an actor of short episodes sends a batch
+// per sample_steps steps, not one per episode (for CartPole's untrained
+// 22-step episodes, a ninth of the batches). Agents that play a pool
+// (versions drawn per episode) cut at every episode's end regardless, so
+// that one version plays each of their batches. A learner estimating
+// returns (GAE) needs the value of the observation that follows the last
+// step of a batch; the rules are in one place (batchEndAfter in
+// bootstrap.go):
 //
-//   - the last step terminated: the batch is sent at once with a bootstrap
-//     value of 0 (the episode is over; there is nothing to bootstrap);
+//   - the last step terminated (with span_episodes: and the batch is
+//     full): the batch is sent at once with a bootstrap value of 0 (the
+//     episode is over; there is nothing to bootstrap);
 //   - the last step was truncated (a time limit): the final observation is
 //     posted for one more inference, whose value becomes the bootstrap
 //     value and whose action is ignored; then the environment is reset;

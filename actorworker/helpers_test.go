@@ -188,6 +188,7 @@ type rigConfig struct {
 	envConfig   map[string]any
 	ringSize    int
 	sampleSteps int
+	span        bool // span_episodes
 	actions     int
 	// wrap, if set, wraps the inline client (to inject failures).
 	wrap func(stream.InferenceClient) stream.InferenceClient
@@ -211,7 +212,7 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 		r.outs = append(r.outs, out)
 		tg, err := actorworker.NewEnvTarget(e, i, actorworker.TargetConfig{
 			Client: r.client, Producer: out, Policy: "p", ActorID: "actor/0",
-			SampleSteps: cfg.sampleSteps, Seed: 1,
+			SampleSteps: cfg.sampleSteps, SpanEpisodes: cfg.span, Seed: 1,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -311,10 +312,11 @@ func obsRow(b api.SampleBatch, i int) []float32 {
 }
 
 // checkBatches checks one agent's batches from one target: well formed,
-// cut where the rules say, with the right bootstrap values, values that
-// belong to their observations, and every episode accounted for.
-// finalObs are the agent's final observations of the target's episodes.
-func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32, actions, sampleSteps int, wantSteps, wantEpisodes int64) {
+// cut where the rules say (span: carried on across terminations), with the
+// right bootstrap values, values that belong to their observations, and
+// every episode accounted for. finalObs are the agent's final observations
+// of the target's episodes.
+func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32, actions, sampleSteps int, span bool, wantSteps, wantEpisodes int64) {
 	t.Helper()
 	var steps, episodes int64
 	finals := 0
@@ -340,10 +342,16 @@ func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32,
 				t.Fatalf("batch %d step %d: action %d, want the policy's %d", k, i, got, want)
 			}
 		}
-		// Every episode end cuts a batch, so only the last step may end one.
+		// Every episode end cuts a batch, so only the last step may end
+		// one; spanning, every truncation does, and terminations go on.
 		for i := range n - 1 {
-			if b.Terminated.Data[i] == 1 || b.Truncated.Data[i] == 1 {
-				t.Fatalf("batch %d: episode ends at step %d of %d, want batches cut at episode ends", k, i, n)
+			term, trunc := b.Terminated.Data[i] == 1, b.Truncated.Data[i] == 1
+			switch {
+			case span && term:
+				finals++
+			case term || trunc:
+				t.Fatalf("batch %d: episode ends at step %d of %d (terminated=%v, span_episodes=%v), want the batch cut there",
+					k, i, n, term, span)
 			}
 		}
 		last := n - 1
@@ -353,6 +361,9 @@ func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32,
 		case term:
 			want = 0
 			finals++
+			if span && n != sampleSteps && k+1 < len(batches) {
+				t.Errorf("batch %d of %d steps ends in a termination, want spanning batches cut there only when full (%d)", k, n, sampleSteps)
+			}
 		case trunc:
 			if finals >= len(finalObs) {
 				t.Fatalf("batch %d: truncated episode %d, but the env ended only %d", k, finals, len(finalObs))

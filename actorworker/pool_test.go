@@ -30,9 +30,10 @@ func keepC4(t *testing.T, c *cluster, n int) {
 
 // selfPlay is an actor of connect4: player_0 plays c4 inline and sends
 // its steps to stream learner, player_1 a version of c4's pool of the
-// last 3, drawn per episode, whose steps go to stream opponent.
+// last 3, drawn per episode, whose steps go to stream opponent. Batches
+// span episodes, except the pool's (one version each).
 func selfPlay(maxSteps int64) map[string]any {
-	return map[string]any{"env": env.Connect4Name, "ring_size": 4, "sample_steps": 64, "max_env_steps": maxSteps,
+	return map[string]any{"env": env.Connect4Name, "ring_size": 4, "sample_steps": 64, "span_episodes": true, "max_env_steps": maxSteps,
 		"agents": []map[string]any{
 			{"match": "player_0", "policy": "c4", "inference": "inline", "sample_stream": "learner"},
 			{"match": "player_1", "policy": "c4-pool", "sample_stream": "opponent", "pool": map[string]any{"policy": "c4", "last": 3}},

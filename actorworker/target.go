@@ -37,6 +37,9 @@ type TargetConfig struct {
 	// SampleSteps is the length of a batch cut mid-episode; 0 means
 	// DefaultSampleSteps.
 	SampleSteps int
+	// SpanEpisodes carries batches on across terminations (AgentRoute),
+	// unless Route says otherwise.
+	SpanEpisodes bool
 	// Route, if set, gives each agent (by its index in the environment's
 	// agent list, and its id) the policy it acts for: its own client,
 	// producer, policy label and batch length, in place of Client,
@@ -63,6 +66,10 @@ type AgentRoute struct {
 	Producer    stream.SamplePoster
 	Policy      string
 	SampleSteps int
+	// SpanEpisodes carries the agent's batches on across terminations
+	// (span_episodes): they end when full or at a truncation, not at every
+	// episode's end.
+	SpanEpisodes bool
 }
 
 // TargetStats are an EnvTarget's counters.
@@ -188,7 +195,7 @@ func NewBatchTarget(batch api.EnvBatch, env, index int, cfg TargetConfig) (*EnvT
 		sum: new(TargetStats), // until a ring takes the target
 	}
 	for i, id := range batch.Agents() {
-		r := AgentRoute{Client: cfg.Client, Producer: cfg.Producer, Policy: cfg.Policy}
+		r := AgentRoute{Client: cfg.Client, Producer: cfg.Producer, Policy: cfg.Policy, SpanEpisodes: cfg.SpanEpisodes}
 		if cfg.Route != nil {
 			r = cfg.Route(i, id)
 		}
@@ -208,7 +215,7 @@ func NewBatchTarget(batch api.EnvBatch, env, index int, cfg TargetConfig) (*EnvT
 				return nil, fmt.Errorf("actorworker: target %d agent %s: %w", index, id, err)
 			}
 		}
-		t.agents = append(t.agents, newAgent(id, r.Client, r.Producer, b, r.SampleSteps))
+		t.agents = append(t.agents, newAgent(id, r, b))
 		p := slices.Index(t.policies, r.Policy)
 		if p < 0 {
 			p = len(t.policies)
@@ -430,19 +437,17 @@ func (t *EnvTarget) completeStep(s api.Step) (int, error) {
 		next := !done && api.IsActing(s.Acting, i)
 		ended := a.open && (done || next)
 		if ended {
-			episodes, err := a.record(a.reward, term, trunc)
+			ep, over, err := a.record(a.reward, term, trunc)
 			if err != nil {
 				return 0, fmt.Errorf("actorworker: target %d: %w", t.index, err)
 			}
 			a.open, a.reward = false, 0
 			recorded++
-			if i == 0 && t.onEpisode != nil {
-				for _, e := range episodes {
-					t.onEpisode(e)
+			if over {
+				if i == 0 && t.onEpisode != nil {
+					t.onEpisode(ep)
 				}
-			}
-			for _, e := range episodes {
-				t.epSum[t.policyOf[i]] += float64(e.Return)
+				t.epSum[t.policyOf[i]] += float64(ep.Return)
 				t.epCount[t.policyOf[i]]++
 			}
 		}

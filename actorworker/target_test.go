@@ -45,9 +45,12 @@ func checkRig(t *testing.T, r *rig, cfg rigConfig) (kinds map[string]int) {
 				final[e] = obs[j]
 			}
 			batches := byAgent[a.ID()]
-			checkBatches(t, batches, final, cfg.actions, sampleSteps(cfg), st.EnvSteps, st.Episodes)
+			checkBatches(t, batches, final, cfg.actions, sampleSteps(cfg), cfg.span, st.EnvSteps, st.Episodes)
 			for _, b := range batches {
 				last := b.Len() - 1
+				if slices.Contains(b.Terminated.Data[:last], 1) {
+					kinds["terminated inside"]++
+				}
 				switch {
 				case b.Terminated.Data[last] == 1:
 					kinds["terminated"]++
@@ -78,13 +81,24 @@ func TestTargetBatches(t *testing.T) {
 		cfg      rigConfig
 		envSteps int64
 		obsShape []int    // one observation's shape in the batches; nil: [obs_dim]
-		want     []string // kinds of batch ends that must occur
+		want     []string // kinds of batch ends (and "terminated inside") that must occur
 	}{
 		{
 			name: "cartpole short limit",
 			cfg: rigConfig{env: env.CartPoleName, envConfig: map[string]any{"max_episode_steps": 12},
 				ringSize: 2, sampleSteps: 5, actions: 2},
 			envSteps: 600, want: []string{"terminated", "truncated", "cut"},
+		},
+		{
+			name: "cartpole spanning episodes",
+			cfg: rigConfig{env: env.CartPoleName, envConfig: map[string]any{"max_episode_steps": 40},
+				ringSize: 2, sampleSteps: 30, span: true, actions: 2},
+			envSteps: 900, want: []string{"terminated", "terminated inside", "truncated", "cut"},
+		},
+		{
+			name:     "cartpole spanning, default batch length",
+			cfg:      rigConfig{env: env.CartPoleName, ringSize: 1, span: true, actions: 2},
+			envSteps: 300, want: []string{"terminated inside", "cut"},
 		},
 		{
 			name:     "cartpole default batch length",
@@ -210,12 +224,19 @@ func TestMultiAgentSharedReward(t *testing.T) {
 // TestTurns: in a game whose agents take turns (api.Turns), each agent's
 // batches hold the steps it moved in, observed at its turn, with the
 // reward of the opponent's reply credited to its move: the loser's last
-// move carries the -1 of the winner's.
+// move carries the -1 of the winner's. The same with batches spanning
+// episodes.
 func TestTurns(t *testing.T) {
-	cfg := rigConfig{env: env.Connect4Name, ringSize: 2, sampleSteps: 5, actions: 7}
+	for _, span := range []bool{false, true} {
+		t.Run(fmt.Sprintf("span_episodes=%v", span), func(t *testing.T) { testTurns(t, span) })
+	}
+}
+
+func testTurns(t *testing.T, span bool) {
+	cfg := rigConfig{env: env.Connect4Name, ringSize: 2, sampleSteps: 5, span: span, actions: 7}
 	r := newRig(t, cfg)
 	r.run(t, 600)
-	var wins int
+	var wins, spanned int
 	for i, tg := range r.ring.Targets() {
 		st := tg.Stats()
 		e := r.envs[i]
@@ -227,6 +248,9 @@ func TestTurns(t *testing.T) {
 			var steps int64
 			for _, b := range batches {
 				steps += int64(b.Len())
+				if slices.Contains(b.Terminated.Data[:b.Len()-1], 1) {
+					spanned++
+				}
 				for k := range b.Len() {
 					// Plane 2 is ones when it is the observer's turn.
 					if obs := obsRow(b, k); obs[2] != 1 {
@@ -240,7 +264,7 @@ func TestTurns(t *testing.T) {
 			// Drain drops the move of the agent that sat out the last step
 			// (no value of its next turn's observation exists to end it).
 			idleOpen += e.acted[j] - steps
-			checkBatches(t, batches, make([][]float32, e.ends), cfg.actions, cfg.sampleSteps, steps, st.Episodes)
+			checkBatches(t, batches, make([][]float32, e.ends), cfg.actions, cfg.sampleSteps, cfg.span, steps, st.Episodes)
 		}
 		if idleOpen < 0 || idleOpen > 1 {
 			t.Errorf("target %d: %d moves not recorded, want 0 or 1 (the idle agent's at drain)", i, idleOpen)
@@ -263,6 +287,9 @@ func TestTurns(t *testing.T) {
 	}
 	if wins == 0 {
 		t.Error("no game was won")
+	}
+	if (spanned > 0) != span {
+		t.Errorf("%d batches hold a termination before their last step, with span_episodes=%v", spanned, span)
 	}
 }
 

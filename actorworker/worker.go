@@ -97,6 +97,15 @@ type Config struct {
 	// on-policy trainer, so the queue is short; a consumer with no
 	// staleness bound (a sink) can take a deeper one.
 	SampleQueue int `msgpack:"sample_queue"`
+	// SpanEpisodes carries a batch on across the terminations in it: it
+	// ends every sample_steps steps and at truncations, not at every
+	// episode's end. Fewer, longer messages for a consumer that has no
+	// staleness bound (a sink, a replay); an on-policy trainer's batches
+	// then hold steps of more versions, dropped whole once the oldest is
+	// stale (docs/dataplane.md, "Batches across episodes"). Agents that
+	// play a pool cut at every episode's end regardless, so that one
+	// version plays each of their batches.
+	SpanEpisodes bool `msgpack:"span_episodes"`
 	// MaxPollSteps bounds the targets one poll visits; default the larger
 	// of the ring size and 16.
 	MaxPollSteps int `msgpack:"max_poll_steps"`
@@ -499,7 +508,8 @@ func (w *Worker) newTargets(batch api.EnvBatch, cfg Config, first int) ([]*EnvTa
 				if r.pool != nil {
 					client = r.pool.slot() // each agent draws its own version per episode
 				}
-				return AgentRoute{Client: client, Producer: r.producer, Policy: r.policy, SampleSteps: r.sampleSteps}
+				return AgentRoute{Client: client, Producer: r.producer, Policy: r.policy, SampleSteps: r.sampleSteps,
+					SpanEpisodes: cfg.SpanEpisodes && r.pool == nil}
 			},
 			OnEpisode: w.addEpisode, OnPolicyEpisode: w.addPolicyEpisode,
 		})

@@ -173,6 +173,8 @@ func TestActorCompletes(t *testing.T) {
 		{name: "inline null defaults", cfg: map[string]any{"inference": "inline", "sample_stream": "null", "max_env_steps": 300}},
 		{name: "inline stream", cfg: map[string]any{"inference": "inline", "sample_stream": "s", "ring_size": 3,
 			"sample_steps": 32, "max_env_steps": 1000}},
+		{name: "inline stream spanning episodes", cfg: map[string]any{"inference": "inline", "sample_stream": "s", "ring_size": 3,
+			"sample_steps": 32, "span_episodes": true, "max_env_steps": 1000}},
 		{name: "simple_spread stream", cfg: map[string]any{"inference": "inline", "sample_stream": "s", "env": env.SimpleSpreadName,
 			"env_config": map[string]any{"n_agents": 2, "max_cycles": 25}, "sample_steps": 10, "max_env_steps": 200}},
 		// Python environments: the ring is one host process, stepped as a batch.
@@ -223,7 +225,7 @@ func TestActorCompletes(t *testing.T) {
 			}
 			sent := statInt(t, st, "batches_sent")
 			waitFor(t, "every batch", func() bool { return int64(len(cons[0].batches)) >= sent }, cons...)
-			var steps, episodes int64
+			var steps, episodes, spanned int64
 			for _, b := range cons[0].batches {
 				if err := b.Validate(); err != nil {
 					t.Fatal(err)
@@ -233,6 +235,12 @@ func TestActorCompletes(t *testing.T) {
 				}
 				steps += int64(b.Len())
 				episodes += int64(len(b.Episodes))
+				if slices.Contains(b.Terminated.Data[:b.Len()-1], 1) {
+					spanned++
+				}
+			}
+			if span := c.cfg["span_episodes"] == true; (spanned > 0) != span {
+				t.Errorf("%d batches hold a termination before their last step, with span_episodes=%v", spanned, span)
 			}
 			agents := steps / statInt(t, st, "env_steps")
 			if c.turns {

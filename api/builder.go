@@ -92,6 +92,11 @@ func (b *SampleBuilder) allocate() {
 // Len returns the number of steps appended since the last Build.
 func (b *SampleBuilder) Len() int { return len(b.rewards) }
 
+// Episodes returns the episodes that ended in the steps appended since the
+// last Build, in order (the batch's Episodes so far). The slice is the
+// builder's: valid until the next Append or Build.
+func (b *SampleBuilder) Episodes() []EpisodeStat { return b.episodes }
+
 // Append adds one step. It rejects a step whose observation or continuous
 // action has the wrong length, leaving the builder unchanged.
 func (b *SampleBuilder) Append(r StepRecord) error {

@@ -131,9 +131,18 @@ func TestSampleBuilder(t *testing.T) {
 	}
 	step(0, false, false, 5)
 	step(1, false, false, 3)
+	if n := len(b.Episodes()); n != 0 {
+		t.Errorf("%d episodes before one ended", n)
+	}
 	step(2, true, false, 4) // an episode of 3 steps ends
+	if got, want := b.Episodes(), []EpisodeStat{{Return: 3, Length: 3}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Episodes() = %+v after the first ended, want %+v", got, want)
+	}
 	step(3, false, false, 6)
 	first := b.Build(7)
+	if n := len(b.Episodes()); n != 0 {
+		t.Errorf("%d episodes after Build, want none", n)
+	}
 	if err := first.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -103,23 +103,28 @@ func BenchmarkPipelineActors(b *testing.B) {
 // each policy worker batches only its own actor's requests. The ones
 // ending in /ring send them through a shared-memory ring to the own
 // process instead, encoded (DISTRL_INPROCESS=0, as before the in-process
-// path).
+// path). The ones ending in /episodes cut the actors' batches at every
+// episode's end (without span_episodes).
 func BenchmarkPipelineColocated(b *testing.B) {
 	c := newCluster(b)
 	for _, p := range []struct {
-		actors, envs int
-		ring         bool
-	}{{1, 8, false}, {2, 8, false}, {2, 8, true}, {4, 8, false}, {2, 64, false}, {2, 64, true}, {2, 256, false}} {
+		actors, envs   int
+		ring, episodes bool
+	}{{1, 8, false, false}, {2, 8, false, false}, {2, 8, true, false}, {2, 8, false, true}, {4, 8, false, false},
+		{2, 64, false, false}, {2, 64, true, false}, {2, 64, false, true}, {2, 256, false, false}} {
 		name := fmt.Sprintf("actors=%d/envs=%d", p.actors, p.envs)
 		if p.ring {
 			name += "/ring"
+		}
+		if p.episodes {
+			name += "/episodes"
 		}
 		b.Run(name, func(b *testing.B) {
 			sub := c.benchTrial(b)
 			if p.ring {
 				sub.env = append(sub.env, stream.InProcessEnv+"=0")
 			}
-			benchPipeline(b, sub, pipeline{actors: p.actors, ring: p.envs, colocate: true})
+			benchPipeline(b, sub, pipeline{actors: p.actors, ring: p.envs, colocate: true, episodeBatches: p.episodes})
 		})
 	}
 }
@@ -239,6 +244,9 @@ type pipeline struct {
 	// sinks are sink processes; 0: experiment.AutoSinks, one per 4 actors
 	// (cartpole-sink's count: auto).
 	sinks int
+	// episodeBatches cuts the actors' batches at every episode's end;
+	// otherwise they span episodes (span_episodes, as in cartpole-sink).
+	episodeBatches bool
 }
 
 // benchPipeline starts the processes of pipeline p in c's trial and
@@ -313,7 +321,8 @@ func benchPipeline(b *testing.B, c *cluster, p pipeline) {
 			"ring_max": ring,
 			// A sink's queue may be deep: nothing it is sent goes stale
 			// (as in the cartpole-sink built-in).
-			"sample_queue": 64,
+			"sample_queue":  64,
+			"span_episodes": !p.episodeBatches,
 		}
 		if slots > 0 {
 			kw["ring_slots"] = slots

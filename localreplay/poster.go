@@ -61,11 +61,11 @@ type outItem struct {
 // initial priorities (a Memory) and inserts them into the replay's shards,
 // pipelined. It is for the actor's loop goroutine.
 //
-// A batch ends where the actor cut it; the observation after its last step
-// is not in it. A batch that ends in a termination gives every step; one
-// that ends otherwise (a time limit, a cut every sample_steps) gives all
-// but its last step, whose successor is unknown, and its final returns
-// bootstrap from the last observation. The initial priority of a step is
+// A batch ends where the actor cut it (every sample_steps steps and at a
+// time limit); the observation after its last step is not in it. Episodes
+// that terminated inside it give every step; the part that ends otherwise
+// (a time limit, a cut) gives all but its last step, whose successor is
+// unknown, and its final returns bootstrap from the last observation. The initial priority of a step is
 // |G^n - V(s_t)| with the batch's value estimates (the value head of a
 // dueling Q network: V(s) ≈ max_a Q(s, a)).
 //
@@ -129,20 +129,24 @@ func (p *Poster) Post(b *api.SampleBatch) error {
 	return nil
 }
 
-// convert appends b's transitions to the outbox.
+// convert appends b's transitions to the outbox. A batch may hold the end
+// of the episode an earlier batch began, whole episodes, and the start of
+// one that goes on: each goes to the memory as an episode of its own, cut
+// after every step that terminated or was truncated.
 func (p *Poster) convert(b *api.SampleBatch) error {
 	T := b.Len()
 	if T == 0 {
 		return nil
 	}
-	if b.Actions.Len() != T || b.Values.Len() != T || b.Obs.Len()%T != 0 {
-		return fmt.Errorf("localreplay: batch of %d steps with %d actions, %d values, %d obs values: want discrete actions and values",
-			T, b.Actions.Len(), b.Values.Len(), b.Obs.Len())
+	if b.Actions.Len() != T || b.Values.Len() != T || b.Obs.Len()%T != 0 ||
+		b.Terminated.Len() != T || b.Truncated.Len() != T {
+		return fmt.Errorf("localreplay: batch of %d steps with %d actions, %d values, %d terminated and %d truncated flags, %d obs values: want discrete actions and values",
+			T, b.Actions.Len(), b.Values.Len(), b.Terminated.Len(), b.Truncated.Len(), b.Obs.Len())
 	}
 	d := b.Obs.Len() / T
 	// The transitions keep the shape of an image observation. They are
-	// not stacked: each batch is an episode of its own to the memory, so a
-	// stack would repeat a batch's first frame where the trajectory goes
+	// not stacked: each segment is an episode of its own to the memory, so
+	// a stack would repeat a batch's first frame where the trajectory goes
 	// on from the previous batch.
 	var shape []int
 	if len(b.Obs.Shape) > 2 {
@@ -156,26 +160,47 @@ func (p *Poster) convert(b *api.SampleBatch) error {
 		}
 		p.mem = m
 	}
+	for start := 0; start < T; {
+		end := start + 1
+		for end < T && b.Terminated.Data[end-1] == 0 && b.Truncated.Data[end-1] == 0 {
+			end++
+		}
+		if err := p.segment(b, d, start, end); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// segment gives the memory steps [start, end) of b, which end its episode
+// or the batch, and moves their transitions to the outbox. A segment that
+// ends in a termination gives every step; one that ends otherwise gives all
+// but its last step, whose successor is not in the batch, and its returns
+// bootstrap from the last step's observation (its value estimate).
+func (p *Poster) segment(b *api.SampleBatch, d, start, end int) error {
 	obs := func(t int) []float32 { return b.Obs.Data[t*d : (t+1)*d] }
-	ep, err := p.mem.Open(obs(0))
+	ep, err := p.mem.Open(obs(start))
 	if err != nil {
 		return err
 	}
-	terminated := b.Terminated.Len() == T && b.Terminated.Data[T-1] != 0
-	last := T - 1 // the last step kept
+	terminated := b.Terminated.Data[end-1] != 0
+	last := end - 1 // the steps kept end before it
 	if terminated {
-		last = T
+		last = end
 	}
-	for t := range last {
-		next := obs(min(t+1, T-1)) // a terminal step's successor is never used
+	for t := start; t < last; t++ {
+		next := obs(min(t+1, end-1)) // a terminal step's successor is never used
 		v := b.Values.Data[t]
 		if err := p.mem.Step(ep, Step{Action: b.Actions.Data[t], Reward: []float32{b.Rewards.Data[t]}, Value: v, Estimate: v, Frame: next}); err != nil {
 			return err
 		}
 	}
-	if err := p.mem.Close(ep, terminated, b.Values.Data[T-1]); err != nil {
+	if err := p.mem.Close(ep, terminated, b.Values.Data[end-1]); err != nil {
 		return err
 	}
+	// Taken at once: the memory keeps only its newest MaxEpisodes for
+	// TakeNew, and a batch may hold more episodes than that.
 	for _, it := range p.mem.TakeNew() {
 		data, err := msgpack.Marshal(&it.Transition)
 		if err != nil {

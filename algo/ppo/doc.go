@@ -37,8 +37,8 @@
 // not terminate (a time-limit truncation, or a cut every N steps)
 // bootstraps from SampleBatch.BootstrapValue, which the actor sets to the
 // value of the observation after it. A Truncated step before the last one
-// has no such value in the batch (the actors of package actorworker always
-// end a batch at an episode end, so it does not happen with them); GAE
+// has no such value in the batch (the actors of package actorworker end a
+// batch at every truncation, so it does not happen with them); GAE
 // treats it as terminal and reports how many it saw, and Update counts
 // them in [Stats].MidBatchTruncations.
 //

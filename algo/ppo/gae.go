@@ -19,7 +19,7 @@ import (
 // value of the observation after it is not in the batch; GAE treats it as
 // terminal (V_next = 0) and returns how many such steps it found, so the
 // caller can notice that its actor splits batches differently from the
-// actorworker convention (batches end at episode ends). A step both
+// actorworker convention (batches end at truncations). A step both
 // terminated and truncated counts as terminated.
 //
 // advantages and returns must have T elements each; the batch must have

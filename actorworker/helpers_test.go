@@ -305,6 +305,12 @@ func (r *rig) envSteps() int64 {
 	return n
 }
 
+// terminatesInside reports whether an episode of b terminated before its
+// last step: the batch spans episodes.
+func terminatesInside(b api.SampleBatch) bool {
+	return slices.Contains(b.Terminated.Data[:b.Len()-1], 1)
+}
+
 // obsRow is observation i of b, whatever an observation's shape.
 func obsRow(b api.SampleBatch, i int) []float32 {
 	d := b.Obs.Len() / b.Len()

@@ -48,7 +48,7 @@ func checkRig(t *testing.T, r *rig, cfg rigConfig) (kinds map[string]int) {
 			checkBatches(t, batches, final, cfg.actions, sampleSteps(cfg), cfg.span, st.EnvSteps, st.Episodes)
 			for _, b := range batches {
 				last := b.Len() - 1
-				if slices.Contains(b.Terminated.Data[:last], 1) {
+				if terminatesInside(b) {
 					kinds["terminated inside"]++
 				}
 				switch {
@@ -248,7 +248,7 @@ func testTurns(t *testing.T, span bool) {
 			var steps int64
 			for _, b := range batches {
 				steps += int64(b.Len())
-				if slices.Contains(b.Terminated.Data[:b.Len()-1], 1) {
+				if terminatesInside(b) {
 					spanned++
 				}
 				for k := range b.Len() {

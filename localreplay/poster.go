@@ -61,12 +61,10 @@ type outItem struct {
 // initial priorities (a Memory) and inserts them into the replay's shards,
 // pipelined. It is for the actor's loop goroutine.
 //
-// A batch ends where the actor cut it (every sample_steps steps and at a
-// time limit); the observation after its last step is not in it. Episodes
-// that terminated inside it give every step; the part that ends otherwise
-// (a time limit, a cut) gives all but its last step, whose successor is
-// unknown, and its final returns bootstrap from the last observation. The initial priority of a step is
-// |G^n - V(s_t)| with the batch's value estimates (the value head of a
+// A batch ends where the actor cut it; the observation after its last step
+// is not in it. Each episode in it (or part of one) goes to the memory on
+// its own (see segment for what it gives). The initial priority of a step
+// is |G^n - V(s_t)| with the batch's value estimates (the value head of a
 // dueling Q network: V(s) ≈ max_a Q(s, a)).
 //
 // Back-pressure: with MaxInFlight inserts unanswered (the replay's rate
@@ -140,7 +138,7 @@ func (p *Poster) convert(b *api.SampleBatch) error {
 	}
 	if b.Actions.Len() != T || b.Values.Len() != T || b.Obs.Len()%T != 0 ||
 		b.Terminated.Len() != T || b.Truncated.Len() != T {
-		return fmt.Errorf("localreplay: batch of %d steps with %d actions, %d values, %d terminated and %d truncated flags, %d obs values: want discrete actions and values",
+		return fmt.Errorf("localreplay: batch of %d steps with %d actions, %d values, %d terminated and %d truncated flags, %d obs values: want discrete actions, values and flags",
 			T, b.Actions.Len(), b.Values.Len(), b.Terminated.Len(), b.Truncated.Len(), b.Obs.Len())
 	}
 	d := b.Obs.Len() / T

@@ -25,8 +25,9 @@ type Agent struct {
 	// sampleSteps is the length of a batch cut mid-episode: the agent's
 	// own, since agents of different policies may be batched differently.
 	sampleSteps int
-	// spanEpisodes carries a batch on across terminations (AgentRoute).
-	spanEpisodes bool
+	// spanEpisodes carries a batch on across terminations, versionCuts
+	// ends one at a newer policy version (AgentRoute).
+	spanEpisodes, versionCuts bool
 
 	// steps and sent count the agent's recorded steps and the batches its
 	// producer accepted, for the actor's per-policy statistics.
@@ -57,7 +58,7 @@ type Agent struct {
 // r.Producer. builder's Policy, ActorID and AgentID label the batches.
 func newAgent(id string, r AgentRoute, builder *api.SampleBuilder) *Agent {
 	return &Agent{id: id, client: r.Client, producer: r.Producer, builder: builder,
-		sampleSteps: r.SampleSteps, spanEpisodes: r.SpanEpisodes}
+		sampleSteps: r.SampleSteps, spanEpisodes: r.SpanEpisodes, versionCuts: r.VersionCuts}
 }
 
 // ID returns the agent's id in its environment.
@@ -102,7 +103,10 @@ func (a *Agent) post(obs []float32) error {
 // in which case the same observation is posted again: the action is still
 // needed, and the policy worker may be back by the next flush. A result
 // completes the batch waiting for its bootstrap value, since it carries
-// the value of the observation that follows that batch.
+// the value of the observation that follows that batch; with versionCuts,
+// a result of a newer policy version than every step of the batch being
+// filled ends that batch the same way, so that its steps are of one
+// version.
 func (a *Agent) take() (bool, error) {
 	res, err := a.client.Consume(a.pending)
 	a.posted = false
@@ -116,6 +120,11 @@ func (a *Agent) take() (bool, error) {
 		return false, fmt.Errorf("agent %s: consume inference result: %w", a.id, err)
 	}
 	a.result, a.hasResult = res, true
+	// Newer than every step, not merely another: results of policy workers
+	// a version apart, taking turns, cut once, not at every step.
+	if newest, ok := a.builder.NewestVersion(); a.versionCuts && ok && res.Version > newest {
+		a.outbox = append(a.outbox, a.box(a.builder.Build(res.Value)))
+	}
 	if a.held != nil {
 		a.held.BootstrapValue = res.Value
 		a.outbox = append(a.outbox, a.held)

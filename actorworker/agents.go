@@ -117,6 +117,7 @@ type routeSpec struct {
 	replayStream  string
 	replayTable   string
 	sampleSteps   int
+	versionCuts   bool // batches end at a newer policy version (a sample stream's)
 	epsilon       float64
 	inference     string
 	deterministic bool
@@ -254,6 +255,9 @@ func (s *routeSpec) resolve(m AgentMapping, cfg Config, index, n int) error {
 		s.sampleStream = cmp.Or(m.SampleStream, m.Policy)
 	}
 	s.sampleSteps = cmp.Or(m.SampleSteps, cfg.SampleSteps)
+	// A replay keeps transitions of any version: a cut there would only
+	// shorten the n-step returns at it.
+	s.versionCuts = *cfg.VersionCuts && s.replayStream == ""
 	s.epsilon = cfg.Epsilon
 	if m.Epsilon != nil {
 		s.epsilon = *m.Epsilon
@@ -353,6 +357,7 @@ type route struct {
 	explore     *exploring
 	producer    stream.SamplePoster
 	sampleSteps int
+	versionCuts bool // a sample stream's batches end at a newer version
 }
 
 // policyStat is the actor's count of one policy's episodes and its recent
@@ -423,7 +428,11 @@ func (w *Worker) policiesStat() map[string]any {
 func (w *Worker) mappings(cfg Config) string {
 	parts := make([]string, len(w.routes))
 	for i, r := range w.routes {
-		parts[i] = fmt.Sprintf("%s -> %s (%s)", r.policy, strings.Join(r.agents, ", "), cfg.routes[i].streamDesc())
+		desc := cfg.routes[i].streamDesc()
+		if r.versionCuts {
+			desc += ", batches of one version"
+		}
+		parts[i] = fmt.Sprintf("%s -> %s (%s)", r.policy, strings.Join(r.agents, ", "), desc)
 	}
 	return strings.Join(parts, "; ")
 }

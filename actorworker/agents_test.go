@@ -369,7 +369,7 @@ func TestTargetRoutes(t *testing.T) {
 			final[k] = obs[j]
 		}
 		batches := outs[p].byAgent()[a.ID()]
-		checkBatches(t, batches, final, 5, steps[p], false, st.EnvSteps, st.Episodes)
+		checkBatches(t, batches, final, batchRules{actions: 5, sampleSteps: steps[p]}, st.EnvSteps, st.Episodes)
 		for _, b := range batches {
 			if b.Policy != p {
 				t.Fatalf("agent %s: a batch of policy %q, want %q", a.ID(), b.Policy, p)

@@ -65,7 +65,15 @@
 //     value and whose action is ignored; then the environment is reset;
 //   - the batch was cut mid-episode: the batch waits for the next inference
 //     result, which carries the value of the next observation, and is sent
-//     when that result is consumed, before the next step is recorded.
+//     when that result is consumed, before the next step is recorded;
+//   - (version_cuts, the default for a sample stream) the next result
+//     comes from a newer policy version than every step of the batch: the
+//     batch ends there, its bootstrap value that result's, as for a cut
+//     mid-episode. A batch then holds one version, which an on-policy
+//     trainer keeps or drops whole by max_staleness (a batch mixing
+//     versions went with its oldest). Newer than every step, not only
+//     different: results of policy workers a version apart, taking turns,
+//     cut once. Batches to a replay are never cut so.
 //
 // In a multi-agent environment the episode ends for all agents when it
 // ends for any (api.Env's contract); an agent the environment did not flag

@@ -114,6 +114,40 @@ func (c *collector) byAgent() map[string][]api.SampleBatch {
 	return m
 }
 
+// versionedClient gives each result the policy version its schedule says
+// for the request, as if the policy worker had taken new parameters, and
+// remembers which version answered each observation (CartPole's states
+// do not repeat).
+type versionedClient struct {
+	stream.InferenceClient
+	schedule func(id stream.ReqID) int64
+	posted   map[stream.ReqID]string // observations of requests not consumed
+	versions map[string]int64        // observation -> its result's version
+}
+
+func obsKey(obs []float32) string { return fmt.Sprint(obs) }
+
+func (c *versionedClient) Post(obs []float32) (stream.ReqID, error) {
+	id, err := c.InferenceClient.Post(obs)
+	if err == nil {
+		c.posted[id] = obsKey(obs)
+	}
+	return id, err
+}
+
+func (c *versionedClient) Consume(id stream.ReqID) (stream.InferenceResult, error) {
+	res, err := c.InferenceClient.Consume(id)
+	if err == nil {
+		res.Version = c.schedule(id)
+		c.versions[c.posted[id]] = res.Version
+	}
+	delete(c.posted, id)
+	return res, err
+}
+
+// versionOf is the version of the result that answered obs.
+func (c *versionedClient) versionOf(obs []float32) int64 { return c.versions[obsKey(obs)] }
+
 // recordingEnv is a real environment that also remembers the final
 // observation of every episode, in order, and logs its steps.
 type recordingEnv struct {
@@ -181,6 +215,8 @@ type rig struct {
 	envs   []*recordingEnv
 	outs   []*collector // per target
 	log    []int
+	// versioned is the client's wrapper when rigConfig.versions is set.
+	versioned *versionedClient
 }
 
 type rigConfig struct {
@@ -189,7 +225,11 @@ type rigConfig struct {
 	ringSize    int
 	sampleSteps int
 	span        bool // span_episodes
+	versionCuts bool // version_cuts
 	actions     int
+	// versions, if set, is the policy version of request id's result, in
+	// place of the probe policy's (versionedClient).
+	versions func(id stream.ReqID) int64
 	// wrap, if set, wraps the inline client (to inject failures).
 	wrap func(stream.InferenceClient) stream.InferenceClient
 	// refuse, if set, makes the producers refuse posts with back-pressure.
@@ -207,12 +247,17 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 			if cfg.wrap != nil {
 				r.client = cfg.wrap(r.client)
 			}
+			if cfg.versions != nil {
+				r.versioned = &versionedClient{InferenceClient: r.client, schedule: cfg.versions,
+					posted: map[stream.ReqID]string{}, versions: map[string]int64{}}
+				r.client = r.versioned
+			}
 		}
 		out := &collector{refuse: cfg.refuse}
 		r.outs = append(r.outs, out)
 		tg, err := actorworker.NewEnvTarget(e, i, actorworker.TargetConfig{
 			Client: r.client, Producer: out, Policy: "p", ActorID: "actor/0",
-			SampleSteps: cfg.sampleSteps, SpanEpisodes: cfg.span, Seed: 1,
+			SampleSteps: cfg.sampleSteps, SpanEpisodes: cfg.span, VersionCuts: cfg.versionCuts, Seed: 1,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -317,13 +362,36 @@ func obsRow(b api.SampleBatch, i int) []float32 {
 	return b.Obs.Data[i*d : (i+1)*d]
 }
 
+// batchRules are what an agent's batches must follow.
+type batchRules struct {
+	actions, sampleSteps int
+	span                 bool // span_episodes
+	// versionOf, if set, is the policy version that chose the action at an
+	// observation (versionedClient); nil: every step's is probeVersion.
+	versionOf func(obs []float32) int64
+	// versionCuts: a batch ends where a newer version than all its steps
+	// acts next, so a batch cut short holds one version.
+	versionCuts bool
+}
+
 // checkBatches checks one agent's batches from one target: well formed,
-// cut where the rules say (span: carried on across terminations), with the
-// right bootstrap values, values that belong to their observations, and
-// every episode accounted for. finalObs are the agent's final observations
-// of the target's episodes.
-func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32, actions, sampleSteps int, span bool, wantSteps, wantEpisodes int64) {
+// cut where the rules say (span: carried on across terminations; version
+// cuts: at a newer version), with the right bootstrap values and policy
+// versions, values that belong to their observations, and every episode
+// accounted for. finalObs are the agent's final observations of the
+// target's episodes.
+func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32, rules batchRules, wantSteps, wantEpisodes int64) {
 	t.Helper()
+	versionOf := func(obs []float32) int64 { return probeVersion }
+	if rules.versionOf != nil {
+		versionOf = rules.versionOf
+	}
+	// newerNext: the batch after k starts with a newer version than any
+	// step of k, which ends k early where versions cut.
+	newerNext := func(k int, newest int64) bool {
+		return rules.versionCuts && k+1 < len(batches) && versionOf(obsRow(batches[k+1], 0)) > newest
+	}
+	sampleSteps, span := rules.sampleSteps, rules.span
 	var steps, episodes int64
 	finals := 0
 	for k, b := range batches {
@@ -336,15 +404,27 @@ func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32,
 		}
 		steps += int64(n)
 		episodes += int64(len(b.Episodes))
-		if b.PolicyVersion != probeVersion {
-			t.Errorf("batch %d: policy version %d, want %d", k, b.PolicyVersion, probeVersion)
+		oldest, newest := int64(math.MaxInt64), int64(math.MinInt64)
+		for i := range n {
+			v := versionOf(obsRow(b, i))
+			oldest, newest = min(oldest, v), max(newest, v)
+		}
+		if b.PolicyVersion != oldest {
+			t.Errorf("batch %d: policy version %d, want its oldest step's %d", k, b.PolicyVersion, oldest)
+		}
+		if rules.versionCuts && rules.versionOf != nil {
+			// A newer version acting ends the batch, so within one the
+			// versions never rise past the first step's.
+			if first := versionOf(obsRow(b, 0)); newest != first {
+				t.Errorf("batch %d: steps of versions up to %d after a first step of %d, want a cut at the newer version", k, newest, first)
+			}
 		}
 		for i := range n {
 			obs := obsRow(b, i)
 			if got, want := b.Values.Data[i], valueOf(obs); got != want {
 				t.Fatalf("batch %d step %d: value %v, want the value of its observation %v", k, i, got, want)
 			}
-			if got, want := b.Actions.Data[i], actionOf(obs, actions); got != want {
+			if got, want := b.Actions.Data[i], actionOf(obs, rules.actions); got != want {
 				t.Fatalf("batch %d step %d: action %d, want the policy's %d", k, i, got, want)
 			}
 		}
@@ -367,7 +447,7 @@ func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32,
 		case term:
 			want = 0
 			finals++
-			if span && n != sampleSteps && k+1 < len(batches) {
+			if span && n != sampleSteps && k+1 < len(batches) && !newerNext(k, newest) {
 				t.Errorf("batch %d of %d steps ends in a termination, want spanning batches cut there only when full (%d)", k, n, sampleSteps)
 			}
 		case trunc:
@@ -379,8 +459,8 @@ func checkBatches(t *testing.T, batches []api.SampleBatch, finalObs [][]float32,
 		case k+1 < len(batches):
 			// Cut mid-episode: the next batch starts at the next observation.
 			want = valueOf(obsRow(batches[k+1], 0))
-			if n != sampleSteps {
-				t.Errorf("batch %d cut mid-episode at %d steps, want %d", k, n, sampleSteps)
+			if n != sampleSteps && !newerNext(k, newest) {
+				t.Errorf("batch %d cut mid-episode at %d steps, want %d or a newer version next", k, n, sampleSteps)
 			}
 		default:
 			// The last batch, cut by Drain: some value, never 0.

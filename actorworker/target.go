@@ -37,9 +37,10 @@ type TargetConfig struct {
 	// SampleSteps is the length of a batch cut mid-episode; 0 means
 	// DefaultSampleSteps.
 	SampleSteps int
-	// SpanEpisodes carries batches on across terminations (AgentRoute),
-	// unless Route says otherwise.
-	SpanEpisodes bool
+	// SpanEpisodes carries batches on across terminations, and
+	// VersionCuts ends them at a newer policy version (AgentRoute), unless
+	// Route says otherwise.
+	SpanEpisodes, VersionCuts bool
 	// Route, if set, gives each agent (by its index in the environment's
 	// agent list, and its id) the policy it acts for: its own client,
 	// producer, policy label and batch length, in place of Client,
@@ -70,6 +71,11 @@ type AgentRoute struct {
 	// (span_episodes): they end when full or at a truncation, not at every
 	// episode's end.
 	SpanEpisodes bool
+	// VersionCuts ends the agent's batch when an action comes from a newer
+	// policy version than every step in it (version_cuts), so that an
+	// on-policy trainer, which drops a batch whole once its oldest step is
+	// stale, drops no step of a newer version with it.
+	VersionCuts bool
 }
 
 // TargetStats are an EnvTarget's counters.
@@ -195,7 +201,8 @@ func NewBatchTarget(batch api.EnvBatch, env, index int, cfg TargetConfig) (*EnvT
 		sum: new(TargetStats), // until a ring takes the target
 	}
 	for i, id := range batch.Agents() {
-		r := AgentRoute{Client: cfg.Client, Producer: cfg.Producer, Policy: cfg.Policy, SpanEpisodes: cfg.SpanEpisodes}
+		r := AgentRoute{Client: cfg.Client, Producer: cfg.Producer, Policy: cfg.Policy,
+			SpanEpisodes: cfg.SpanEpisodes, VersionCuts: cfg.VersionCuts}
 		if cfg.Route != nil {
 			r = cfg.Route(i, id)
 		}

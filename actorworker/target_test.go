@@ -45,11 +45,18 @@ func checkRig(t *testing.T, r *rig, cfg rigConfig) (kinds map[string]int) {
 				final[e] = obs[j]
 			}
 			batches := byAgent[a.ID()]
-			checkBatches(t, batches, final, cfg.actions, sampleSteps(cfg), cfg.span, st.EnvSteps, st.Episodes)
-			for _, b := range batches {
+			rules := r.rules(cfg)
+			checkBatches(t, batches, final, rules, st.EnvSteps, st.Episodes)
+			for k, b := range batches {
 				last := b.Len() - 1
 				if terminatesInside(b) {
 					kinds["terminated inside"]++
+				}
+				// Short of full, before the agent's last batch (which Drain
+				// cuts), with the episode going on: a newer version cut it.
+				if going := b.Terminated.Data[last] == 0 || rules.span; going && b.Truncated.Data[last] == 0 &&
+					b.Len() < rules.sampleSteps && k+1 < len(batches) {
+					kinds["version cut"]++
 				}
 				switch {
 				case b.Terminated.Data[last] == 1:
@@ -68,11 +75,16 @@ func checkRig(t *testing.T, r *rig, cfg rigConfig) (kinds map[string]int) {
 	return kinds
 }
 
-func sampleSteps(cfg rigConfig) int {
-	if cfg.sampleSteps == 0 {
-		return actorworker.DefaultSampleSteps
+// rules are the rules the rig's batches follow.
+func (r *rig) rules(cfg rigConfig) batchRules {
+	rules := batchRules{actions: cfg.actions, sampleSteps: cfg.sampleSteps, span: cfg.span, versionCuts: cfg.versionCuts}
+	if rules.sampleSteps == 0 {
+		rules.sampleSteps = actorworker.DefaultSampleSteps
 	}
-	return cfg.sampleSteps
+	if r.versioned != nil {
+		rules.versionOf = r.versioned.versionOf
+	}
+	return rules
 }
 
 func TestTargetBatches(t *testing.T) {
@@ -145,6 +157,68 @@ func TestTargetBatches(t *testing.T) {
 				}
 			}
 			t.Logf("%d env steps, batch ends %v", r.envSteps(), kinds)
+		})
+	}
+}
+
+// TestVersionCuts: with version_cuts a batch ends where an action of a
+// newer policy version than all its steps comes, so that each holds one
+// version; without, a batch holds several and says the oldest. Versions
+// that take turns (two policy workers a version apart) cut once, not at
+// every step.
+func TestVersionCuts(t *testing.T) {
+	rising := func(id stream.ReqID) int64 { return probeVersion + int64(id)/37 }
+	alternating := func(id stream.ReqID) int64 { return probeVersion + int64(id)%2 }
+	cases := []struct {
+		name     string
+		cfg      rigConfig
+		want     []string // kinds of batch ends that must occur
+		mixed    bool     // some batch holds steps of several versions (else none)
+		maxShare float64  // version cuts at most this share of the batches
+	}{
+		{name: "rising", cfg: rigConfig{sampleSteps: 30, versionCuts: true, versions: rising},
+			want: []string{"version cut", "terminated", "truncated", "cut"}, maxShare: 1},
+		{name: "rising, spanning", cfg: rigConfig{sampleSteps: 30, span: true, versionCuts: true, versions: rising},
+			want: []string{"version cut", "terminated inside", "truncated"}, maxShare: 1},
+		{name: "rising, no cuts", cfg: rigConfig{sampleSteps: 30, versions: rising}, mixed: true,
+			want: []string{"terminated", "truncated", "cut"}},
+		// At most one cut per batch begun at the older version, so no more
+		// version cuts than batches of other ends; after one, the batch
+		// holds both versions (none newer than its first step).
+		{name: "alternating", cfg: rigConfig{sampleSteps: 30, versionCuts: true, versions: alternating},
+			want: []string{"version cut", "terminated", "truncated"}, mixed: true, maxShare: 0.5},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg
+			cfg.env, cfg.envConfig, cfg.ringSize, cfg.actions = env.CartPoleName, map[string]any{"max_episode_steps": 40}, 3, 2
+			r := newRig(t, cfg)
+			r.run(t, 2000)
+			kinds := checkRig(t, r, cfg)
+			for _, k := range c.want {
+				if kinds[k] == 0 {
+					t.Errorf("no batch ended %s (got %v): the case does not cover it", k, kinds)
+				}
+			}
+			var batches, mixed int
+			for _, out := range r.outs {
+				for _, b := range out.batches {
+					batches++
+					for i := range b.Len() {
+						if r.versioned.versionOf(obsRow(b, i)) != b.PolicyVersion {
+							mixed++
+							break
+						}
+					}
+				}
+			}
+			if (mixed > 0) != c.mixed {
+				t.Errorf("%d of %d batches hold steps of several versions, want some: %v", mixed, batches, c.mixed)
+			}
+			if share := float64(kinds["version cut"]) / float64(batches); share > c.maxShare {
+				t.Errorf("%d of %d batches cut by a version (%.2f), want at most %.2f", kinds["version cut"], batches, share, c.maxShare)
+			}
+			t.Logf("%d batches, %d of several versions, batch ends %v", batches, mixed, kinds)
 		})
 	}
 }
@@ -264,7 +338,7 @@ func testTurns(t *testing.T, span bool) {
 			// Drain drops the move of the agent that sat out the last step
 			// (no value of its next turn's observation exists to end it).
 			idleOpen += e.acted[j] - steps
-			checkBatches(t, batches, make([][]float32, e.ends), cfg.actions, cfg.sampleSteps, cfg.span, steps, st.Episodes)
+			checkBatches(t, batches, make([][]float32, e.ends), r.rules(cfg), steps, st.Episodes)
 		}
 		if idleOpen < 0 || idleOpen > 1 {
 			t.Errorf("target %d: %d moves not recorded, want 0 or 1 (the idle agent's at drain)", i, idleOpen)

@@ -106,6 +106,14 @@ type Config struct {
 	// play a pool cut at every episode's end regardless, so that one
 	// version plays each of their batches.
 	SpanEpisodes bool `msgpack:"span_episodes"`
+	// VersionCuts ends a batch when an action comes from a newer policy
+	// version than every step in it, so that a batch holds one version
+	// and an on-policy trainer, which drops a batch whole once it is more
+	// than max_staleness versions old, drops no newer step with it
+	// (docs/dataplane.md, "Batches of one version"). Default true; batches
+	// to a replay stream are never cut so (a replay keeps transitions of
+	// any version, and a cut shortens n-step returns).
+	VersionCuts *bool `msgpack:"version_cuts"`
 	// MaxPollSteps bounds the targets one poll visits; default the larger
 	// of the ring size and 16.
 	MaxPollSteps int `msgpack:"max_poll_steps"`
@@ -190,6 +198,9 @@ func parseConfig(args rpc.Args, index int) (Config, error) {
 	cfg.RingSize = cmp.Or(cfg.RingSize, DefaultRingSize)
 	cfg.SampleSteps = cmp.Or(cfg.SampleSteps, DefaultSampleSteps)
 	cfg.SampleQueue = cmp.Or(cfg.SampleQueue, DefaultSampleQueue)
+	if cfg.VersionCuts == nil {
+		cfg.VersionCuts = new(true)
+	}
 	cfg.pollStepsAuto = cfg.MaxPollSteps == 0
 	cfg.MaxPollSteps = cmp.Or(cfg.MaxPollSteps, max(DefaultMaxPollSteps, cfg.RingSize))
 	cfg.Gamma = cmp.Or(cfg.Gamma, 0.99)
@@ -395,7 +406,7 @@ func (w *Worker) build(ctx context.Context, cfg Config) error {
 			w.clients = append(w.clients, client)
 			w.policyStats[spec.policy] = &policyStat{}
 		}
-		r := &route{policy: spec.policy, client: client, sampleSteps: spec.sampleSteps}
+		r := &route{policy: spec.policy, client: client, sampleSteps: spec.sampleSteps, versionCuts: spec.versionCuts}
 		r.pool, _ = client.(*poolInference)
 		if spec.epsilon > 0 {
 			as := batch.ActionSpace()
@@ -509,7 +520,7 @@ func (w *Worker) newTargets(batch api.EnvBatch, cfg Config, first int) ([]*EnvTa
 					client = r.pool.slot() // each agent draws its own version per episode
 				}
 				return AgentRoute{Client: client, Producer: r.producer, Policy: r.policy, SampleSteps: r.sampleSteps,
-					SpanEpisodes: cfg.SpanEpisodes && r.pool == nil}
+					SpanEpisodes: cfg.SpanEpisodes && r.pool == nil, VersionCuts: r.versionCuts}
 			},
 			OnEpisode: w.addEpisode, OnPolicyEpisode: w.addPolicyEpisode,
 		})

@@ -37,7 +37,9 @@ type SampleBuilder struct {
 	actions                              []int32
 	term, trunc                          []uint8
 	episodes                             []EpisodeStat
-	minVersion                           int64
+	// The oldest and the newest policy version of the steps since the
+	// last Build.
+	minVersion, maxVersion int64
 
 	epReturn float32
 	epLen    int32
@@ -58,7 +60,7 @@ func NewSampleBuilder(obsDim, actDim, capacity int) (*SampleBuilder, error) {
 	if _, err := numElements([]int{capacity, max(obsDim, actDim)}, 4); err != nil {
 		return nil, fmt.Errorf("api: NewSampleBuilder: %w", err)
 	}
-	return &SampleBuilder{obsDim: obsDim, actDim: actDim, capacity: capacity, minVersion: math.MaxInt64}, nil
+	return &SampleBuilder{obsDim: obsDim, actDim: actDim, capacity: capacity, minVersion: math.MaxInt64, maxVersion: math.MinInt64}, nil
 }
 
 // allocate gives the builder empty buffers for the current batch, taking
@@ -120,7 +122,7 @@ func (b *SampleBuilder) Append(r StepRecord) error {
 	b.trunc = append(b.trunc, boolByte(r.Truncated))
 	b.logProbs = append(b.logProbs, r.LogProb)
 	b.values = append(b.values, r.Value)
-	b.minVersion = min(b.minVersion, r.Version)
+	b.minVersion, b.maxVersion = min(b.minVersion, r.Version), max(b.maxVersion, r.Version)
 
 	b.epReturn += r.Reward
 	b.epLen++
@@ -129,6 +131,12 @@ func (b *SampleBuilder) Append(r StepRecord) error {
 		b.epReturn, b.epLen = 0, 0
 	}
 	return nil
+}
+
+// NewestVersion returns the newest policy version among the steps
+// appended since the last Build, and false if there are none.
+func (b *SampleBuilder) NewestVersion() (int64, bool) {
+	return b.maxVersion, len(b.rewards) > 0
 }
 
 // Build returns the steps appended since the last Build as a batch and
@@ -178,7 +186,7 @@ func (b *SampleBuilder) Build(bootstrapValue float32) SampleBatch {
 	// Hand the arrays over; the next Append allocates or takes recycled ones.
 	b.obs, b.cont, b.rewards, b.logProbs, b.values = nil, nil, nil, nil, nil
 	b.actions, b.term, b.trunc, b.episodes = nil, nil, nil, nil
-	b.minVersion = math.MaxInt64
+	b.minVersion, b.maxVersion = math.MaxInt64, math.MinInt64
 	b.ready = false
 	return batch
 }

@@ -129,6 +129,13 @@ func TestSampleBuilder(t *testing.T) {
 		}
 		obs[0] = 99 // the builder must have copied it
 	}
+	newest := func(want int64, wantOK bool) {
+		t.Helper()
+		if got, ok := b.NewestVersion(); ok != wantOK || ok && got != want {
+			t.Errorf("NewestVersion() = %d, %v; want %d, %v", got, ok, want, wantOK)
+		}
+	}
+	newest(0, false)
 	step(0, false, false, 5)
 	step(1, false, false, 3)
 	if n := len(b.Episodes()); n != 0 {
@@ -139,7 +146,9 @@ func TestSampleBuilder(t *testing.T) {
 		t.Errorf("Episodes() = %+v after the first ended, want %+v", got, want)
 	}
 	step(3, false, false, 6)
+	newest(6, true)
 	first := b.Build(7)
+	newest(0, false)
 	if n := len(b.Episodes()); n != 0 {
 		t.Errorf("%d episodes after Build, want none", n)
 	}
@@ -170,6 +179,7 @@ func TestSampleBuilder(t *testing.T) {
 	// not write into the first batch's arrays.
 	step(4, false, false, 8)
 	step(5, false, true, 8) // truncated: the episode had 3 steps
+	newest(8, true)
 	second := b.Build(9)
 	if again, _ := msgpack.Marshal(&first); string(again) != string(snapshot) {
 		t.Error("building the second batch changed the first")

@@ -26,7 +26,9 @@
 // # Staleness
 //
 // A batch's policy_version is the oldest version that chose one of its
-// actions. Its lag is the trainer's version minus that; a batch whose lag
+// actions; an actor cuts its batches where a newer version starts acting
+// (version_cuts, the default), so that a batch is of one version and the
+// rule below drops no fresh step with a stale one. Its lag is the trainer's version minus that; a batch whose lag
 // exceeds max_staleness (K, default 2) is dropped and counted
 // (dropped_stale), because PPO's importance ratios are only trustworthy
 // near the behaviour policy. A batch from a version newer than the

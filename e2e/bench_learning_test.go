@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -81,4 +84,53 @@ func medianOf(rs []learnResult, f func(learnResult) float64) float64 {
 		v[i] = f(r)
 	}
 	return median(v)
+}
+
+// BenchmarkStaleDrops measures what bounded staleness costs a
+// trainer-bound on-policy trial: `rlctl start minatar-breakout-ppo` to
+// 250k frames, its actors' batches cut where a newer policy version starts
+// acting (version_cuts, the default) or not, the two alternated b.N times
+// (-benchtime 3x: three pairs), reporting the medians:
+//
+//	dropped-%        steps the trainer dropped as stale, of all frames
+//	trained-samples  steps that went into updates
+//	frames/s         the trial's env steps per second
+func BenchmarkStaleDrops(b *testing.B) {
+	const frames = 250000
+	type result struct{ dropped, trained, rate []float64 }
+	results := map[bool]*result{true: {}, false: {}}
+	for i := range b.N {
+		for _, cuts := range []bool{true, false} {
+			work := b.TempDir()
+			trial := fmt.Sprintf("b%d", i)
+			p := start(b, "rlctl-start", noNameServer, "start", "minatar-breakout-ppo", trial, "--workdir", work,
+				"--set", fmt.Sprintf("stop.env_steps=%d", frames), "--set", "metrics_interval=500ms",
+				"--set", fmt.Sprintf("workers.actor.config.version_cuts=%v", cuts))
+			if code := p.wait(b, 8*time.Minute); code != 0 {
+				b.Fatalf("minatar-breakout-ppo exited with %d:\n%s", code, readFile(b, p.log))
+			}
+			lines := readMetricsLines(b, filepath.Join(work, "minatar-breakout-ppo", trial, "metrics.jsonl"))
+			last := lines[len(lines)-1]
+			trainer := last.Workers["trainer/0"]
+			dropped, okD := trainer["dropped_steps"].(float64) // JSON numbers
+			trained, okT := trainer["samples_trained"].(float64)
+			if !okD || !okT || last.EnvSteps == 0 {
+				b.Fatalf("no trainer figures in the last metrics line: %v", trainer)
+			}
+			r := results[cuts]
+			r.dropped = append(r.dropped, 100*dropped/float64(last.EnvSteps))
+			r.trained = append(r.trained, trained)
+			r.rate = append(r.rate, float64(last.EnvSteps)/last.ElapsedS)
+			b.Logf("version_cuts=%v run %d: %d frames in %.1f s, dropped %.1f%%, trained %.0f",
+				cuts, i, last.EnvSteps, last.ElapsedS, r.dropped[len(r.dropped)-1], trained)
+			os.RemoveAll(work)
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	for cuts, name := range map[bool]string{true: "cuts", false: "nocuts"} {
+		r := results[cuts]
+		b.ReportMetric(median(r.dropped), "dropped-%-"+name)
+		b.ReportMetric(median(r.trained), "trained-samples-"+name)
+		b.ReportMetric(median(r.rate), "frames/s-"+name)
+	}
 }

@@ -168,6 +168,10 @@ var rows = slices.Concat([]row{
 	{"PPO trainer's intake, overlapping vs in turn (samples/s)", "trainerworker.BenchmarkTrainerIntake/overlap=true samples/s", "trainerworker.BenchmarkTrainerIntake/overlap=false samples/s", true},
 	{"DQN trainer's intake, in_flight=8, overlapping vs in turn (samples/s)", "trainerworker.BenchmarkDQNTrainerIntake/in_flight=8/overlap=true samples/s", "trainerworker.BenchmarkDQNTrainerIntake/in_flight=8/overlap=false samples/s", true},
 	{"PPO trainer of MinAtar's network on the CPU, overlapping vs in turn (samples/s)", "trainerworker.BenchmarkTrainerOverlap/overlap=true samples/s", "trainerworker.BenchmarkTrainerOverlap/overlap=false samples/s", true},
+	// Bounded staleness in a trainer-bound trial: batches of one version
+	// (the actors' version_cuts) against batches that mix them, same run.
+	{"minatar-breakout-ppo to 250k frames: steps dropped as stale, version cuts vs none (%)", "e2e.BenchmarkStaleDrops dropped-%-cuts", "e2e.BenchmarkStaleDrops dropped-%-nocuts", false},
+	{"minatar-breakout-ppo to 250k frames: samples trained, version cuts vs none", "e2e.BenchmarkStaleDrops trained-samples-cuts", "e2e.BenchmarkStaleDrops trained-samples-nocuts", true},
 	{"policy lag at the trainer, p50 (versions)", "e2e.BenchmarkLearnCartPole lag-p50", "", false},
 	{"policy lag at the trainer, p99 (versions)", "e2e.BenchmarkLearnCartPole lag-p99", "", false},
 	// Replay (package replay): a prioritized table of 1M items against the

@@ -32,6 +32,11 @@ type Metrics struct {
 	// worker serves; PolicyLag is the trainer's staleness figure.
 	Version   *int64   `json:"version,omitempty"`
 	PolicyLag *float64 `json:"policy_lag,omitempty"`
+	// DroppedShare is the share of the steps PPO trainers took in that
+	// they dropped (stale, or of a version they never made): dropped over
+	// dropped, trained and buffered, summed over the trainers since each
+	// process started; absent without a trainer that drops.
+	DroppedShare *float64 `json:"dropped_share,omitempty"`
 	// ReplaySize is the items held by the replay workers (summed), and
 	// SamplesPerInsert their samples over their inserts; absent without
 	// replay workers.
@@ -169,6 +174,7 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 	// weighed by the episodes behind them and lags averaged.
 	var trainerRet, trainerWeight, lagSum float64
 	lags := 0
+	var dropped, intake float64 // PPO trainers' steps dropped, and taken in
 	var trainerVersion, policyVersion *int64
 	var replaySize, replayInserts, replaySamples float64
 	replays := 0
@@ -198,6 +204,11 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 			if l, ok := Number(s.stats[member.StatPolicyLag]); ok {
 				lagSum += l
 				lags++
+			}
+			if d, ok := Number(s.stats["dropped_steps"]); ok {
+				trained, _ := Number(s.stats["samples_trained"])
+				buffered, _ := Number(s.stats["buffer_steps"])
+				dropped, intake = dropped+d, intake+d+trained+buffered
 			}
 			if v, ok := Number(s.stats[member.StatVersion]); ok && (trainerVersion == nil || int64(v) > *trainerVersion) {
 				vi := int64(v)
@@ -245,6 +256,10 @@ func aggregate(now time.Time, elapsed time.Duration, samples []sample, prev *Met
 	if lags > 0 {
 		l := lagSum / float64(lags)
 		m.PolicyLag = &l
+	}
+	if intake > 0 {
+		share := dropped / intake
+		m.DroppedShare = &share
 	}
 	if replays > 0 {
 		size := int64(replaySize)

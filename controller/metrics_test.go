@@ -158,12 +158,49 @@ func TestKeyStatsAndFormat(t *testing.T) {
 }
 
 func TestStatusLine(t *testing.T) {
-	r, v := 21.5, int64(3)
-	line := statusLine(&Metrics{ElapsedS: 3725, EnvSteps: 1_234_567, StepsPerS: 45_600, Episodes: 980, MeanReturn: &r, Version: &v, Restarts: 1}, 3, 4)
-	for _, want := range []string{"[01:02:05]", "1.23M", "45.6k/s", "episodes 980", "return 21.5", "version 3", "3/4 running", "restarts 1"} {
+	r, v, d := 21.5, int64(3), 0.0912
+	line := statusLine(&Metrics{ElapsedS: 3725, EnvSteps: 1_234_567, StepsPerS: 45_600, Episodes: 980, MeanReturn: &r, Version: &v,
+		DroppedShare: &d, Restarts: 1}, 3, 4)
+	for _, want := range []string{"[01:02:05]", "1.23M", "45.6k/s", "episodes 980", "return 21.5", "version 3", "dropped 9.1%", "3/4 running", "restarts 1"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("%q lacks %q", line, want)
 		}
+	}
+	if line := statusLine(&Metrics{}, 1, 1); strings.Contains(line, "dropped") {
+		t.Errorf("%q says dropped without a trainer that drops", line)
+	}
+}
+
+// The dropped share is the PPO trainers' dropped steps over all they took
+// in (dropped, trained, buffered), summed; a DQN trainer (no dropped_steps)
+// does not count.
+func TestAggregateDroppedShare(t *testing.T) {
+	ppo := func(name string, dropped, trained, buffered int64) sample {
+		return sample{name: name, typ: "trainer", stats: map[string]any{
+			"dropped_steps": dropped, "samples_trained": trained, "buffer_steps": buffered}}
+	}
+	dqn := sample{name: "trainer/0", typ: "trainer", stats: map[string]any{"samples_trained": int64(5000)}}
+	for _, tt := range []struct {
+		name    string
+		samples []sample
+		want    float64 // -1: absent
+	}{
+		{"no trainer", nil, -1},
+		{"a DQN trainer", []sample{dqn}, -1},
+		{"nothing taken in yet", []sample{ppo("trainer/0", 0, 0, 0)}, -1},
+		{"one trainer", []sample{ppo("trainer/0", 100, 800, 100)}, 0.1},
+		{"a group, summed", []sample{ppo("trainer/0", 100, 900, 0), ppo("trainer/1", 300, 700, 0)}, 0.2},
+		{"nothing dropped", []sample{ppo("trainer/0", 0, 1024, 512)}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := aggregate(time.Unix(1000, 0), time.Second, tt.samples, nil, 0)
+			switch {
+			case tt.want < 0 && m.DroppedShare != nil:
+				t.Errorf("dropped share %v, want none", *m.DroppedShare)
+			case tt.want >= 0 && (m.DroppedShare == nil || *m.DroppedShare != tt.want):
+				t.Errorf("dropped share %v, want %v", m.DroppedShare, tt.want)
+			}
+		})
 	}
 }
 

@@ -79,6 +79,9 @@ func statusLine(m *Metrics, running, total int) string {
 	if m.PolicyLag != nil {
 		fmt.Fprintf(&b, "  lag %.2f", *m.PolicyLag)
 	}
+	if m.DroppedShare != nil {
+		fmt.Fprintf(&b, "  dropped %.1f%%", 100**m.DroppedShare)
+	}
 	if m.ReplaySize != nil {
 		fmt.Fprintf(&b, "  replay %s", si(float64(*m.ReplaySize)))
 	}

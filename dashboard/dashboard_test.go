@@ -121,8 +121,8 @@ func (tr *trial) appendMetrics(t *testing.T, i int) {
 	m := controller.Metrics{Time: tr.started.Add(time.Duration(i) * time.Second), ElapsedS: float64(i),
 		EnvSteps: int64(i * 100), StepsPerS: 100, Workers: map[string]map[string]any{"actor/1": {"state": "RUNNING"}}}
 	if i > 1 {
-		r, lag := float64(10*i), 0.5
-		m.MeanReturn, m.PolicyLag = &r, &lag
+		r, lag, dropped := float64(10*i), 0.5, 0.25
+		m.MeanReturn, m.PolicyLag, m.DroppedShare = &r, &lag, &dropped
 	}
 	b, _ := json.Marshal(m)
 	f, err := os.OpenFile(tr.dir.Path(controller.MetricsFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
@@ -320,6 +320,7 @@ func TestTrialMetrics(t *testing.T) {
 	for _, want := range []string{
 		`distrl_trial_env_steps_total{experiment="unit",trial="t1"} 300`,
 		`distrl_trial_mean_return{experiment="unit",trial="t1"} 30`,
+		`distrl_trial_dropped_share{experiment="unit",trial="t1"} 0.25`,
 		`distrl_trial_workers{experiment="unit",state="HUNG",trial="t1"} 1`,
 		`distrl_trial_workers{experiment="unit",state="LOST",trial="t1"} 1`,
 		`distrl_trial_workers{experiment="unit",state="RUNNING",trial="t1"} 1`,

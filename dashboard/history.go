@@ -88,7 +88,7 @@ func (h *history) refresh(runKey string) error {
 func pointOf(m *controller.Metrics) Point {
 	return Point{
 		Time: float64(m.Time.UnixMilli()) / 1e3, ElapsedS: m.ElapsedS, EnvSteps: m.EnvSteps, Episodes: m.Episodes,
-		StepsPerS: m.StepsPerS, MeanReturn: m.MeanReturn, PolicyLag: m.PolicyLag, Version: m.Version,
+		StepsPerS: m.StepsPerS, MeanReturn: m.MeanReturn, PolicyLag: m.PolicyLag, DroppedShare: m.DroppedShare, Version: m.Version,
 		BestReturn: m.BestReturn, BestVersion: m.BestVersion,
 	}
 }

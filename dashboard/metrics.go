@@ -24,9 +24,9 @@ var trialStates = []string{
 // workers by state and their restarts. Every series carries the labels
 // experiment and trial.
 type trialCollector struct {
-	h                                                          *Handler
-	envSteps, episodes, rate, ret, lag, version, elapsed       *prometheus.Desc
-	workers, restarts, workerRestarts, bestReturn, bestVersion *prometheus.Desc
+	h                                                             *Handler
+	envSteps, episodes, rate, ret, lag, dropped, version, elapsed *prometheus.Desc
+	workers, restarts, workerRestarts, bestReturn, bestVersion    *prometheus.Desc
 }
 
 func newTrialCollector(h *Handler) *trialCollector {
@@ -42,6 +42,7 @@ func newTrialCollector(h *Handler) *trialCollector {
 		rate:     desc("env_steps_per_second", "Environment steps per second over the last metrics interval."),
 		ret:      desc("mean_return", "Mean return of the recent episodes (the trainer's, else the actors')."),
 		lag:      desc("policy_lag", "The trainer's mean policy lag in parameter versions."),
+		dropped:  desc("dropped_share", "The share of the steps PPO trainers took in that they dropped as stale."),
 		version:  desc("policy_version", "The parameter version trained (else the newest served)."),
 		elapsed:  desc("elapsed_seconds", "Time since every worker was running."),
 		workers:  desc("workers", "Workers of the trial by state (HUNG and LOST as the control panel concludes them).", "state"),
@@ -54,7 +55,7 @@ func newTrialCollector(h *Handler) *trialCollector {
 }
 
 func (c *trialCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.envSteps, c.episodes, c.rate, c.ret, c.lag, c.version, c.elapsed,
+	for _, d := range []*prometheus.Desc{c.envSteps, c.episodes, c.rate, c.ret, c.lag, c.dropped, c.version, c.elapsed,
 		c.workers, c.restarts, c.workerRestarts, c.bestReturn, c.bestVersion} {
 		ch <- d
 	}
@@ -78,6 +79,9 @@ func (c *trialCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if p.PolicyLag != nil {
 			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, *p.PolicyLag)
+		}
+		if p.DroppedShare != nil {
+			ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.GaugeValue, *p.DroppedShare)
 		}
 		if p.Version != nil {
 			ch <- prometheus.MustNewConstMetric(c.version, prometheus.GaugeValue, float64(*p.Version))

@@ -101,6 +101,8 @@ type Point struct {
 	MeanReturn *float64 `json:"mean_return"`
 	PolicyLag  *float64 `json:"policy_lag"`
 	Version    *int64   `json:"version"`
+	// DroppedShare is the PPO trainers' share of steps dropped (Metrics).
+	DroppedShare *float64 `json:"dropped_share,omitempty"`
 	// BestReturn and BestVersion are the evaluators' best (Metrics).
 	BestReturn  *float64 `json:"best_return,omitempty"`
 	BestVersion *int64   `json:"best_version,omitempty"`
